@@ -1,0 +1,14 @@
+// Subcommands of the `wick` program. Each add_*_command registers its options and a callback on
+// the CLI11 app; the callback sets the exit status it wants through set_exit_status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace wick::launch {
+
+void add_info_command(CLI::App& app);
+
+int exit_status();
+void set_exit_status(int status);
+
+}  // namespace wick::launch

@@ -1,0 +1,45 @@
+// The `wick` command-line program. Subcommands live in launch/<name>.cpp and register here.
+//
+//   wick info        version, build, compiled features, visible devices
+//
+// Exit status: 0 success; 2 bad command line or config; 3 bad data, checkpoint or weights file;
+// 4 a failure during training. Errors are printed as one line on stderr, never as a crash.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "launch/commands.h"
+#include "runtime/error.h"
+
+namespace {
+
+int exit_status_for(wick::ErrorKind kind) {
+  switch (kind) {
+    case wick::ErrorKind::Usage:
+    case wick::ErrorKind::Config: return 2;
+    case wick::ErrorKind::Data: return 3;
+    default: return 4;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wick: training for diffusion models (LoRA, DoRA, full) on CPU and CUDA"};
+  app.require_subcommand(1);
+  wick::launch::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    int status = app.exit(error);
+    return status == 0 ? 0 : 2;
+  } catch (const wick::WickError& error) {
+    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    return exit_status_for(error.kind());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    return 4;
+  }
+  return wick::launch::exit_status();
+}

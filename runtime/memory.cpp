@@ -1,0 +1,104 @@
+#include "runtime/memory.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/error.h"
+
+namespace wick {
+namespace {
+
+constexpr int max_devices = 1 + 64;  // CPU, then CUDA devices 0..63
+
+struct Counters {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> n_allocations{0};
+};
+
+Counters& counters(Device device) {
+  static Counters table[max_devices];
+  int slot = device.is_cpu() ? 0 : 1 + device.index;
+  WICK_CHECK(slot >= 0 && slot < max_devices, "memory: device index out of range: ", device.str());
+  return table[slot];
+}
+
+}  // namespace
+
+namespace detail {
+void record_allocation(Device device, int64_t bytes) {
+  Counters& c = counters(device);
+  int64_t now = c.current.fetch_add(bytes) + bytes;
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+  c.n_allocations.fetch_add(1);
+}
+void record_free(Device device, int64_t bytes) { counters(device).current.fetch_sub(bytes); }
+}  // namespace detail
+
+MemoryStats memory_stats(Device device) {
+  Counters& c = counters(device);
+  return {c.current.load(), c.peak.load(), c.n_allocations.load()};
+}
+
+void reset_peak_memory(Device device) {
+  Counters& c = counters(device);
+  c.peak.store(c.current.load());
+}
+
+void* allocate_bytes(Device device, size_t bytes, const Stream& stream) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* data = nullptr;
+  if (device.is_cpu()) {
+    data = std::aligned_alloc(64, rounded);
+    WICK_CHECK_KIND(Runtime, data != nullptr, "out of host memory allocating ", bytes, " bytes");
+  } else {
+    data = cuda::allocate(device.index, rounded, stream.handle);
+  }
+  detail::record_allocation(device, static_cast<int64_t>(bytes));
+  return data;
+}
+
+void free_bytes(Device device, void* data, size_t bytes, const Stream& stream) {
+  if (!data) return;
+  if (device.is_cpu())
+    std::free(data);
+  else
+    cuda::free(device.index, data, stream.handle);
+  detail::record_free(device, static_cast<int64_t>(bytes));
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                const Stream& stream) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  cuda::copy(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes, stream.handle);
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) { data_ = cuda::allocate_pinned(bytes); }
+PinnedBuffer::~PinnedBuffer() { release(); }
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+void PinnedBuffer::release() {
+  if (data_) cuda::free_pinned(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace wick
