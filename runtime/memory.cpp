@@ -83,20 +83,23 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   cuda::copy(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes, stream.handle);
 }
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) { data_ = cuda::allocate_pinned(bytes); }
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) { data_ = cuda::allocate_pinned(bytes, &pinned_); }
 PinnedBuffer::~PinnedBuffer() { release(); }
 PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      pinned_(std::exchange(other.pinned_, false)) {}
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   if (this != &other) {
     release();
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    pinned_ = std::exchange(other.pinned_, false);
   }
   return *this;
 }
 void PinnedBuffer::release() {
-  if (data_) cuda::free_pinned(data_);
+  if (data_) cuda::free_pinned(data_, pinned_);
   data_ = nullptr;
   bytes_ = 0;
 }

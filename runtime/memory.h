@@ -47,11 +47,13 @@ class PinnedBuffer {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  bool pinned() const { return pinned_; }  // false where no GPU driver is present
 
  private:
   void release();
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool pinned_ = false;
 };
 
 namespace detail {

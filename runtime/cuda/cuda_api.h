@@ -22,8 +22,10 @@ void set_device(int device);
 void* allocate(int device, size_t bytes, void* stream);
 void free(int device, void* data, void* stream);
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes, void* stream);
-void* allocate_pinned(size_t bytes);
-void free_pinned(void* data);
+// Page-locked host memory; falls back to ordinary aligned memory (pinned = false) where no GPU
+// driver is present. free_pinned must be told which kind it frees.
+void* allocate_pinned(size_t bytes, bool* pinned);
+void free_pinned(void* data, bool pinned);
 
 void* create_stream(int device);
 void destroy_stream(int device, void* stream);

@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 
 #include "runtime/cuda/cuda_api.h"
@@ -95,13 +96,26 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
   if (!dst_on_device) CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-void* allocate_pinned(size_t bytes) {
+void* allocate_pinned(size_t bytes, bool* pinned) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* data = nullptr;
-  CUDA_CHECK(cudaHostAlloc(&data, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+  if (device_count() > 0) {
+    CUDA_CHECK(cudaHostAlloc(&data, rounded, cudaHostAllocDefault));
+    *pinned = true;
+    return data;
+  }
+  *pinned = false;
+  data = std::aligned_alloc(64, rounded);
+  WICK_CHECK_KIND(Runtime, data != nullptr, "out of host memory allocating ", bytes, " bytes");
   return data;
 }
 
-void free_pinned(void* data) { cudaFreeHost(data); }
+void free_pinned(void* data, bool pinned) {
+  if (pinned)
+    cudaFreeHost(data);
+  else
+    std::free(data);
+}
 
 void* create_stream(int device) {
   set_device(device);

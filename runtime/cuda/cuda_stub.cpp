@@ -20,12 +20,13 @@ void set_device(int) { no_cuda("cuda set_device"); }
 void* allocate(int, size_t, void*) { no_cuda("allocating on a CUDA device"); }
 void free(int, void*, void*) { no_cuda("freeing CUDA memory"); }
 void copy(void*, bool, const void*, bool, size_t, void*) { no_cuda("copying to or from a CUDA device"); }
-void* allocate_pinned(size_t bytes) {
+void* allocate_pinned(size_t bytes, bool* pinned) {
+  *pinned = false;
   void* data = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
   WICK_CHECK_KIND(Runtime, data != nullptr, "out of host memory allocating ", bytes, " pinned bytes");
   return data;
 }
-void free_pinned(void* data) { std::free(data); }
+void free_pinned(void* data, bool) { std::free(data); }
 void* create_stream(int) { no_cuda("creating a CUDA stream"); }
 void destroy_stream(int, void*) {}
 void synchronize_stream(int, void*) {}
