@@ -25,7 +25,6 @@ __global__ void fill_bias_kernel(T* y, const T* bias, int64_t channels, int64_t 
     y[i] = bias[(i / plane) % channels];
 }
 
-#if !WICK_HAS_CUDNN
 // One item's x [c, h, w] into columns [c * kh * kw, ho * wo]; padding reads as zero.
 template <typename T>
 __global__ void im2col_kernel(const T* x, T* columns, Conv2dGeometry g, int64_t n) {
@@ -39,7 +38,6 @@ __global__ void im2col_kernel(const T* x, T* columns, Conv2dGeometry g, int64_t 
     columns[i] = inside ? x[(channel * g.h + ih) * g.w + iw] : convert<T>(0.0f);
   }
 }
-#endif
 
 // ---- launchers ----
 namespace {
@@ -81,6 +79,7 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes = 0;
+  bool supported = false;  // false: cuDNN offers no suitable algorithm, use im2col + cuBLASLt
 };
 
 int as_int(int64_t value) {
@@ -119,19 +118,16 @@ ConvPlan make_plan(cudnnHandle_t handle, const Conv2dGeometry& g, DType dtype) {
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, plan.conv, plan.y,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n_results, results));
   constexpr size_t max_workspace = size_t{1} << 30;
-  bool chosen = false;
-  for (int i = 0; i < n_results && !chosen; ++i) {
+  for (int i = 0; i < n_results && !plan.supported; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& result = results[i];
     if (result.status != CUDNN_STATUS_SUCCESS || result.memory > max_workspace) continue;
-    if (!half && result.mathType == CUDNN_TENSOR_OP_MATH) continue;
+    // Exact f32: only FMA kernels (CUDNN_DEFAULT_MATH permits TF32 on Ampere and later).
+    if (dtype == DType::F32 && result.mathType != CUDNN_FMA_MATH) continue;
     plan.algo = result.algo;
     plan.workspace_bytes = result.memory;
     CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, result.mathType));
-    chosen = true;
+    plan.supported = true;
   }
-  WICK_CHECK_KIND(Runtime, chosen, "conv2d: cuDNN offers no algorithm for x [", g.n, ", ", g.c, ", ", g.h, ", ",
-                  g.w, "], weight [", g.o, ", ", g.channels_per_group(), ", ", g.kh, ", ", g.kw, "], ",
-                  dtype_name(dtype));
   return plan;
 }
 
@@ -149,13 +145,15 @@ const ConvPlan& plan_for(int device, cudnnHandle_t handle, const Conv2dGeometry&
   return plans.emplace(key, make_plan(handle, g, dtype)).first->second;
 }
 
-void conv2d_cudnn(const Conv2dGeometry& g, DType dtype, const void* x, const void* weight, bool accumulate, void* y,
+// False when cuDNN has no suitable algorithm for this problem (nothing was queued).
+bool conv2d_cudnn(const Conv2dGeometry& g, DType dtype, const void* x, const void* weight, bool accumulate, void* y,
                   cudaStream_t stream) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   cudnnHandle_t handle = handle_for(device);
   CUDNN_CHECK(cudnnSetStream(handle, stream));
   const ConvPlan& plan = plan_for(device, handle, g, dtype);
+  if (!plan.supported) return false;
   Device where = Device::cuda(device);
   Stream on{where, stream};
   void* workspace = plan.workspace_bytes > 0 ? allocate_bytes(where, plan.workspace_bytes, on) : nullptr;
@@ -169,10 +167,12 @@ void conv2d_cudnn(const Conv2dGeometry& g, DType dtype, const void* x, const voi
   // Stream-ordered free: the memory is reused only by work queued after the convolution.
   if (workspace) free_bytes(where, workspace, plan.workspace_bytes, on);
   CUDNN_CHECK(status);
+  return true;
 }
 
-#else  // !WICK_HAS_CUDNN
+#endif  // WICK_HAS_CUDNN
 
+// The fallback: per batch item, im2col then one strided-batched GEMM over the groups.
 template <typename T>
 void conv2d_im2col(const Conv2dGeometry& g, DType dtype, const void* x, const void* weight, bool accumulate, void* y,
                    cudaStream_t stream) {
@@ -211,8 +211,6 @@ void conv2d_im2col(const Conv2dGeometry& g, DType dtype, const void* x, const vo
   free_bytes(where, columns, bytes, on);
 }
 
-#endif  // WICK_HAS_CUDNN
-
 }  // namespace
 
 void conv2d(const Conv2dGeometry& g, DType dtype, const void* x, const void* weight, const void* bias, void* y,
@@ -224,10 +222,9 @@ void conv2d(const Conv2dGeometry& g, DType dtype, const void* x, const void* wei
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
       if (bias) fill_bias<T>(g, bias, y, s);
 #if WICK_HAS_CUDNN
-      conv2d_cudnn(g, dtype, x, weight, bias != nullptr, y, s);
-#else
-      conv2d_im2col<T>(g, dtype, x, weight, bias != nullptr, y, s);
+      if (conv2d_cudnn(g, dtype, x, weight, bias != nullptr, y, s)) return;
 #endif
+      conv2d_im2col<T>(g, dtype, x, weight, bias != nullptr, y, s);
     }
   });
 }

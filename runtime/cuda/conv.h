@@ -13,7 +13,7 @@ namespace wick::cuda {
 // contiguous and of one dtype (F32, F64, BF16, F16). With cuDNN (WICK_HAS_CUDNN): the legacy
 // cudnnConvolutionForward, f32 accumulation for 16-bit types (tensor cores allowed), FMA math for
 // f32 (no TF32); algorithm chosen by cudnnGetConvolutionForwardAlgorithm_v7 and cached per shape.
-// Without cuDNN: im2col + cuBLASLt per batch item.
+// Without cuDNN, or where cuDNN offers no suitable algorithm: im2col + cuBLASLt per batch item.
 void conv2d(const Conv2dGeometry& geometry, DType dtype, const void* x, const void* weight, const void* bias,
             void* y, void* stream);
 

@@ -45,11 +45,14 @@ void* workspace_for(int device, void* stream) {
   return data;
 }
 
-// Largest power of two (up to 256) dividing the address: cuBLASLt picks kernels by alignment.
-int alignment_of(const void* pointer) {
-  auto address = reinterpret_cast<uintptr_t>(pointer);
+// Largest power of two (up to 256) dividing the address and, for a strided batch, the byte
+// stride between matrices: every matrix of the batch is at least that aligned. cuBLASLt picks
+// kernels (vector widths) by this alignment.
+int alignment_of(const void* pointer, int64_t batch, int64_t stride_elements, int element_size) {
+  auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer));
+  if (batch > 1) bits |= static_cast<uint64_t>(stride_elements) * static_cast<uint64_t>(element_size);
   int alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  while (alignment > 1 && bits % static_cast<uint64_t>(alignment) != 0) alignment /= 2;
   return alignment;
 }
 
@@ -174,8 +177,9 @@ void gemm(const GemmProblem& p, void* stream) {
     const char* a = a_base + p.a_batch.offset_of(outer * inner) * element;
     const char* b = b_base + p.b_batch.offset_of(outer * inner) * element;
     char* c = c_base + p.c_batch.offset_of(outer * inner) * element;
-    const Plan& plan = plan_for(device, handle, p, inner, a_stride, b_stride, c_stride, alignment_of(a),
-                                alignment_of(b), alignment_of(c));
+    const Plan& plan = plan_for(device, handle, p, inner, a_stride, b_stride, c_stride,
+                                alignment_of(a, inner, a_stride, element), alignment_of(b, inner, b_stride, element),
+                                alignment_of(c, inner, c_stride, element));
     CUBLAS_CHECK(cublasLtMatmul(handle, plan.operation, alpha, b, plan.a_layout, a, plan.b_layout, beta, c,
                                 plan.c_layout, c, plan.c_layout, &plan.algo, workspace, workspace_bytes,
                                 static_cast<cudaStream_t>(stream)));

@@ -11,17 +11,13 @@
 namespace wick {
 namespace {
 
-// The operand itself when BLAS can read its last two axes in place, else a contiguous copy.
-Tensor blas_ready(const Tensor& x) {
-  int64_t rank = x.dim();
-  MatrixLayout layout = matrix_layout(x.size(rank - 2), x.size(rank - 1), x.strides()[rank - 2], x.strides()[rank - 1]);
-  return layout.usable ? x : x.contiguous();
-}
-
 MatrixLayout layout_of(const Tensor& x) {
   int64_t rank = x.dim();
   return matrix_layout(x.size(rank - 2), x.size(rank - 1), x.strides()[rank - 2], x.strides()[rank - 1]);
 }
+
+// The operand itself when BLAS can read its last two axes in place, else a contiguous copy.
+Tensor blas_ready(const Tensor& x) { return layout_of(x).usable ? x : x.contiguous(); }
 
 Shape batch_of(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 2); }
 
@@ -81,8 +77,9 @@ Tensor matmul_plus(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
              a_in.describe(), " and ", b_in.describe());
   WICK_CHECK(a_in.device() == b_in.device(), "matmul: operands on different devices: ", a_in.describe(), " and ",
              b_in.describe());
-  WICK_CHECK(a_in.size(-1) == b_in.size(b_in.dim() == 1 ? 0 : -2), "matmul: inner dimensions differ: ",
-             a_in.describe(), " @ ", b_in.describe(), " (", a_in.shape(), " @ ", b_in.shape(), ")");
+  int64_t b_inner = b_in.size(b_in.dim() == 1 ? 0 : -2);
+  WICK_CHECK(a_in.size(-1) == b_inner, "matmul: inner dimensions differ: ", a_in.describe(), " @ ", b_in.describe(),
+             " (", a_in.size(-1), " vs ", b_inner, ")");
   DType dtype = promote_types(a_in.dtype(), b_in.dtype());
   Device device = a_in.device();
   bool vector_a = a_in.dim() == 1, vector_b = b_in.dim() == 1;
