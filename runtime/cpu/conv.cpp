@@ -1,0 +1,94 @@
+#include "runtime/cpu/conv.h"
+
+#include <vector>
+
+#include "runtime/cpu/matmul.h"
+#include "runtime/cpu/parallel.h"
+
+namespace wick::cpu {
+namespace {
+
+// One item's x [c, h, w] into columns [c * kh * kw, ho * wo]; padding reads as zero.
+template <typename T>
+void im2col(const Conv2dGeometry& g, const T* x, T* columns) {
+  int64_t n_rows = g.c * g.kh * g.kw, n_columns = g.ho * g.wo;
+  int64_t grain = std::max<int64_t>(1, default_grain / std::max<int64_t>(1, n_columns));
+  parallel_for(n_rows, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t channel = row / (g.kh * g.kw), ki = (row / g.kw) % g.kh, kj = row % g.kw;
+      const T* plane = x + channel * g.h * g.w;
+      T* out = columns + row * n_columns;
+      for (int64_t oh = 0; oh < g.ho; ++oh) {
+        int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+        for (int64_t ow = 0; ow < g.wo; ++ow) {
+          int64_t iw = ow * g.sw - g.pw + kj * g.dw;
+          bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+          out[oh * g.wo + ow] = inside ? plane[ih * g.w + iw] : T(0);
+        }
+      }
+    }
+  }, grain);
+}
+
+template <typename T>
+void conv2d_typed(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
+  int64_t n_columns = g.ho * g.wo, og = g.outputs_per_group(), kg = g.patch_size();
+  bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  auto run_item = [&](int64_t item, std::vector<T>& columns) {
+    const T* x_item = x + item * g.c * g.h * g.w;
+    T* y_item = y + item * g.o * n_columns;
+    if (bias) {
+      for (int64_t channel = 0; channel < g.o; ++channel)
+        std::fill(y_item + channel * n_columns, y_item + (channel + 1) * n_columns, bias[channel]);
+    }
+    const T* patches = x_item;  // a 1x1 stride-1 convolution reads x as its own column matrix
+    if (!pointwise) {
+      columns.resize(static_cast<size_t>(g.c * g.kh * g.kw * n_columns));
+      im2col(g, x_item, columns.data());
+      patches = columns.data();
+    }
+    // Per group: y_g [og, ho*wo] (+)= weight_g [og, kg] @ columns_g [kg, ho*wo].
+    GemmProblem p;
+    p.dtype = dtype_of<T>::value;
+    p.m = og;
+    p.n = n_columns;
+    p.k = kg;
+    p.a = weight;
+    p.lda = kg;
+    p.b = patches;
+    p.ldb = n_columns;
+    p.c = y_item;
+    p.ldc = n_columns;
+    p.accumulate = bias != nullptr;
+    p.n_batch = g.groups;
+    Shape groups{g.groups};
+    p.a_batch = make_strided_view(groups, {og * kg}, "conv2d");
+    p.b_batch = make_strided_view(groups, {kg * n_columns}, "conv2d");
+    p.c_batch = make_strided_view(groups, {og * n_columns}, "conv2d");
+    gemm(p);
+  };
+  if (g.n > 1 && og * n_columns * kg < small_gemm_flops) {
+    parallel_for(g.n, [&](int64_t begin, int64_t end) {
+      std::vector<T> columns;
+      for (int64_t item = begin; item < end; ++item) run_item(item, columns);
+    }, 1);
+    return;
+  }
+  std::vector<T> columns;
+  for (int64_t item = 0; item < g.n; ++item) run_item(item, columns);
+}
+
+}  // namespace
+
+void conv2d(const Conv2dGeometry& geometry, DType dtype, const void* x, const void* weight, const void* bias,
+            void* y) {
+  if (geometry.n * geometry.o * geometry.ho * geometry.wo == 0) return;
+  if (dtype == DType::F64)
+    conv2d_typed(geometry, static_cast<const double*>(x), static_cast<const double*>(weight),
+                 static_cast<const double*>(bias), static_cast<double*>(y));
+  else
+    conv2d_typed(geometry, static_cast<const float*>(x), static_cast<const float*>(weight),
+                 static_cast<const float*>(bias), static_cast<float*>(y));
+}
+
+}  // namespace wick::cpu

@@ -1,0 +1,50 @@
+#include "runtime/cpu/matmul.h"
+
+#include <cblas.h>
+
+#include "runtime/cpu/parallel.h"
+
+namespace wick::cpu {
+namespace {
+
+template <typename T>
+void gemm_one(const GemmProblem& p, const T* a, const T* b, T* c) {
+  auto trans_a = p.a_transposed ? CblasTrans : CblasNoTrans;
+  auto trans_b = p.b_transposed ? CblasTrans : CblasNoTrans;
+  auto m = static_cast<blasint>(p.m), n = static_cast<blasint>(p.n), k = static_cast<blasint>(p.k);
+  auto lda = static_cast<blasint>(p.lda), ldb = static_cast<blasint>(p.ldb), ldc = static_cast<blasint>(p.ldc);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, p.accumulate ? 1.0f : 0.0f, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, trans_a, trans_b, m, n, k, 1.0, a, lda, b, ldb, p.accumulate ? 1.0 : 0.0, c, ldc);
+}
+
+template <typename T>
+void gemm_typed(const GemmProblem& p) {
+  const T* a = static_cast<const T*>(p.a);
+  const T* b = static_cast<const T*>(p.b);
+  T* c = static_cast<T*>(p.c);
+  auto run = [&](int64_t i) {
+    gemm_one<T>(p, a + p.a_batch.offset_of(i), b + p.b_batch.offset_of(i), c + p.c_batch.offset_of(i));
+  };
+  if (p.n_batch > 1 && p.m * p.n * p.k < small_gemm_flops) {
+    // One product per iteration: grain 1 spreads the batch over the cores.
+    parallel_for(p.n_batch, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) run(i);
+    }, 1);
+    return;
+  }
+  for (int64_t i = 0; i < p.n_batch; ++i) run(i);
+}
+
+}  // namespace
+
+void gemm(const GemmProblem& problem) {
+  if (problem.m == 0 || problem.n == 0 || problem.n_batch == 0) return;
+  if (problem.dtype == DType::F64)
+    gemm_typed<double>(problem);
+  else
+    gemm_typed<float>(problem);
+}
+
+}  // namespace wick::cpu

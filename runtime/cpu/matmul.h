@@ -1,0 +1,19 @@
+// CPU GEMM through OpenBLAS, called by the matmul and conv front-ends after validation.
+//
+//   GemmProblem p = ...;      // see runtime/ops/gemm_problem.h; dtype F32 or F64
+//   cpu::gemm(p);             // C[i] = A[i] @ B[i] for every batch index
+#pragma once
+
+#include "runtime/ops/gemm_problem.h"
+
+namespace wick::cpu {
+
+// F32 (cblas_sgemm) or F64 (cblas_dgemm) only; the front-ends convert 16-bit operands to F32.
+// Small products run the batch loop in parallel; large ones let OpenBLAS thread each product.
+void gemm(const GemmProblem& problem);
+
+// Below this m*n*k OpenBLAS runs a product on one thread, so batches of such products are
+// spread over the cores instead.
+inline constexpr int64_t small_gemm_flops = 262144;
+
+}  // namespace wick::cpu
