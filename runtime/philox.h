@@ -230,10 +230,10 @@ WICK_HD void portable_sincos_turns(float t, float& sin_out, float& cos_out) {
 }
 
 // ---- stream elements ----
-WICK_HD float philox_uniform(uint32_t word) { return static_cast<float>(word >> 8) * 5.9604644775390625e-8f; }
+WICK_HD float philox_uniform(uint32_t word) { return mul_rn(static_cast<float>(word >> 8), 5.9604644775390625e-8f); }
 // In (0, 1]: the Box–Muller radius needs log(u1) finite.
 WICK_HD float philox_uniform_open_zero(uint32_t word) {
-  return static_cast<float>((word >> 8) + 1u) * 5.9604644775390625e-8f;
+  return mul_rn(static_cast<float>((word >> 8) + 1u), 5.9604644775390625e-8f);
 }
 // The two standard normals of word pair (a, b): (r cos, r sin).
 WICK_HD void philox_box_muller(uint32_t a, uint32_t b, float& z_cos, float& z_sin) {
