@@ -1,0 +1,22 @@
+// CPU row reductions and softmax, called by runtime/ops/reduce.cpp once the reduced axes have
+// been moved last and the input made contiguous: the input is an [n_rows, row_length] matrix.
+//
+//   cpu::reduce_rows(ReduceOp::Sum, DType::BF16, x_ptr, out_ptr, n_rows, row_length, 0.0);
+//   cpu::softmax_rows(/*log=*/false, DType::F32, x_ptr, out_ptr, n_rows, row_length);
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+#include "runtime/ops/reduce_math.h"
+
+namespace wick::cpu {
+
+// out[r] = op(row r). out's type is reduce_output_t<op, T>; row_length >= 1 (the front-end handles
+// empty rows). `correction` is used by Var only. Ties in ArgMax go to the first index; NaN wins.
+void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
+                 double correction);
+// Softmax (or log-softmax) of each row, computed in f32 (f64 for f64), max-subtracted.
+void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length);
+
+}  // namespace wick::cpu

@@ -1,0 +1,156 @@
+#include "runtime/ops/reduce.h"
+
+#include <limits>
+
+#include "runtime/cpu/reduce.h"
+#include "runtime/ops/creation.h"
+#include "runtime/ops/reduce_math.h"
+#if WICK_HAS_CUDA
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/reduce.h"
+#endif
+
+namespace wick {
+namespace {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::ArgMax: return "argmax";
+    case ReduceOp::Var: return "var";
+    case ReduceOp::LogSumExp: return "logsumexp";
+  }
+  return "reduce";
+}
+
+// x with its reduced axes moved last (kept axes in order first), contiguous, and the shapes.
+struct ReducePlan {
+  Tensor rows;          // contiguous, viewed as [n_rows, row_length]
+  int64_t n_rows = 1, row_length = 1;
+  Shape out_shape;
+};
+
+ReducePlan plan_reduce(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, const char* op) {
+  WICK_CHECK(x.defined(), op, ": undefined tensor");
+  int64_t rank = x.dim();
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t axis : axes) {
+    WICK_CHECK(axis >= -std::max<int64_t>(rank, 1) && axis < std::max<int64_t>(rank, 1), op, ": axis ", axis,
+               " is out of range for ", x.describe(), " (rank ", rank, ")");
+    if (rank == 0) continue;  // a 0-d tensor: axis 0 / -1 name the single element
+    int64_t a = normalize_axis(axis, rank, op);
+    WICK_CHECK(!reduced[static_cast<size_t>(a)], op, ": axis ", axis, " appears twice in the axes list");
+    reduced[static_cast<size_t>(a)] = true;
+  }
+  ReducePlan plan;
+  std::vector<int64_t> order;
+  for (int64_t a = 0; a < rank; ++a) {
+    bool is_reduced = reduced[static_cast<size_t>(a)];
+    if (!is_reduced) {
+      order.push_back(a);
+      plan.n_rows *= x.shape()[a];
+    }
+    if (!is_reduced || keepdim) plan.out_shape.push_back(is_reduced ? 1 : x.shape()[a]);
+  }
+  for (int64_t a = 0; a < rank; ++a)
+    if (reduced[static_cast<size_t>(a)]) {
+      order.push_back(a);
+      plan.row_length *= x.shape()[a];
+    }
+  plan.rows = x.permute(order).contiguous();
+  return plan;
+}
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, double correction) {
+  const char* name = reduce_op_name(op);
+  ReducePlan plan = plan_reduce(x, axes, keepdim, name);
+  bool float_only = op == ReduceOp::Mean || op == ReduceOp::Var || op == ReduceOp::LogSumExp;
+  WICK_CHECK(!float_only || is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(),
+             " (dtype ", dtype_name(x.dtype()), ")");
+  DType out_dtype = x.dtype();
+  if (op == ReduceOp::ArgMax || (op == ReduceOp::Sum && is_integral(x.dtype()))) out_dtype = DType::I64;
+  if (plan.row_length == 0) {
+    WICK_CHECK(op != ReduceOp::Max && op != ReduceOp::Min && op != ReduceOp::ArgMax, name, ": cannot reduce ",
+               x.describe(), " over an empty axis");
+    double value = op == ReduceOp::Sum         ? 0.0
+                   : op == ReduceOp::LogSumExp ? -std::numeric_limits<double>::infinity()
+                                               : std::numeric_limits<double>::quiet_NaN();
+    return full(plan.out_shape, value, out_dtype, x.device());
+  }
+  Tensor out = Tensor::empty(plan.out_shape, out_dtype, x.device());
+  if (plan.n_rows == 0) return out;
+  Device device = x.device();
+  if (device.is_cpu()) {
+    cpu::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction);
+  } else {
+#if WICK_HAS_CUDA
+    cuda::set_device(device.index);
+    cuda::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction,
+                      current_stream(device).handle);
+#endif
+  }
+  return out;
+}
+
+Tensor softmax_along(bool log, const Tensor& x, int64_t axis) {
+  const char* name = log ? "log_softmax" : "softmax";
+  WICK_CHECK(x.defined(), name, ": undefined tensor");
+  WICK_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(), " (dtype ",
+             dtype_name(x.dtype()), ")");
+  if (x.dim() == 0) {
+    WICK_CHECK(axis == 0 || axis == -1, name, ": axis ", axis, " is out of range for ", x.describe(), " (rank 0)");
+    return softmax_along(log, x.reshape({1}), 0).reshape({});
+  }
+  WICK_CHECK(axis >= -x.dim() && axis < x.dim(), name, ": axis ", axis, " is out of range for ", x.describe(),
+             " (rank ", x.dim(), ")");
+  int64_t a = normalize_axis(axis, x.dim(), name);
+  int64_t last = x.dim() - 1;
+  Tensor rows = x.transpose(a, last).contiguous();  // the softmax axis last
+  Tensor out = Tensor::empty(rows.shape(), x.dtype(), x.device());
+  int64_t row_length = rows.shape()[last];
+  int64_t n_rows = row_length == 0 ? 0 : rows.numel() / row_length;
+  Device device = x.device();
+  if (n_rows > 0) {
+    if (device.is_cpu()) {
+      cpu::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length);
+    } else {
+#if WICK_HAS_CUDA
+      cuda::set_device(device.index);
+      cuda::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length, current_stream(device).handle);
+#endif
+    }
+  }
+  return a == last ? out : out.transpose(a, last).contiguous();
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::Sum, x, axes, keepdim, 0.0);
+}
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::Mean, x, axes, keepdim, 0.0);
+}
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::Max, x, axes, keepdim, 0.0);
+}
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::Min, x, axes, keepdim, 0.0);
+}
+Tensor argmax(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::ArgMax, x, axes, keepdim, 0.0);
+}
+Tensor var(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, double correction) {
+  return reduce(ReduceOp::Var, x, axes, keepdim, correction);
+}
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(ReduceOp::LogSumExp, x, axes, keepdim, 0.0);
+}
+
+Tensor softmax(const Tensor& x, int64_t axis) { return softmax_along(false, x, axis); }
+Tensor log_softmax(const Tensor& x, int64_t axis) { return softmax_along(true, x, axis); }
+
+}  // namespace wick
