@@ -42,7 +42,7 @@ struct InputSpec {
   Shape shape;
   double low = -1.0, high = 1.0;
   bool integer = false;                  // draw whole numbers in [low, high)
-  std::optional<DType> dtype;            // fixed dtype (e.g. I64 indices); else the dtype under test
+  std::optional<DType> dtype = std::nullopt;  // fixed dtype (e.g. I64 indices); else the dtype under test
   // Makes the input a non-contiguous view of the same values (a transposed copy viewed back).
   bool non_contiguous = false;
 };
