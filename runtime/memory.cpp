@@ -6,6 +6,7 @@
 #include <new>
 #include <utility>
 
+#include "runtime/cpu/host_cache.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/error.h"
 
@@ -43,7 +44,13 @@ void record_free(Device device, int64_t bytes) { counters(device).current.fetch_
 
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
-  return {c.current.load(), c.peak.load(), c.n_allocations.load()};
+  MemoryStats stats{c.current.load(), c.peak.load(), c.n_allocations.load(), 0};
+  if (device.is_cpu()) stats.cached_bytes = cpu::host_cache_bytes();
+  return stats;
+}
+
+void release_cached_memory(Device device) {
+  if (device.is_cpu()) cpu::host_cache_release();
 }
 
 void reset_peak_memory(Device device) {
@@ -55,8 +62,7 @@ void* allocate_bytes(Device device, size_t bytes, const Stream& stream) {
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* data = nullptr;
   if (device.is_cpu()) {
-    data = std::aligned_alloc(64, rounded);
-    WICK_CHECK_KIND(Runtime, data != nullptr, "out of host memory allocating ", bytes, " bytes");
+    data = cpu::host_cache_allocate(bytes);
   } else {
     data = cuda::allocate(device.index, rounded, stream.handle);
   }
@@ -67,7 +73,7 @@ void* allocate_bytes(Device device, size_t bytes, const Stream& stream) {
 void free_bytes(Device device, void* data, size_t bytes, const Stream& stream) {
   if (!data) return;
   if (device.is_cpu())
-    std::free(data);
+    cpu::host_cache_free(data, bytes);
   else
     cuda::free(device.index, data, stream.handle);
   detail::record_free(device, static_cast<int64_t>(bytes));

@@ -5,7 +5,7 @@
 //   MemoryStats s = memory_stats(Device::cpu());       // current and peak bytes held by tensors
 //   PinnedBuffer staging(1 << 20);                     // page-locked host memory for async copies
 //
-// CPU memory is 64-byte aligned. CUDA memory comes from the driver's stream-ordered pool
+// CPU memory is 64-byte aligned; large freed blocks are cached for reuse (runtime/cpu/host_cache.h). CUDA memory comes from the driver's stream-ordered pool
 // (cudaMallocAsync) with an unlimited release threshold, so freed blocks are cached for reuse
 // by later allocations on the same stream instead of returning to the driver.
 #pragma once
@@ -21,10 +21,13 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // bytes held by live allocations now
   int64_t peak_bytes = 0;     // high-water mark since start or reset_peak_memory
   int64_t n_allocations = 0;  // allocations made since start
+  int64_t cached_bytes = 0;   // freed host blocks kept for reuse (CPU; see runtime/cpu/host_cache.h)
 };
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);
+// Returns cached free blocks to the system (CPU host cache; CUDA keeps its pool until exit).
+void release_cached_memory(Device device);
 
 void* allocate_bytes(Device device, size_t bytes, const Stream& stream);
 void free_bytes(Device device, void* data, size_t bytes, const Stream& stream);

@@ -248,3 +248,23 @@ TEST(Cuda, DeviceTensorsRoundTrip) {
 
 }  // namespace
 }  // namespace wick
+
+namespace wick {
+namespace {
+
+TEST(Memory, LargeHostBlocksAreReusedFromTheCache) {
+  release_cached_memory(Device::cpu());
+  void* first = nullptr;
+  {
+    Tensor big = Tensor::empty({3 << 20}, DType::F32);  // 12 MiB
+    first = big.data();
+  }
+  EXPECT_GE(memory_stats(Device::cpu()).cached_bytes, 12 << 20);
+  Tensor again = Tensor::empty({3 << 20}, DType::F32);
+  EXPECT_EQ(again.data(), first) << "a freed block of the same size should be handed out again";
+  EXPECT_EQ(memory_stats(Device::cpu()).cached_bytes, 0);
+  release_cached_memory(Device::cpu());
+}
+
+}  // namespace
+}  // namespace wick
