@@ -1,0 +1,191 @@
+// Per-element optimizer arithmetic shared by the CPU kernels and the CUDA kernels, so that both
+// backends round identically (bitwise-equal results for the same inputs).
+//
+//   AdamScalars s = adam_scalars(hyper);                    // host: bias corrections, once per step
+//   bool ok = adam8bit_moments(g, m, v, s);                // m, v updated in f32
+//   p = adam_param_update(p, m, v, s);
+//   uint8_t code = quantize_to_code(map, m / absmax, true);  // nearest code, bitsandbytes' search
+//
+// Every f32 multiply and add goes through mul_rn / add_rn: on the device these are __fmul_rn /
+// __fadd_rn, which nvcc never fuses into FMAs; on the host wick builds with -ffp-contract=off.
+// Division and sqrtf are IEEE round-to-nearest on both (nvcc's defaults -prec-div/-prec-sqrt).
+// This header is included by .cu files: keep it C++17-clean and free of wick runtime types.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/dtype.h"  // WICK_HD
+
+namespace wick::optim_math {
+
+WICK_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+WICK_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+WICK_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+WICK_HD bool is_finite(float x) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
+WICK_HD bool sign_bit(float x) {
+#if defined(__CUDA_ARCH__)
+  return signbit(x);
+#else
+  return std::signbit(x);
+#endif
+}
+
+// Per-step constants of Adam, computed on the host in double and rounded once to f32.
+struct AdamScalars {
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float one_minus_beta1 = 0.1f, one_minus_beta2 = 0.001f;
+  // 8-bit (bitsandbytes form): p += step_size * m / (sqrt(v) + eps_term), then p *= decay.
+  float step_size = 0.0f;  // -lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+  float eps_term = 0.0f;   // eps * sqrt(1 - beta2^t)
+  // 32-bit (PyTorch AdamW form): p *= decay, then p += neg_step * m / (sqrt(v) / bc2_sqrt + eps).
+  float neg_step = 0.0f;   // -lr / (1 - beta1^t)
+  float bc2_sqrt = 1.0f;   // sqrt(1 - beta2^t)
+  float eps = 1e-8f;
+  float decay = 1.0f;      // 1 - lr * weight_decay
+  bool apply_decay = false;
+};
+
+// ---- 8-bit blockwise quantization (bitsandbytes' "dynamic tree" maps) ----
+
+// Nearest entry of the sorted 256-entry map to x, found with bitsandbytes' 7-step binary search
+// from index 127. Ties go to the pivot the search ended on (as bitsandbytes' quantize_2D).
+// x is expected in [-1, 1] (signed map) or [0, 1] (unsigned map).
+WICK_HD uint8_t quantize_to_code(const float* map, float x, bool signed_map) {
+  int pivot = 127, upper_pivot = 255, lower_pivot = 0;
+  float lower = signed_map ? -1.0f : 0.0f, upper = 1.0f;
+  float val = map[pivot];
+  for (int i = 64; i > 0; i >>= 1) {
+    if (x > val) {
+      lower_pivot = pivot;
+      lower = val;
+      pivot += i;
+    } else {
+      upper_pivot = pivot;
+      upper = val;
+      pivot -= i;
+    }
+    val = map[pivot];
+  }
+  if (x > val) {
+    float midpoint = mul_rn(add_rn(upper, val), 0.5f);
+    return static_cast<uint8_t>(x > midpoint ? upper_pivot : pivot);
+  }
+  float midpoint = mul_rn(add_rn(lower, val), 0.5f);
+  return static_cast<uint8_t>(x < midpoint ? lower_pivot : pivot);
+}
+
+// Code for `value` in a block whose new absmax is `absmax`. A zero absmax (all-zero block) maps to
+// the code of 0. For the signed map, a code whose sign differs from value's sign bit moves one
+// index toward the right sign (bitsandbytes' sign fix).
+WICK_HD uint8_t requantize(const float* map, float value, float absmax, bool signed_map) {
+  float x = absmax > 0.0f ? value / absmax : 0.0f;
+  int code = quantize_to_code(map, x, signed_map);
+  if (signed_map && sign_bit(map[code]) != sign_bit(value)) code += value > 0.0f ? 1 : -1;
+  return static_cast<uint8_t>(code & 0xff);
+}
+
+// ---- Adam moment updates (both variants) ----
+
+// bitsandbytes' order: v = v*beta2 + ((1-beta2)*g)*g; m = m*beta1 + (1-beta1)*g.
+// Returns false (and sets m = v = 0) when g or an updated moment is not finite.
+WICK_HD bool adam8bit_moments(float g, float& m, float& v, const AdamScalars& s) {
+  if (is_finite(g)) {
+    float new_v = add_rn(mul_rn(v, s.beta2), mul_rn(mul_rn(s.one_minus_beta2, g), g));
+    float new_m = add_rn(mul_rn(m, s.beta1), mul_rn(s.one_minus_beta1, g));
+    if (is_finite(new_v) && is_finite(new_m)) {
+      m = new_m;
+      v = new_v;
+      return true;
+    }
+  }
+  m = 0.0f;
+  v = 0.0f;
+  return false;
+}
+
+// p + step_size * (m / (sqrt(v) + eps_term)), then decoupled decay after the step.
+WICK_HD float adam8bit_param(float p, float m, float v, const AdamScalars& s) {
+  float update = m / add_rn(sqrtf(v), s.eps_term);
+  p = add_rn(p, mul_rn(s.step_size, update));
+  if (s.apply_decay) p = mul_rn(p, s.decay);
+  return p;
+}
+
+// PyTorch AdamW (foreach=False): p *= 1 - lr*wd; m = m + (1-beta1)*(g - m) (lerp);
+// v = v*beta2 + (1-beta2)*g*g; p += (neg_step * m) / (sqrt(v)/bc2_sqrt + eps) (addcdiv's order).
+// Returns false (p unchanged, m = v = 0) when g or an updated moment is not finite.
+WICK_HD bool adamw32_element(float g, float& p, float& m, float& v, const AdamScalars& s) {
+  if (is_finite(g)) {
+    float new_m = add_rn(m, mul_rn(s.one_minus_beta1, sub_rn(g, m)));
+    float new_v = add_rn(mul_rn(v, s.beta2), mul_rn(mul_rn(s.one_minus_beta2, g), g));
+    if (is_finite(new_v) && is_finite(new_m)) {
+      m = new_m;
+      v = new_v;
+      float q = s.apply_decay ? mul_rn(p, s.decay) : p;
+      float denom = add_rn(sqrtf(v) / s.bc2_sqrt, s.eps);
+      p = add_rn(q, mul_rn(s.neg_step, m) / denom);
+      return true;
+    }
+  }
+  m = 0.0f;
+  v = 0.0f;
+  return false;
+}
+
+// ---- SGD (PyTorch semantics, dampening supported) ----
+struct SgdScalars {
+  float lr = 0.0f, momentum = 0.0f, one_minus_dampening = 1.0f, weight_decay = 0.0f;
+  bool nesterov = false, first_step = true, has_momentum = false;
+};
+
+// d = g + wd*p; buf = first ? d : buf*momentum + (1-dampening)*d; d = nesterov ? d + momentum*buf : buf;
+// p -= lr*d. Returns false (p unchanged, buf = 0) when g or the result is not finite.
+WICK_HD bool sgd_element(float g, float& p, float* buf, const SgdScalars& s) {
+  if (is_finite(g)) {
+    float d = s.weight_decay != 0.0f ? add_rn(g, mul_rn(p, s.weight_decay)) : g;
+    float new_buf = 0.0f;
+    if (s.has_momentum) {
+      new_buf = s.first_step ? d : add_rn(mul_rn(*buf, s.momentum), mul_rn(d, s.one_minus_dampening));
+      d = s.nesterov ? add_rn(d, mul_rn(new_buf, s.momentum)) : new_buf;
+    }
+    float new_p = add_rn(p, mul_rn(d, -s.lr));
+    if (is_finite(new_p) && is_finite(new_buf)) {
+      p = new_p;
+      if (s.has_momentum) *buf = new_buf;
+      return true;
+    }
+  }
+  if (s.has_momentum) *buf = 0.0f;
+  return false;
+}
+
+}  // namespace wick::optim_math
