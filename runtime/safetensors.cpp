@@ -96,7 +96,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     ::close(fd);
     WICK_SAFETENSORS_FAIL("file is ", file_bytes, " bytes, shorter than the 8-byte header length");
   }
-  void* data = mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Private, copy-on-write mapping: reading is zero-copy, and a loaded weight made trainable can be
+  // updated in place (the OS copies only the pages written); the file itself never changes.
+  void* data = mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   int map_error = errno;
   ::close(fd);
   if (data == MAP_FAILED) WICK_SAFETENSORS_FAIL("cannot map ", file_bytes, " bytes: ", std::strerror(map_error));

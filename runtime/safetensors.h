@@ -33,7 +33,7 @@ struct SafetensorsInfo {
 
 class SafetensorsFile {
  public:
-  // Maps `path` read-only (MAP_PRIVATE) and validates the whole header; throws WickError (Data)
+  // Maps `path` copy-on-write (MAP_PRIVATE) and validates the whole header; throws WickError (Data)
   // naming the file and the problem.
   static SafetensorsFile open(const std::string& path);
 
@@ -45,12 +45,12 @@ class SafetensorsFile {
   // Throws WickError (Data) when there is no tensor `name`.
   const SafetensorsInfo& info(const std::string& name) const;
 
-  // The tensor as a contiguous CPU tensor. Zero-copy (a view of the read-only mapping, which lives
+  // The tensor as a contiguous CPU tensor. Zero-copy (a view of the private mapping, which lives
   // while the tensor does) when the data is aligned to the element size; a copy otherwise.
   // F64 F32 F16 BF16 I64 I32 I8 U8 load as that DType; BOOL loads as U8 (0/1 as stored); types
   // without a DType load as U8 bytes: shape [*shape, element_bytes] for whole-byte types,
-  // [n_bytes] for the sub-byte F4/F6 types. The mapping is read-only: writing through a
-  // zero-copy tensor faults.
+  // [n_bytes] for the sub-byte F4/F6 types. The mapping is copy-on-write: writing through a
+  // zero-copy tensor (training a loaded weight in place) changes memory, never the file.
   Tensor get(const std::string& name) const;
   // The tensor's bytes as a 1-d U8 view of the mapping, whatever its dtype (always zero-copy).
   Tensor raw_bytes(const std::string& name) const;

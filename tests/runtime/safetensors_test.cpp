@@ -351,3 +351,24 @@ TEST(Safetensors, CorruptFilesGiveDataErrorsNamingFileAndProblem) {
 
 }  // namespace
 }  // namespace wick
+
+namespace wick {
+namespace {
+
+TEST(SafetensorsCopyOnWrite, LoadedTensorCanBeWrittenInPlaceWithoutChangingTheFile) {
+  std::string path = ::testing::TempDir() + "/cow.safetensors";
+  save_safetensors(path, {{"w", Tensor::from_vector<float>({1, 2, 3, 4}, {4})}}, {});
+  {
+    SafetensorsFile file = SafetensorsFile::open(path);
+    Tensor w = file.get("w");
+    void* before = w.data();
+    w.copy_from(Tensor::from_vector<float>({9, 9, 9, 9}, {4}));
+    EXPECT_EQ(w.data(), before) << "in-place update must keep the same storage";
+    EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{9, 9, 9, 9}));
+  }
+  EXPECT_EQ(SafetensorsFile::open(path).get("w").to_vector<float>(), (std::vector<float>{1, 2, 3, 4}))
+      << "the file on disk must be unchanged";
+}
+
+}  // namespace
+}  // namespace wick
