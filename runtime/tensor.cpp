@@ -68,14 +68,15 @@ bool view_strides(const Shape& shape, const Strides& strides, const Shape& new_s
       }
     }
     // Old axes [old_i, old_end) must be contiguous with respect to each other (ignoring extent 1).
-    int64_t last_stride = -1, last_extent = 1;
+    int64_t inner_stride = -1, last_stride = -1, last_extent = 1;
     for (size_t a = old_end; a-- > old_i;) {
       if (shape[a] == 1) continue;
       if (last_stride >= 0 && strides[a] != last_stride * last_extent) return false;
+      if (inner_stride < 0) inner_stride = strides[a];
       last_stride = strides[a];
       last_extent = shape[a];
     }
-    int64_t stride = last_stride < 0 ? 1 : last_stride;  // stride of the innermost old axis
+    int64_t stride = inner_stride < 0 ? 1 : inner_stride;  // stride of the innermost old axis
     for (size_t a = new_end; a-- > new_i;) {
       out[a] = stride;
       stride *= new_shape[a];
