@@ -31,7 +31,7 @@ void gemm(bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha, const
 template <typename C>
 void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType mask_dtype,
                      const int64_t mask_strides[4], const AttentionDims& dims, bool causal, C scale, C* out,
-                     float* logsumexp) {
+                     C* logsumexp) {
   const int64_t n_q = dims.n_queries, n_k = dims.n_keys, d = dims.head_dim, dv = dims.value_dim;
   const int64_t n_row_blocks = (n_q + rows_per_task - 1) / rows_per_task;
   const int64_t n_tasks = dims.batch * dims.heads * n_row_blocks;
@@ -49,7 +49,7 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
           const C* k_head = k + bh * n_k * d;
           const C* v_head = v + bh * n_k * dv;
           C* out_rows = out + (bh * n_q + row0) * dv;
-          float* lse_rows = logsumexp + bh * n_q + row0;
+          C* lse_rows = logsumexp + bh * n_q + row0;
           if (n_k > 0) gemm(true, n_rows, n_k, d, scale, q_rows, d, k_head, d, scores.data(), n_k);
           for (int64_t r = 0; r < n_rows; ++r) {
             int64_t i = row0 + r;
@@ -71,7 +71,7 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
             for (int64_t j = 0; j < n_k; ++j) row_max = std::max(row_max, s[j]);
             if (row_max == minus_inf) {  // every key masked: output 0, logsumexp -inf
               std::fill(s, s + n_k, C(0));
-              lse_rows[r] = -std::numeric_limits<float>::infinity();
+              lse_rows[r] = minus_inf;
               continue;
             }
             C sum = 0;
@@ -81,9 +81,9 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
             }
             C inverse = C(1) / sum;
             for (int64_t j = 0; j < n_k; ++j) s[j] *= inverse;
-            lse_rows[r] = static_cast<float>(row_max + std::log(sum));
+            lse_rows[r] = row_max + std::log(sum);
           }
-          if (n_k > 0)
+          if (n_k > 0 && dv > 0)
             gemm(false, n_rows, dv, n_k, C(1), scores.data(), n_k, v_head, dv, out_rows, dv);
           else
             std::fill(out_rows, out_rows + n_rows * dv, C(0));
@@ -96,15 +96,15 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
 
 void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
                        const int64_t mask_strides[4], const AttentionDims& dims, bool causal, double scale, void* out,
-                       float* logsumexp) {
+                       void* logsumexp) {
   if (dtype == DType::F64)
     attention_typed<double>(static_cast<const double*>(q), static_cast<const double*>(k),
                             static_cast<const double*>(v), mask, mask_dtype, mask_strides, dims, causal, scale,
-                            static_cast<double*>(out), logsumexp);
+                            static_cast<double*>(out), static_cast<double*>(logsumexp));
   else
     attention_typed<float>(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
                            mask, mask_dtype, mask_strides, dims, causal, static_cast<float>(scale),
-                           static_cast<float*>(out), logsumexp);
+                           static_cast<float*>(out), static_cast<float*>(logsumexp));
 }
 
 }  // namespace wick::cpu

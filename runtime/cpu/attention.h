@@ -14,11 +14,11 @@ struct AttentionDims {
 };
 
 // q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv] contiguous in `dtype` (F32 or F64); out
-// [B, H, Lq, Dv] contiguous in dtype; logsumexp [B, H, Lq] f32. mask (nullable) is U8 (0 = drop)
+// [B, H, Lq, Dv] and logsumexp [B, H, Lq] contiguous in dtype. mask (nullable) is U8 (0 = drop)
 // or additive in `dtype`, addressed as b*s[0] + h*s[1] + i*s[2] + j*s[3] (strides may be 0).
 // Causal keeps key j for query i when j <= i. Rows with no kept key get out 0, logsumexp -inf.
 void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
                        const int64_t mask_strides[4], const AttentionDims& dims, bool causal, double scale, void* out,
-                       float* logsumexp);
+                       void* logsumexp);
 
 }  // namespace wick::cpu

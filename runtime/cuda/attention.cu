@@ -33,7 +33,7 @@ __device__ __forceinline__ A warp_sum(A value) {
 // mask_kind: 0 none, 1 U8 keep-mask, 2 additive mask of type A.
 template <typename T, typename A>
 __global__ void attention_kernel(const T* q, const T* k, const T* v, const void* mask, int mask_kind,
-                                 AttentionDims dims, bool causal, A scale, T* out, float* logsumexp) {
+                                 AttentionDims dims, bool causal, A scale, T* out, A* logsumexp) {
   extern __shared__ unsigned char shared_raw[];
   const int64_t d = dims.head_dim, dv = dims.value_dim, n_q = dims.n_queries, n_k = dims.n_keys;
   A* k_tile = reinterpret_cast<A*>(shared_raw);  // [key_tile][d + 1] (padded against bank conflicts)
@@ -125,14 +125,14 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, const void*
   }
   if (lane == 0)
     logsumexp[bh * n_q + row] =
-        running_sum > 0 ? static_cast<float>(running_max + log_of(running_sum)) : -INFINITY;
+        running_sum > 0 ? running_max + log_of(running_sum) : minus_inf;
 }
 
 }  // namespace
 
 // ---- launchers ----
 void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
-                       const AttentionDims& dims, bool causal, double scale, void* out, float* logsumexp,
+                       const AttentionDims& dims, bool causal, double scale, void* out, void* logsumexp,
                        void* stream) {
   const int64_t n_row_blocks = (dims.n_queries + rows_per_block - 1) / rows_per_block;
   const int64_t n_blocks = dims.batch * dims.heads * n_row_blocks;
@@ -152,7 +152,7 @@ void attention_forward(DType dtype, const void* q, const void* k, const void* v,
                                         static_cast<int>(shared_bytes)));
       kernel<<<static_cast<unsigned>(n_blocks), rows_per_block * 32, shared_bytes, s>>>(
           static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), mask, mask_kind, dims,
-          causal, static_cast<A>(scale), static_cast<T*>(out), logsumexp);
+          causal, static_cast<A>(scale), static_cast<T*>(out), static_cast<A*>(logsumexp));
       CUDA_CHECK_LAUNCH();
     }
   });

@@ -22,10 +22,10 @@ inline constexpr int64_t attention_kernel_max_head_dim = 256;
 
 // Fallback kernel. q/k/v in `dtype` (F32/F64/BF16/F16) with dims' strides; mask nullable, U8
 // (0 = drop) or additive in the accumulation type (f32, or f64 for F64). out [B, H, Lq, Dv]
-// contiguous in dtype, logsumexp [B, H, Lq] f32. Causal keeps key j <= query i. Rows with no
+// contiguous in dtype, logsumexp [B, H, Lq] in the accumulation type. Causal keeps key j <= query i. Rows with no
 // kept key get out 0 and logsumexp -inf.
 void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
-                       const AttentionDims& dims, bool causal, double scale, void* out, float* logsumexp,
+                       const AttentionDims& dims, bool causal, double scale, void* out, void* logsumexp,
                        void* stream);
 
 // True when wick was built with the cuDNN frontend (WICK_HAS_CUDNN_FRONTEND).

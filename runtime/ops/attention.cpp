@@ -88,7 +88,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const Shape scores = {batch, heads, n_q, n_k};
   const Device device = q.device();
   const DType math_dtype = q.dtype() == DType::F64 ? DType::F64 : DType::F32;
-  Tensor logsumexp = Tensor::empty({batch, heads, n_q}, DType::F32, device);
+  Tensor logsumexp = Tensor::empty({batch, heads, n_q}, math_dtype, device);
   Tensor m = prepare_mask(mask, math_dtype, scores);
   int64_t mask_strides[4] = {0, 0, 0, 0};
   if (m.defined())
@@ -102,7 +102,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     if (out.numel() > 0 || logsumexp.numel() > 0)
       cpu::attention_forward(math_dtype, qc.data(), kc.data(), vc.data(), m.defined() ? m.data() : nullptr,
                              m.defined() ? m.dtype() : DType::U8, mask_strides, dims, is_causal, softmax_scale,
-                             out.data(), logsumexp.data_as<float>());
+                             out.data(), logsumexp.data());
     return {out.dtype() == q.dtype() ? out : cast(out, q.dtype()), logsumexp};
   }
 #if WICK_HAS_CUDA
@@ -131,7 +131,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   fill_strides(dims.v_strides, v.strides());
   cuda::attention_forward(q.dtype(), q.data(), k.data(), v.data(), m.defined() ? m.data() : nullptr,
                           m.defined() ? m.dtype() : DType::U8, dims, is_causal, softmax_scale, out.data(),
-                          logsumexp.data_as<float>(), stream);
+                          logsumexp.data(), stream);
   return {out, logsumexp};
 #else
   WICK_FAIL(Usage, op, ": ", q.describe(), " is on a CUDA device but wick was built without CUDA");

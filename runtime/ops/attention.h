@@ -21,7 +21,8 @@ namespace wick {
 
 struct AttentionResult {
   Tensor out;        // [B, H, Lq, Dv] in q's dtype
-  Tensor logsumexp;  // [B, H, Lq] f32, natural log of sum_j exp(scale * q.k_j + mask_j) over kept keys
+  // [B, H, Lq] f32 (f64 when q is f64): natural log of sum_j exp(scale * q.k_j + mask_j) over kept keys.
+  Tensor logsumexp;
 };
 
 // q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv], one floating dtype, one device, any strides.

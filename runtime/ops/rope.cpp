@@ -12,13 +12,15 @@
 
 namespace wick {
 
-RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>& axes_dims, double theta) {
+RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>& axes_dims, double theta,
+                            DType table_dtype) {
   const char* op = "rope_frequencies";
   WICK_CHECK(positions.dim() >= 1, op, ": positions must be [..., n_axes], got ", positions.describe());
   int64_t n_axes = positions.size(-1);
   WICK_CHECK(n_axes == static_cast<int64_t>(axes_dims.size()), op, ": positions ", positions.describe(), " have ",
              n_axes, " axes but ", axes_dims.size(), " axis dims were given");
   WICK_CHECK(theta > 0, op, ": theta must be positive, got ", theta);
+  WICK_CHECK(is_floating(table_dtype), op, ": table dtype must be floating, got ", dtype_name(table_dtype));
   int64_t half = 0;
   for (int64_t dim : axes_dims) {
     WICK_CHECK(dim > 0 && dim % 2 == 0, op, ": every axis dim must be positive and even, got ", dim);
@@ -26,7 +28,7 @@ RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>&
   }
   std::vector<double> pos = positions.to_vector<double>();
   int64_t n_rows = positions.numel() / std::max<int64_t>(1, n_axes);
-  std::vector<float> cos_values(static_cast<size_t>(n_rows * half)), sin_values(cos_values.size());
+  std::vector<double> cos_values(static_cast<size_t>(n_rows * half)), sin_values(cos_values.size());
   for (int64_t row = 0; row < n_rows; ++row) {
     int64_t column = 0;
     for (int64_t k = 0; k < n_axes; ++k) {
@@ -35,15 +37,16 @@ RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>&
       for (int64_t j = 0; j < dim / 2; ++j, ++column) {
         double omega = 1.0 / std::pow(theta, static_cast<double>(2 * j) / static_cast<double>(dim));
         double angle = p * omega;
-        cos_values[static_cast<size_t>(row * half + column)] = static_cast<float>(std::cos(angle));
-        sin_values[static_cast<size_t>(row * half + column)] = static_cast<float>(std::sin(angle));
+        cos_values[static_cast<size_t>(row * half + column)] = std::cos(angle);
+        sin_values[static_cast<size_t>(row * half + column)] = std::sin(angle);
       }
     }
   }
   Shape table_shape(positions.shape().begin(), positions.shape().end() - 1);
   table_shape.push_back(half);
-  return {Tensor::from_vector<float>(cos_values, table_shape, positions.device()),
-          Tensor::from_vector<float>(sin_values, table_shape, positions.device())};
+  // Rounded on the host, so only table_dtype bytes travel to the device.
+  return {Tensor::from_vector<double>(cos_values, table_shape).to(table_dtype).to(positions.device()),
+          Tensor::from_vector<double>(sin_values, table_shape).to(table_dtype).to(positions.device())};
 }
 
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {

@@ -14,15 +14,17 @@
 namespace wick {
 
 struct RopeTables {
-  Tensor cos;  // f32 [..., D/2]
-  Tensor sin;  // f32 [..., D/2]
+  Tensor cos;  // [..., D/2], f32 unless asked otherwise
+  Tensor sin;  // [..., D/2]
 };
 
-// positions [..., n_axes] (any real or integer dtype, any device) -> cos/sin [..., D/2] f32 on the
+// positions [..., n_axes] (any real or integer dtype, any device) -> cos/sin [..., D/2] on the
 // same device, D = sum(axes_dims) (each even). Per axis k: omega_j = theta^(-2j / dim_k) for
 // j < dim_k / 2, angle = position[k] * omega_j; axes concatenated in order. Computed in double on
-// the host (the positions are copied back from a GPU), then rounded to f32, as Flux does.
-RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>& axes_dims, double theta = 10000.0);
+// the host (the positions are copied back from a GPU), then rounded to table_dtype (f32 as Flux;
+// f64 for float64 checks).
+RopeTables rope_frequencies(const Tensor& positions, const std::vector<int64_t>& axes_dims, double theta = 10000.0,
+                            DType table_dtype = DType::F32);
 
 // x [..., L, D] (D even; f32/bf16/f16/f64, any strides), cos/sin broadcastable to
 // [*x.shape[:-1], D/2] (e.g. [L, D/2] or [B, 1, L, D/2] for x [B, H, L, D]). Computes in f32
