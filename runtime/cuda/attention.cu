@@ -50,7 +50,8 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, const void*
   A* q_row = q_rows + warp * d;
   if (active) {
     const T* q_at = q + b * dims.q_strides[0] + h * dims.q_strides[1] + row * dims.q_strides[2];
-    for (int64_t i = lane; i < d; i += 32) q_row[i] = static_cast<A>(static_cast<compute_t<T>>(q_at[i * dims.q_strides[3]]));
+    for (int64_t i = lane; i < d; i += 32)
+      q_row[i] = static_cast<A>(static_cast<compute_t<T>>(q_at[i * dims.q_strides[3]]));
   }
   const T* k_head = k + b * dims.k_strides[0] + h * dims.k_strides[1];
   const T* v_head = v + b * dims.v_strides[0] + h * dims.v_strides[1];
@@ -73,13 +74,13 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, const void*
     __syncthreads();  // the previous tile is consumed (and q_rows written on the first pass)
     for (int64_t i = threadIdx.x; i < n_tile * d; i += blockDim.x) {
       int64_t j = i / d, e = i % d;
-      k_tile[j * (d + 1) + e] = static_cast<A>(
-          static_cast<compute_t<T>>(k_head[(tile0 + j) * dims.k_strides[2] + e * dims.k_strides[3]]));
+      k_tile[j * (d + 1) + e] =
+          static_cast<A>(static_cast<compute_t<T>>(k_head[(tile0 + j) * dims.k_strides[2] + e * dims.k_strides[3]]));
     }
     for (int64_t i = threadIdx.x; i < n_tile * dv; i += blockDim.x) {
       int64_t j = i / dv, e = i % dv;
-      v_tile[j * dv + e] = static_cast<A>(
-          static_cast<compute_t<T>>(v_head[(tile0 + j) * dims.v_strides[2] + e * dims.v_strides[3]]));
+      v_tile[j * dv + e] =
+          static_cast<A>(static_cast<compute_t<T>>(v_head[(tile0 + j) * dims.v_strides[2] + e * dims.v_strides[3]]));
     }
     __syncthreads();
     if (!active) continue;  // whole warp: rows are per warp
@@ -123,17 +124,14 @@ __global__ void attention_kernel(const T* q, const T* k, const T* v, const void*
     int64_t e = lane + 32 * c;
     if (e < dv) out_row[e] = convert<T>(acc[c] * inverse);
   }
-  if (lane == 0)
-    logsumexp[bh * n_q + row] =
-        running_sum > 0 ? running_max + log_of(running_sum) : minus_inf;
+  if (lane == 0) logsumexp[bh * n_q + row] = running_sum > 0 ? running_max + log_of(running_sum) : minus_inf;
 }
 
 }  // namespace
 
 // ---- launchers ----
 void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
-                       const AttentionDims& dims, bool causal, double scale, void* out, void* logsumexp,
-                       void* stream) {
+                       const AttentionDims& dims, bool causal, double scale, void* out, void* logsumexp, void* stream) {
   const int64_t n_row_blocks = (dims.n_queries + rows_per_block - 1) / rows_per_block;
   const int64_t n_blocks = dims.batch * dims.heads * n_row_blocks;
   if (n_blocks == 0 || dims.value_dim == 0) return;
@@ -143,16 +141,15 @@ void attention_forward(DType dtype, const void* q, const void* k, const void* v,
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<compute_t<T>>) {
       using A = compute_t<T>;
-      size_t shared_bytes =
-          sizeof(A) * static_cast<size_t>(key_tile * (dims.head_dim + 1) + key_tile * dims.value_dim +
-                                          rows_per_block * dims.head_dim);
+      size_t shared_bytes = sizeof(A) * static_cast<size_t>(key_tile * (dims.head_dim + 1) + key_tile * dims.value_dim +
+                                                            rows_per_block * dims.head_dim);
       auto kernel = attention_kernel<T, A>;
       if (shared_bytes > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(shared_bytes)));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
       kernel<<<static_cast<unsigned>(n_blocks), rows_per_block * 32, shared_bytes, s>>>(
-          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), mask, mask_kind, dims,
-          causal, static_cast<A>(scale), static_cast<T*>(out), static_cast<A*>(logsumexp));
+          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), mask, mask_kind, dims, causal,
+          static_cast<A>(scale), static_cast<T*>(out), static_cast<A*>(logsumexp));
       CUDA_CHECK_LAUNCH();
     }
   });

@@ -7,6 +7,7 @@
 #define CUDNN_FRONTEND_SKIP_JSON_LIB 1
 #include <cudnn_frontend.h>
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,10 +56,12 @@ cudnnHandle_t handle_for(int device) {
   return handle;
 }
 
-std::vector<int64_t> strides_of(const int64_t (&strides)[4]) { return {strides[0], strides[1], strides[2], strides[3]}; }
+std::vector<int64_t> strides_of(const int64_t (&strides)[4]) {
+  return {strides[0], strides[1], strides[2], strides[3]};
+}
 
-std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, DType dtype, const AttentionDims& dims,
-                                              bool causal, float scale) {
+std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, DType dtype, const AttentionDims& dims, bool causal,
+                                              float scale) {
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(dtype == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -93,7 +96,11 @@ std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, DType dtype,
       .set_data_type(fe::DataType_t::FLOAT)
       .set_dim({b, h, s_q, 1})
       .set_stride({h * s_q, s_q, 1, 1});
-  if (!graph->build(handle, {fe::HeurMode_t::A}).is_good()) return nullptr;
+  try {
+    if (!graph->build(handle, {fe::HeurMode_t::A}).is_good()) return nullptr;
+  } catch (const std::exception&) {  // some frontend versions throw instead of returning an error
+    return nullptr;
+  }
   return graph;
 }
 
@@ -107,8 +114,7 @@ bool attention_forward_cudnn(int device, DType dtype, const void* q, const void*
   if (dtype != DType::BF16 && dtype != DType::F16) return false;
   cudnnHandle_t handle = handle_for(device);
   CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)));
-  std::vector<int64_t> shape_key = {dims.batch, dims.heads, dims.n_queries, dims.n_keys, dims.head_dim,
-                                    dims.value_dim};
+  std::vector<int64_t> shape_key = {dims.batch, dims.heads, dims.n_queries, dims.n_keys, dims.head_dim, dims.value_dim};
   for (const int64_t* strides : {dims.q_strides, dims.k_strides, dims.v_strides})
     shape_key.insert(shape_key.end(), strides, strides + 4);
   GraphKey key{device, static_cast<int>(dtype), causal, scale, shape_key};
@@ -135,8 +141,8 @@ bool attention_forward_cudnn(int device, DType dtype, const void* q, const void*
                                              {stats_uid, logsumexp}};
   auto status = entry.graph->execute(handle, pack, workspace);
   if (workspace != nullptr) free_bytes(Device::cuda(device), workspace, workspace_bytes, on);
-  WICK_CHECK_KIND(Runtime, status.is_good(), "scaled_dot_product_attention: cuDNN SDPA execution failed: ",
-                  status.get_message());
+  WICK_CHECK_KIND(Runtime, status.is_good(),
+                  "scaled_dot_product_attention: cuDNN SDPA execution failed: ", status.get_message());
   return true;
 }
 

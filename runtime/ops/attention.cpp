@@ -51,7 +51,7 @@ Tensor prepare_mask(const Tensor& mask, DType additive_dtype, const Shape& score
 bool cudnn_eligible(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   int64_t d = q.size(3), dv = v.size(3);
   return cuda::cudnn_attention_compiled() && (q.dtype() == DType::BF16 || q.dtype() == DType::F16) &&
-         !mask.defined() && d % 8 == 0 && dv % 8 == 0 && d <= 128 && dv <= 128 && q.size(2) >= 1 &&
+         !mask.defined() && d % 8 == 0 && dv % 8 == 0 && d >= 8 && dv >= 8 && d <= 128 && dv <= 128 && q.size(2) >= 1 &&
          k.size(2) >= 1 && q.numel() > 0;
 }
 

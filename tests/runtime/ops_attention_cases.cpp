@@ -20,8 +20,7 @@ enum class RefMask { None, Keep, Additive };
 // rules. Returns {out [B, H, Lq, Dv], logsumexp [B, H, Lq]}.
 RefOutputs ref_attention(const RefTensor& q, const RefTensor& k, const RefTensor& v, const RefTensor* mask,
                          RefMask mask_kind, double scale, bool causal) {
-  int64_t batch = q.shape[0], heads = q.shape[1], n_q = q.shape[2], d = q.shape[3], n_k = k.shape[2],
-          dv = v.shape[3];
+  int64_t batch = q.shape[0], heads = q.shape[1], n_q = q.shape[2], d = q.shape[3], n_k = k.shape[2], dv = v.shape[3];
   RefTensor out = ref_like({batch, heads, n_q, dv}), lse = ref_like({batch, heads, n_q});
   auto mask_at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
     std::vector<int64_t> full = {b, h, i, j}, coords;
@@ -84,53 +83,52 @@ std::vector<OpCase> attention_cases() {
                    .dtypes = floats,
                    .cpu_tolerance = cpu_tol,
                    .cuda_tolerance = cuda_tol});
-  cases.push_back({.name = "sdpa_value_dim_differs_custom_scale",
-                   .inputs = {{.shape = {2, 2, 6, 16}}, {.shape = {2, 2, 9, 16}}, {.shape = {2, 2, 9, 8}, .low = -2, .high = 2}},
-                   .run = [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.3)); },
-                   .reference =
-                       [](const RefInputs& x) { return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.3, false); },
-                   .dtypes = floats,
-                   .cpu_tolerance = cpu_tol,
-                   .cuda_tolerance = cuda_tol});
-  cases.push_back({.name = "sdpa_causal",
-                   .inputs = {{.shape = {1, 2, 9, 16}}, {.shape = {1, 2, 9, 16}}, {.shape = {1, 2, 9, 16}}},
-                   .run =
-                       [](const Inputs& x) {
-                         return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true));
-                       },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.25, true);
-                       },
-                   .dtypes = floats,
-                   .cpu_tolerance = cpu_tol,
-                   .cuda_tolerance = cuda_tol});
-  cases.push_back({.name = "sdpa_causal_fewer_queries_than_keys",  // top-left: query i sees keys 0..i
-                   .inputs = {{.shape = {2, 1, 4, 8}}, {.shape = {2, 1, 11, 8}}, {.shape = {2, 1, 11, 8}}},
-                   .run =
-                       [](const Inputs& x) {
-                         return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true));
-                       },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 1 / std::sqrt(8.0), true);
-                       },
-                   .dtypes = floats,
-                   .cpu_tolerance = cpu_tol,
-                   .cuda_tolerance = cuda_tol});
-  cases.push_back({.name = "sdpa_keep_mask_u8_broadcast_heads",
-                   .inputs = {{.shape = {2, 3, 5, 8}}, {.shape = {2, 3, 7, 8}}, {.shape = {2, 3, 7, 8}},
-                              keep_mask({2, 1, 5, 7})},
-                   .run = [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], x[3])); },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return ref_attention(x[0], x[1], x[2], &x[3], RefMask::Keep, 1 / std::sqrt(8.0), false);
-                       },
-                   .dtypes = floats,
-                   .cpu_tolerance = cpu_tol,
-                   .cuda_tolerance = cuda_tol});
+  cases.push_back(
+      {.name = "sdpa_value_dim_differs_custom_scale",
+       .inputs = {{.shape = {2, 2, 6, 16}}, {.shape = {2, 2, 9, 16}}, {.shape = {2, 2, 9, 8}, .low = -2, .high = 2}},
+       .run = [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.3)); },
+       .reference =
+           [](const RefInputs& x) { return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.3, false); },
+       .dtypes = floats,
+       .cpu_tolerance = cpu_tol,
+       .cuda_tolerance = cuda_tol});
+  cases.push_back(
+      {.name = "sdpa_causal",
+       .inputs = {{.shape = {1, 2, 9, 16}}, {.shape = {1, 2, 9, 16}}, {.shape = {1, 2, 9, 16}}},
+       .run =
+           [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true)); },
+       .reference =
+           [](const RefInputs& x) { return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.25, true); },
+       .dtypes = floats,
+       .cpu_tolerance = cpu_tol,
+       .cuda_tolerance = cuda_tol});
+  cases.push_back(
+      {.name = "sdpa_causal_fewer_queries_than_keys",  // top-left: query i sees keys 0..i
+       .inputs = {{.shape = {2, 1, 4, 8}}, {.shape = {2, 1, 11, 8}}, {.shape = {2, 1, 11, 8}}},
+       .run =
+           [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true)); },
+       .reference =
+           [](const RefInputs& x) {
+             return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 1 / std::sqrt(8.0), true);
+           },
+       .dtypes = floats,
+       .cpu_tolerance = cpu_tol,
+       .cuda_tolerance = cuda_tol});
+  cases.push_back(
+      {.name = "sdpa_keep_mask_u8_broadcast_heads",
+       .inputs = {{.shape = {2, 3, 5, 8}}, {.shape = {2, 3, 7, 8}}, {.shape = {2, 3, 7, 8}}, keep_mask({2, 1, 5, 7})},
+       .run = [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], x[3])); },
+       .reference =
+           [](const RefInputs& x) {
+             return ref_attention(x[0], x[1], x[2], &x[3], RefMask::Keep, 1 / std::sqrt(8.0), false);
+           },
+       .dtypes = floats,
+       .cpu_tolerance = cpu_tol,
+       .cuda_tolerance = cuda_tol});
   cases.push_back({.name = "sdpa_additive_mask_2d_and_causal",
-                   .inputs = {{.shape = {1, 2, 7, 8}}, {.shape = {1, 2, 7, 8}}, {.shape = {1, 2, 7, 8}},
+                   .inputs = {{.shape = {1, 2, 7, 8}},
+                              {.shape = {1, 2, 7, 8}},
+                              {.shape = {1, 2, 7, 8}},
                               {.shape = {7, 7}, .low = -3, .high = 1}},
                    .run =
                        [](const Inputs& x) {
@@ -156,19 +154,16 @@ std::vector<OpCase> attention_cases() {
                    .cpu_tolerance = cpu_tol,
                    .cuda_tolerance = cuda_tol});
   // Several query blocks (64 rows on the CPU, 8 per CUDA block) and key tiles; head dim 64.
-  cases.push_back({.name = "sdpa_multi_block_causal",
-                   .inputs = {{.shape = {1, 3, 130, 64}}, {.shape = {1, 3, 130, 64}}, {.shape = {1, 3, 130, 64}}},
-                   .run =
-                       [](const Inputs& x) {
-                         return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true));
-                       },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.125, true);
-                       },
-                   .dtypes = {DType::F32, DType::BF16, DType::F16},
-                   .cpu_tolerance = cpu_tol,
-                   .cuda_tolerance = cuda_tol});
+  cases.push_back(
+      {.name = "sdpa_multi_block_causal",
+       .inputs = {{.shape = {1, 3, 130, 64}}, {.shape = {1, 3, 130, 64}}, {.shape = {1, 3, 130, 64}}},
+       .run =
+           [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2], {}, std::nullopt, true)); },
+       .reference =
+           [](const RefInputs& x) { return ref_attention(x[0], x[1], x[2], nullptr, RefMask::None, 0.125, true); },
+       .dtypes = {DType::F32, DType::BF16, DType::F16},
+       .cpu_tolerance = cpu_tol,
+       .cuda_tolerance = cuda_tol});
   cases.push_back({.name = "sdpa_head_dim_128",
                    .inputs = {{.shape = {1, 2, 40, 128}}, {.shape = {1, 2, 70, 128}}, {.shape = {1, 2, 70, 128}}},
                    .run = [](const Inputs& x) { return both(scaled_dot_product_attention(x[0], x[1], x[2])); },

@@ -81,23 +81,44 @@ std::vector<OpCase> join_cases() {
   std::vector<OpCase> cases;
   cases.push_back({.name = "concat_axis1",
                    .inputs = {{.shape = {2, 3, 4}}, {.shape = {2, 1, 4}, .non_contiguous = true}, {.shape = {2, 5, 4}}},
-                   .run = [](const Inputs& x) { return Outputs{concat({x[0], x[1], x[2]}, 1)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_concat({x[0], x[1], x[2]}, 1)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{concat({x[0], x[1], x[2]}, 1)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_concat({x[0], x[1], x[2]}, 1)};
+                       },
                    .dtypes = floats});
   cases.push_back({.name = "concat_last_axis_with_empty",
                    .inputs = {{.shape = {3, 2}}, {.shape = {3, 0}}, {.shape = {3, 7}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return Outputs{concat({x[0], x[1], x[2]}, -1)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_concat({x[0], x[1], x[2]}, 1)}; }});
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{concat({x[0], x[1], x[2]}, -1)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_concat({x[0], x[1], x[2]}, 1)};
+                       }});
   cases.push_back({.name = "concat_large_integers",
                    .inputs = {{.shape = {200, 100}, .low = -100, .high = 100, .integer = true},
                               {.shape = {150, 100}, .low = -100, .high = 100, .integer = true}},
-                   .run = [](const Inputs& x) { return Outputs{concat({x[0], x[1]}, 0)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_concat({x[0], x[1]}, 0)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{concat({x[0], x[1]}, 0)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_concat({x[0], x[1]}, 0)};
+                       },
                    .dtypes = {DType::F32, DType::I32, DType::I64},
                    .exact = true});
   cases.push_back({.name = "stack_axis0",
                    .inputs = {{.shape = {2, 3}}, {.shape = {2, 3}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return Outputs{stack({x[0], x[1]}, 0)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{stack({x[0], x[1]}, 0)};
+                       },
                    .reference =
                        [](const RefInputs& x) {
                          RefTensor a = x[0], b = x[1];
@@ -107,71 +128,119 @@ std::vector<OpCase> join_cases() {
                    .dtypes = floats});
   cases.push_back({.name = "stack_new_last_axis",
                    .inputs = {{.shape = {4, 5}}, {.shape = {4, 5}}, {.shape = {4, 5}}},
-                   .run = [](const Inputs& x) { return Outputs{stack({x[0], x[1], x[2]}, -1)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{stack({x[0], x[1], x[2]}, -1)};
+                       },
                    .reference =
                        [](const RefInputs& x) {
                          std::vector<RefTensor> parts = {x[0], x[1], x[2]};
                          for (RefTensor& p : parts) p.shape = {4, 5, 1};
                          return RefOutputs{ref_concat(parts, 2)};
                        }});
-  cases.push_back({.name = "split_sizes",
-                   .inputs = {{.shape = {3, 6, 2}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return split(x[0], std::vector<int64_t>{1, 3, 2}, 1); },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return RefOutputs{ref_piece(x[0], 1, 0, 1), ref_piece(x[0], 1, 1, 3),
-                                           ref_piece(x[0], 1, 4, 2)};
-                       },
-                   .dtypes = floats});
-  cases.push_back({.name = "split_size_uneven",
-                   .inputs = {{.shape = {5, 3}}},
-                   .run = [](const Inputs& x) { return split(x[0], int64_t{2}, 0); },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return RefOutputs{ref_piece(x[0], 0, 0, 2), ref_piece(x[0], 0, 2, 2),
-                                           ref_piece(x[0], 0, 4, 1)};
-                       }});
-  cases.push_back({.name = "chunk_last_axis",
-                   .inputs = {{.shape = {2, 7}}},
-                   .run = [](const Inputs& x) { return chunk(x[0], 3, -1); },
-                   .reference =
-                       [](const RefInputs& x) {
-                         return RefOutputs{ref_piece(x[0], 1, 0, 3), ref_piece(x[0], 1, 3, 3),
-                                           ref_piece(x[0], 1, 6, 1)};
-                       }});
+  cases.push_back(
+      {.name = "split_sizes",
+       .inputs = {{.shape = {3, 6, 2}, .non_contiguous = true}},
+       .run =
+           [](const Inputs& x) {
+             return split(x[0], std::vector<int64_t>{1, 3, 2}, 1);
+           },
+       .reference =
+           [](const RefInputs& x) {
+             return RefOutputs{ref_piece(x[0], 1, 0, 1), ref_piece(x[0], 1, 1, 3), ref_piece(x[0], 1, 4, 2)};
+           },
+       .dtypes = floats});
+  cases.push_back(
+      {.name = "split_size_uneven",
+       .inputs = {{.shape = {5, 3}}},
+       .run = [](const Inputs& x) { return split(x[0], int64_t{2}, 0); },
+       .reference =
+           [](const RefInputs& x) {
+             return RefOutputs{ref_piece(x[0], 0, 0, 2), ref_piece(x[0], 0, 2, 2), ref_piece(x[0], 0, 4, 1)};
+           }});
+  cases.push_back(
+      {.name = "chunk_last_axis",
+       .inputs = {{.shape = {2, 7}}},
+       .run = [](const Inputs& x) { return chunk(x[0], 3, -1); },
+       .reference =
+           [](const RefInputs& x) {
+             return RefOutputs{ref_piece(x[0], 1, 0, 3), ref_piece(x[0], 1, 3, 3), ref_piece(x[0], 1, 6, 1)};
+           }});
   cases.push_back({.name = "pad_constant",
                    .inputs = {{.shape = {2, 3, 5}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {1, 2, 0, 3}, PadMode::Constant, 0.5)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {1, 2, 0, 3}, RefPad::Constant, 0.5)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {1, 2, 0, 3}, PadMode::Constant, 0.5)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {1, 2, 0, 3}, RefPad::Constant, 0.5)};
+                       },
                    .dtypes = floats});
   cases.push_back({.name = "pad_constant_all_axes_integer",
                    .inputs = {{.shape = {2, 2, 3}, .low = -9, .high = 9, .integer = true}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {1, 0, 0, 2, 1, 1}, PadMode::Constant, -7)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {1, 0, 0, 2, 1, 1}, RefPad::Constant, -7)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {1, 0, 0, 2, 1, 1}, PadMode::Constant, -7)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {1, 0, 0, 2, 1, 1}, RefPad::Constant, -7)};
+                       },
                    .dtypes = {DType::I32, DType::I64, DType::F32},
                    .exact = true});
   cases.push_back({.name = "pad_reflect",
                    .inputs = {{.shape = {2, 3, 5}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {2, 4, 1, 2}, PadMode::Reflect)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {2, 4, 1, 2}, RefPad::Reflect, 0)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {2, 4, 1, 2}, PadMode::Reflect)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {2, 4, 1, 2}, RefPad::Reflect, 0)};
+                       },
                    .dtypes = floats});
   cases.push_back({.name = "pad_reflect_three_axes",
                    .inputs = {{.shape = {3, 4, 5}}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {1, 1, 3, 0, 2, 1}, PadMode::Reflect)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {1, 1, 3, 0, 2, 1}, RefPad::Reflect, 0)}; }});
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {1, 1, 3, 0, 2, 1}, PadMode::Reflect)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {1, 1, 3, 0, 2, 1}, RefPad::Reflect, 0)};
+                       }});
   cases.push_back({.name = "pad_replicate",
                    .inputs = {{.shape = {2, 3, 5}, .non_contiguous = true}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {3, 1, 2, 0}, PadMode::Replicate)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {3, 1, 2, 0}, RefPad::Replicate, 0)}; },
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {3, 1, 2, 0}, PadMode::Replicate)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {3, 1, 2, 0}, RefPad::Replicate, 0)};
+                       },
                    .dtypes = floats});
   cases.push_back({.name = "pad_replicate_large",  // 4 * 102 * 102 elements: crosses the threading threshold
                    .inputs = {{.shape = {4, 100, 100}}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {1, 1, 1, 1}, PadMode::Replicate)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {1, 1, 1, 1}, RefPad::Replicate, 0)}; }});
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {1, 1, 1, 1}, PadMode::Replicate)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {1, 1, 1, 1}, RefPad::Replicate, 0)};
+                       }});
   cases.push_back({.name = "pad_reflect_single_axis_of_one",  // extent 1 with zero pad, next axis padded
                    .inputs = {{.shape = {1, 4}}},
-                   .run = [](const Inputs& x) { return Outputs{pad(x[0], {3, 3}, PadMode::Reflect)}; },
-                   .reference = [](const RefInputs& x) { return RefOutputs{ref_pad(x[0], {3, 3}, RefPad::Reflect, 0)}; }});
+                   .run =
+                       [](const Inputs& x) {
+                         return Outputs{pad(x[0], {3, 3}, PadMode::Reflect)};
+                       },
+                   .reference =
+                       [](const RefInputs& x) {
+                         return RefOutputs{ref_pad(x[0], {3, 3}, RefPad::Reflect, 0)};
+                       }});
   return cases;
 }
 WICK_REGISTER_OP_CASES(join_cases);
