@@ -92,6 +92,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
   int64_t n = out.numel();
   if (n == 0) return out;
+  WICK_CHECK(extent > 0, op, ": cannot gather from the empty axis ", a, " of ", x.describe());
   Strides x_strides = x.strides();
   int64_t axis_stride = x_strides[a];
   x_strides[a] = 0;
@@ -130,6 +131,7 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
   DType work = (x.dtype() == DType::BF16 || x.dtype() == DType::F16) ? DType::F32 : x.dtype();
   Tensor out = cast(x, work);  // a fresh contiguous copy
   int64_t n = index64.numel();
+  WICK_CHECK(n == 0 || x.size(a) > 0, op, ": cannot scatter into the empty axis ", a, " of ", x.describe());
   if (n > 0) {
     Tensor source = src.dtype() == work ? src : cast(src, work);
     Strides out_strides = out.strides();
