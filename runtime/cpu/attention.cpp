@@ -1,0 +1,110 @@
+#include "runtime/cpu/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/cpu/parallel.h"
+
+namespace wick::cpu {
+namespace {
+
+inline constexpr int64_t rows_per_task = 64;
+
+// Row-major C[m, n] = alpha * A[m, k] @ op(B) where op(B) = B^T (B stored [n, k]) or B ([k, n]).
+void gemm(bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
+}
+void gemm(bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
+}
+
+template <typename C>
+void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType mask_dtype,
+                     const int64_t mask_strides[4], const AttentionDims& dims, bool causal, C scale, C* out,
+                     C* logsumexp) {
+  const int64_t n_q = dims.n_queries, n_k = dims.n_keys, d = dims.head_dim, dv = dims.value_dim;
+  const int64_t n_row_blocks = (n_q + rows_per_task - 1) / rows_per_task;
+  const int64_t n_tasks = dims.batch * dims.heads * n_row_blocks;
+  const C minus_inf = -std::numeric_limits<C>::infinity();
+  // One task per (batch, head, block of query rows); BLAS runs inside each task.
+  parallel_for(
+      n_tasks,
+      [&](int64_t begin, int64_t end) {
+        std::vector<C> scores(static_cast<size_t>(rows_per_task * std::max<int64_t>(n_k, 1)));
+        for (int64_t task = begin; task < end; ++task) {
+          int64_t bh = task / n_row_blocks, row0 = (task % n_row_blocks) * rows_per_task;
+          int64_t b = bh / dims.heads, h = bh % dims.heads;
+          int64_t n_rows = std::min(rows_per_task, n_q - row0);
+          const C* q_rows = q + (bh * n_q + row0) * d;
+          const C* k_head = k + bh * n_k * d;
+          const C* v_head = v + bh * n_k * dv;
+          C* out_rows = out + (bh * n_q + row0) * dv;
+          C* lse_rows = logsumexp + bh * n_q + row0;
+          if (n_k > 0) gemm(true, n_rows, n_k, d, scale, q_rows, d, k_head, d, scores.data(), n_k);
+          for (int64_t r = 0; r < n_rows; ++r) {
+            int64_t i = row0 + r;
+            C* s = scores.data() + r * n_k;
+            if (causal)
+              for (int64_t j = std::max<int64_t>(i + 1, 0); j < n_k; ++j) s[j] = minus_inf;
+            if (mask != nullptr) {
+              int64_t base = b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2];
+              if (mask_dtype == DType::U8) {
+                const uint8_t* m = static_cast<const uint8_t*>(mask) + base;
+                for (int64_t j = 0; j < n_k; ++j)
+                  if (m[j * mask_strides[3]] == 0) s[j] = minus_inf;
+              } else {
+                const C* m = static_cast<const C*>(mask) + base;
+                for (int64_t j = 0; j < n_k; ++j) s[j] += m[j * mask_strides[3]];
+              }
+            }
+            C row_max = minus_inf;
+            for (int64_t j = 0; j < n_k; ++j) row_max = std::max(row_max, s[j]);
+            if (row_max == minus_inf) {  // every key masked: output 0, logsumexp -inf
+              std::fill(s, s + n_k, C(0));
+              lse_rows[r] = minus_inf;
+              continue;
+            }
+            C sum = 0;
+            for (int64_t j = 0; j < n_k; ++j) {
+              s[j] = std::exp(s[j] - row_max);
+              sum += s[j];
+            }
+            C inverse = C(1) / sum;
+            for (int64_t j = 0; j < n_k; ++j) s[j] *= inverse;
+            lse_rows[r] = row_max + std::log(sum);
+          }
+          if (n_k > 0 && dv > 0)
+            gemm(false, n_rows, dv, n_k, C(1), scores.data(), n_k, v_head, dv, out_rows, dv);
+          else
+            std::fill(out_rows, out_rows + n_rows * dv, C(0));
+        }
+      },
+      1);
+}
+
+}  // namespace
+
+void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
+                       const int64_t mask_strides[4], const AttentionDims& dims, bool causal, double scale, void* out,
+                       void* logsumexp) {
+  if (dtype == DType::F64)
+    attention_typed<double>(static_cast<const double*>(q), static_cast<const double*>(k),
+                            static_cast<const double*>(v), mask, mask_dtype, mask_strides, dims, causal, scale,
+                            static_cast<double*>(out), static_cast<double*>(logsumexp));
+  else
+    attention_typed<float>(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
+                           mask, mask_dtype, mask_strides, dims, causal, static_cast<float>(scale),
+                           static_cast<float*>(out), static_cast<float*>(logsumexp));
+}
+
+}  // namespace wick::cpu
