@@ -37,7 +37,7 @@ std::string runtime_version_string();
 std::string cublas_version_string();
 std::string cudnn_version_string();
 std::string nccl_version_string();
-// The CUDA architectures compiled in, e.g. "80;90".
+// The CUDA architectures compiled in, e.g. "80,90".
 std::string compiled_architectures();
 
 }  // namespace wick::cuda
