@@ -25,14 +25,14 @@ std::shared_ptr<Node> grad_fn(const Tensor& tensor) {
   return tensor.autograd() ? tensor.autograd()->grad_fn : nullptr;
 }
 
-void set_requires_grad(const Tensor& tensor, bool requires, const std::string& name) {
+void set_requires_grad(const Tensor& tensor, bool required, const std::string& name) {
   WICK_CHECK(tensor.defined(), "set_requires_grad: undefined tensor");
   WICK_CHECK(is_leaf(tensor), "set_requires_grad: ", tensor.describe(),
              " is the output of an op; only leaves (parameters, inputs) can be marked (detach it first)");
-  WICK_CHECK(!requires || is_floating(tensor.dtype()), "set_requires_grad: only floating tensors can require a "
+  WICK_CHECK(!required || is_floating(tensor.dtype()), "set_requires_grad: only floating tensors can require a "
              "gradient, got ", tensor.describe());
   if (!tensor.autograd()) tensor.set_autograd(std::make_shared<AutogradMeta>());
-  tensor.autograd()->requires_grad = requires;
+  tensor.autograd()->requires_grad = required;
   if (!name.empty()) tensor.autograd()->name = name;
 }
 

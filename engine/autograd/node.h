@@ -75,7 +75,7 @@ namespace wick::autograd {
 bool requires_grad(const Tensor& tensor);
 // Marks a tensor as a leaf that requires (or no longer requires) a gradient. In place: the same
 // tensor, same storage, same id. Throws for a non-leaf (an op's output).
-void set_requires_grad(const Tensor& tensor, bool requires, const std::string& name = "");
+void set_requires_grad(const Tensor& tensor, bool required, const std::string& name = "");
 bool is_leaf(const Tensor& tensor);
 std::shared_ptr<Node> grad_fn(const Tensor& tensor);
 // A view of the same storage with no autograd state (its gradient is not tracked).
