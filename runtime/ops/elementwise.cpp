@@ -246,20 +246,4 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// ---- operators ----
-
-Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& x, double scalar) { return add(x, scalar); }
-Tensor operator+(double scalar, const Tensor& x) { return add(x, scalar); }
-Tensor operator-(const Tensor& x, double scalar) { return sub(x, scalar); }
-Tensor operator-(double scalar, const Tensor& x) { return sub(scalar, x); }
-Tensor operator*(const Tensor& x, double scalar) { return mul(x, scalar); }
-Tensor operator*(double scalar, const Tensor& x) { return mul(x, scalar); }
-Tensor operator/(const Tensor& x, double scalar) { return div(x, scalar); }
-Tensor operator/(double scalar, const Tensor& x) { return div(scalar, x); }
-
 }  // namespace wick

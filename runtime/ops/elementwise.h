@@ -2,7 +2,7 @@
 //
 //   Tensor y = gelu_tanh(x);                    // same shape and dtype as x
 //   Tensor z = add(a, b);                       // a [4, 1, 3] with b [5, 1] -> [4, 5, 3], promoted dtype
-//   Tensor s = (x * 0.5 + 1.0) / y;             // operators; scalars keep x's dtype
+//   Tensor s = div(add(mul(x, 0.5), 1.0), y);     // scalars keep x's dtype
 //   Tensor m = gt(x, 0.0);                      // u8 mask of 0/1
 //   Tensor r = where(m, x, zeros_like(x));      // cond, a, b broadcast together
 //
@@ -83,19 +83,7 @@ Tensor ge(const Tensor& x, double scalar);
 // promoted; all three broadcast together; all on one device.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
-// ---- operators (the functions above) ----
-Tensor operator-(const Tensor& x);
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& x, double scalar);
-Tensor operator+(double scalar, const Tensor& x);
-Tensor operator-(const Tensor& x, double scalar);
-Tensor operator-(double scalar, const Tensor& x);
-Tensor operator*(const Tensor& x, double scalar);
-Tensor operator*(double scalar, const Tensor& x);
-Tensor operator/(const Tensor& x, double scalar);
-Tensor operator/(double scalar, const Tensor& x);
+// Arithmetic operators (a + b, x * 2.0, ...) are defined by engine/autograd/ops_elementwise.h,
+// where they record gradients; runtime code calls the named functions above.
 
 }  // namespace wick
