@@ -8,4 +8,6 @@ scripts/install_deps.sh
 scripts/build.sh "$@"
 build_dir=${WICK_BUILD_DIR:-build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+# Tests run two at a time on few cores: idle OpenMP threads sleep instead of spinning.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ctest --test-dir "$build_dir" --output-on-failure --timeout 600 -j "$(nproc)"
