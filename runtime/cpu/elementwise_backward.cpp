@@ -1,0 +1,30 @@
+#include "runtime/cpu/elementwise_backward.h"
+
+#include <type_traits>
+
+#include "runtime/cpu/parallel.h"
+#include "runtime/kernel_args.h"
+#include "runtime/ops/elementwise_backward_math.h"
+
+namespace wick::cpu {
+
+void unary_backward(UnaryOp op, DType dtype, const void* grad, const void* x, void* out, int64_t n) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_t<T>>) {
+      using C = compute_t<T>;
+      const T* g = static_cast<const T*>(grad);
+      const T* xs = static_cast<const T*>(x);
+      T* o = static_cast<T*>(out);
+      dispatch_unary_backward_op(op, [&](auto op_tag) {
+        constexpr UnaryOp kOp = decltype(op_tag)::value;
+        parallel_for(n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i)
+            o[i] = convert<T>(convert<C>(g[i]) * unary_derivative<kOp>(convert<C>(xs[i])));
+        });
+      });
+    }
+  });
+}
+
+}  // namespace wick::cpu
