@@ -77,6 +77,14 @@ Tensor& Module::register_parameter(const std::string& name, Tensor* slot, Tensor
   return *slot;
 }
 
+Tensor& Module::register_parameter_slot(const std::string& name, Tensor* slot) {
+  WICK_CHECK(name.find('.') == std::string::npos && !name.empty(), type_name(), ": bad parameter name '", name, "'");
+  for (const auto& [existing, _] : parameters_)
+    WICK_CHECK(existing != name, type_name(), ": parameter '", name, "' registered twice");
+  parameters_.emplace_back(name, slot);
+  return *slot;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   WICK_CHECK(module != nullptr, type_name(), ": child '", name, "' is null");
   WICK_CHECK(name.find('.') == std::string::npos && !name.empty(), type_name(), ": bad child name '", name, "'");

@@ -68,6 +68,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Registers `slot` under `name`, stores `initial` in it and returns the slot. The slot must stay
   // at the same address for the module's life (a data member).
   Tensor& register_parameter(const std::string& name, Tensor* slot, Tensor initial, bool trainable = true);
+  // Registers an existing slot (a wrapped layer's weight) under `name` without changing it.
+  Tensor& register_parameter_slot(const std::string& name, Tensor* slot);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
