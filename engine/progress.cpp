@@ -42,8 +42,16 @@ std::string ProgressBar::render(int64_t done, const Values& values) const {
   std::snprintf(head, sizeof(head), "%s %lld/%lld [%s] %s", label_.c_str(), static_cast<long long>(done),
                 static_cast<long long>(total_), bar.c_str(), format_duration(elapsed).c_str());
   std::string line = head;
-  if (done > 0 && done < total_) line += " (ETA " + format_duration(per_step * static_cast<double>(total_ - done)) + ")";
-  if (done > 0) line += " " + format_duration(per_step) + "/step";
+  if (done > 0 && done < total_) {
+    line.append(" (ETA ");
+    line.append(format_duration(per_step * static_cast<double>(total_ - done)));
+    line.append(")");
+  }
+  if (done > 0) {
+    line.append(" ");
+    line.append(format_duration(per_step));
+    line.append("/step");
+  }
   for (const auto& [name, value] : values) {
     char item[96];
     std::snprintf(item, sizeof(item), " - %s: %.4g", name.c_str(), value);
