@@ -1,0 +1,319 @@
+// Optimizer: flat-buffer layout, gradient gathering, global-norm clipping, write-back and state
+// save/restore; SgdOptimizer and AdamWOptimizer supply the fused update and the state tensors.
+#include "engine/optim/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "engine/autograd/node.h"
+#include "runtime/ops/copy.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/reduce.h"
+
+namespace wick {
+namespace {
+
+int64_t round_up_to_block(int64_t n) {
+  return (n + quantization_block_size - 1) / quantization_block_size * quantization_block_size;
+}
+
+Tensor zeros_f32(int64_t n, Device device) {
+  Tensor t = Tensor::empty({n}, DType::F32, device);
+  copy_into(t, Tensor::scalar(0.0));
+  return t;
+}
+
+void fill_zero(const Tensor& t) {
+  if (t.defined()) copy_into(t, Tensor::scalar(0.0, t.dtype()));
+}
+
+bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+
+// Sum of squares of the finite elements only (NaN and ±Inf count as 0).
+Tensor finite_sum_of_squares(const Tensor& g) {
+  Tensor finite = lt(abs(g), std::numeric_limits<double>::infinity());  // false for NaN and ±Inf
+  return sum(where(finite, square(g), Tensor::scalar(0.0, DType::F32, g.device())));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer
+
+Optimizer::Optimizer(const NamedParameters& params, const OptimizerConfig& config,
+                     const std::function<bool(int64_t)>& eight_bit)
+    : config_(config) {
+  WICK_CHECK(!params.empty(), "optimizer: no parameter is trainable: did the network.target patterns match any "
+             "module?");
+  WICK_CHECK(std::isfinite(config.max_grad_norm) && config.max_grad_norm >= 0.0f,
+             "optimizer: max_grad_norm must be >= 0 (0 = no clipping), got ", config.max_grad_norm);
+  std::set<std::string> names;
+  std::set<uint64_t> ids;
+  for (const auto& [name, tensor] : params) {
+    WICK_CHECK(!name.empty(), "optimizer: a parameter has an empty name");
+    WICK_CHECK(names.insert(name).second, "optimizer: parameter \"", name, "\" is listed twice");
+    WICK_CHECK(tensor.defined(), "optimizer: parameter \"", name, "\" is an undefined tensor");
+    WICK_CHECK(ids.insert(tensor.id()).second, "optimizer: parameter \"", name,
+               "\" is the same tensor as an earlier parameter");
+    WICK_CHECK(autograd::requires_grad(tensor), "optimizer: parameter \"", name, "\" (", tensor.describe(),
+               ") does not require a gradient: it is frozen; pass only trainable parameters (set_requires_grad)");
+    WICK_CHECK(autograd::is_leaf(tensor), "optimizer: parameter \"", name, "\" (", tensor.describe(),
+               ") is the output of an op, not a leaf tensor");
+    WICK_CHECK(tensor.dtype() == DType::F32 || is_16bit(tensor.dtype()), "optimizer: parameter \"", name, "\" is ",
+               tensor.describe(), "; parameters must be f32, bf16 or f16");
+    WICK_CHECK(tensor.device() == params.front().second.device(), "optimizer: parameter \"", name, "\" is on ",
+               tensor.device().str(), " but \"", params.front().first, "\" is on ",
+               params.front().second.device().str(), "; all parameters must share one device");
+  }
+  device_ = params.front().second.device();
+
+  // 8-bit parameters first, then the 32-bit ones; each starts on a 256-element block boundary.
+  int64_t offset = 0;
+  for (bool region_8bit : {true, false}) {
+    for (const auto& [name, tensor] : params) {
+      if (eight_bit(tensor.numel()) != region_8bit) continue;
+      ParameterSlot slot;
+      slot.name = name;
+      slot.parameter = tensor;
+      slot.offset = offset;
+      slot.numel = tensor.numel();
+      slot.eight_bit = region_8bit;
+      slots_.push_back(std::move(slot));
+      offset += round_up_to_block(tensor.numel());
+    }
+    if (region_8bit) n_8bit_flat_ = offset;
+  }
+  flat_master_ = zeros_f32(offset, device_);
+  flat_grad_ = zeros_f32(offset, device_);
+  for (ParameterSlot& slot : slots_) {
+    slot.master = flat_master_.narrow(0, slot.offset, slot.numel).view(slot.parameter.shape());
+    slot.grad = flat_grad_.narrow(0, slot.offset, slot.numel).view(slot.parameter.shape());
+    copy_into(slot.master, slot.parameter);
+  }
+}
+
+Tensor Optimizer::region(const Tensor& flat, bool eight_bit) const {
+  return eight_bit ? flat.narrow(0, 0, n_8bit_flat_) : flat.narrow(0, n_8bit_flat_, flat.numel() - n_8bit_flat_);
+}
+
+StepReport Optimizer::step(const autograd::GradientStore& grads, float lr) {
+  WICK_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer ", name(), ": lr must be finite and >= 0, got ", lr);
+  StepReport report;
+  for (const ParameterSlot& slot : slots_) {
+    Tensor grad = grads.get(slot.parameter);
+    if (!grad.defined()) {
+      fill_zero(slot.grad);
+      report.n_missing += 1;
+      continue;
+    }
+    WICK_CHECK(grad.shape() == slot.parameter.shape(), "optimizer ", name(), ": the gradient of \"", slot.name,
+               "\" is ", grad.describe(), ", the parameter ", slot.parameter.describe());
+    copy_into(slot.grad, grad);
+  }
+  float coefficient = clip(report);
+  if (coefficient < 1.0f) {
+    copy_into(flat_grad_, mul(flat_grad_, static_cast<double>(coefficient)));
+    report.clipped = true;
+  }
+  int64_t t = step_ + 1;
+  report.n_nonfinite = update(lr, t);
+  step_ = t;
+  write_back();
+  return report;
+}
+
+// Computes the global norm into report.grad_norm and returns the clipping coefficient (>= 1: none).
+// As torch.nn.utils.clip_grad_norm_: coefficient = max_norm / (norm + 1e-6) in f32. When the norm
+// is non-finite, the coefficient uses the norm of the finite elements (the others are skipped).
+float Optimizer::clip(StepReport& report) {
+  auto reduced = [&](Tensor local) { return reducer_ ? reducer_(local) : local; };
+  double squared = reduced(sum(square(flat_grad_))).item();
+  report.grad_norm = static_cast<float>(std::sqrt(squared));
+  if (config_.max_grad_norm <= 0.0f) return 1.0f;
+  float norm = report.grad_norm;
+  if (!std::isfinite(norm)) norm = static_cast<float>(std::sqrt(reduced(finite_sum_of_squares(flat_grad_)).item()));
+  return config_.max_grad_norm / (norm + 1e-6f);
+}
+
+void Optimizer::write_back() {
+  for (const ParameterSlot& slot : slots_) copy_into(slot.parameter, slot.master);
+}
+
+void Optimizer::reload_parameters() {
+  for (const ParameterSlot& slot : slots_) copy_into(slot.master, slot.parameter);
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t total = 0;
+  for (const ParameterSlot& slot : slots_) total += state_bytes(slot.name);
+  return total;
+}
+
+int64_t Optimizer::state_bytes(const std::string& parameter_name) const {
+  auto found = std::find_if(slots_.begin(), slots_.end(), [&](const auto& s) { return s.name == parameter_name; });
+  WICK_CHECK(found != slots_.end(), "optimizer ", name(), ": no parameter \"", parameter_name, "\"");
+  int64_t total = 0;
+  for (const auto& [state_name, tensor] : slot_state(*found)) total += static_cast<int64_t>(tensor.nbytes());
+  return total;
+}
+
+NamedTensors Optimizer::state_tensors() const {
+  NamedTensors out;
+  out.emplace_back("step", Tensor::scalar(static_cast<double>(step_), DType::I64));
+  for (const ParameterSlot& slot : slots_) {
+    if (is_16bit(slot.parameter.dtype())) out.emplace_back(slot.name + ".master", slot.master);
+    for (auto& [state_name, tensor] : slot_state(slot)) out.emplace_back(slot.name + "." + state_name, tensor);
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& tensors) {
+  const std::string op = std::string("optimizer ") + name() + " load_state";
+  NamedTensors expected = state_tensors();
+  std::map<std::string, Tensor> given;
+  for (const auto& [tensor_name, tensor] : tensors) {
+    WICK_CHECK(given.emplace(tensor_name, tensor).second, op, ": tensor \"", tensor_name, "\" appears twice");
+  }
+  std::set<std::string> expected_names;
+  for (const auto& [tensor_name, target] : expected) {
+    expected_names.insert(tensor_name);
+    auto found = given.find(tensor_name);
+    WICK_CHECK(found != given.end(), op, ": missing tensor \"", tensor_name, "\" (the checkpoint was written for "
+               "other parameters or another optimizer?)");
+    const Tensor& source = found->second;
+    WICK_CHECK(source.defined(), op, ": tensor \"", tensor_name, "\" is undefined");
+    WICK_CHECK(source.shape() == target.shape() && source.dtype() == target.dtype(), op, ": tensor \"",
+               tensor_name, "\" is ", source.describe(), ", expected ", target.describe());
+  }
+  for (const auto& [tensor_name, tensor] : given)
+    WICK_CHECK(expected_names.count(tensor_name) != 0, op, ": unexpected tensor \"", tensor_name,
+               "\" (no parameter or state of that name in this ", name(), " optimizer)");
+  int64_t step = given.at("step").to_vector<int64_t>()[0];
+  WICK_CHECK(step >= 0, op, ": \"step\" must be >= 0, got ", step);
+
+  zero_state();  // padding included
+  for (const auto& [tensor_name, target] : expected)
+    if (tensor_name != "step") copy_into(target, given.at(tensor_name));
+  step_ = step;
+  for (const ParameterSlot& slot : slots_) {
+    if (is_16bit(slot.parameter.dtype())) copy_into(slot.parameter, slot.master);
+    else copy_into(slot.master, slot.parameter);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optimizers
+
+namespace {
+
+class SgdOptimizer final : public Optimizer {
+ public:
+  SgdOptimizer(const NamedParameters& params, const OptimizerConfig& config)
+      : Optimizer(params, config, [](int64_t) { return false; }) {
+    WICK_CHECK(config.momentum >= 0.0f && config.dampening >= 0.0f && config.weight_decay >= 0.0f,
+               "optimizer sgd: momentum, dampening and weight_decay must be >= 0");
+    WICK_CHECK(!config.nesterov || (config.momentum > 0.0f && config.dampening == 0.0f),
+               "optimizer sgd: nesterov needs momentum > 0 and dampening 0");
+    if (config.momentum > 0.0f) momentum_ = zeros_f32(flat_master_.numel(), device_);
+  }
+  const char* name() const override { return "sgd"; }
+
+ protected:
+  int64_t update(float lr, int64_t t) override {
+    SgdHyper hyper{.lr = lr, .momentum = config().momentum, .dampening = config().dampening,
+                   .weight_decay = config().weight_decay, .nesterov = config().nesterov, .step = t};
+    return sgd_step(flat_master_, flat_grad_, momentum_, hyper);
+  }
+  NamedTensors slot_state(const ParameterSlot& slot) const override {
+    if (!momentum_.defined()) return {};
+    return {{"momentum", momentum_.narrow(0, slot.offset, slot.numel)}};
+  }
+  void zero_state() override { fill_zero(momentum_); }
+
+ private:
+  Tensor momentum_;  // f32 [flat_numel()], undefined without momentum
+};
+
+class AdamWOptimizer final : public Optimizer {
+ public:
+  AdamWOptimizer(const NamedParameters& params, const OptimizerConfig& config, bool allow_8bit)
+      : Optimizer(params, config, [allow_8bit](int64_t n) { return allow_8bit && use_8bit_state(n); }),
+        name_(allow_8bit ? "adamw8bit" : "adamw") {
+    state_8bit_ = AdamWState::zeros(n_8bit_flat_, true, device_);
+    state_32bit_ = AdamWState::zeros(flat_master_.numel() - n_8bit_flat_, false, device_);
+  }
+  const char* name() const override { return name_; }
+
+ protected:
+  int64_t update(float lr, int64_t t) override {
+    AdamWHyper hyper{.lr = lr, .beta1 = config().beta1, .beta2 = config().beta2, .eps = config().eps,
+                     .weight_decay = config().weight_decay, .step = t};
+    int64_t n_nonfinite = 0;
+    if (state_8bit_.numel() > 0)
+      n_nonfinite += adamw_step(region(flat_master_, true), region(flat_grad_, true), state_8bit_, hyper);
+    if (state_32bit_.numel() > 0)
+      n_nonfinite += adamw_step(region(flat_master_, false), region(flat_grad_, false), state_32bit_, hyper);
+    return n_nonfinite;
+  }
+  NamedTensors slot_state(const ParameterSlot& slot) const override {
+    if (slot.eight_bit) {
+      int64_t block = slot.offset / quantization_block_size, n_blocks = n_quantization_blocks(slot.numel);
+      return {{"m_codes", state_8bit_.m_codes.narrow(0, slot.offset, slot.numel)},
+              {"v_codes", state_8bit_.v_codes.narrow(0, slot.offset, slot.numel)},
+              {"absmax_m", state_8bit_.absmax_m.narrow(0, block, n_blocks)},
+              {"absmax_v", state_8bit_.absmax_v.narrow(0, block, n_blocks)}};
+    }
+    int64_t offset = slot.offset - n_8bit_flat_;
+    return {{"m", state_32bit_.m.narrow(0, offset, slot.numel)}, {"v", state_32bit_.v.narrow(0, offset, slot.numel)}};
+  }
+  void zero_state() override {
+    for (const AdamWState* state : {&state_8bit_, &state_32bit_})
+      for (const auto& [state_name, tensor] : adamw_state_tensors(*state)) fill_zero(tensor);
+  }
+
+ private:
+  const char* name_;
+  AdamWState state_8bit_;   // over the 8-bit region: codes [n8], absmax [n8 / 256]
+  AdamWState state_32bit_;  // over the 32-bit region: m, v [flat_numel() - n8]
+};
+
+using Factory = std::unique_ptr<Optimizer> (*)(const NamedParameters&, const OptimizerConfig&);
+
+const std::map<std::string, Factory>& registry() {
+  static const std::map<std::string, Factory> factories = {
+      {"sgd", [](const NamedParameters& p, const OptimizerConfig& c) -> std::unique_ptr<Optimizer> {
+         return std::make_unique<SgdOptimizer>(p, c);
+       }},
+      {"adamw", [](const NamedParameters& p, const OptimizerConfig& c) -> std::unique_ptr<Optimizer> {
+         return std::make_unique<AdamWOptimizer>(p, c, false);
+       }},
+      {"adamw8bit", [](const NamedParameters& p, const OptimizerConfig& c) -> std::unique_ptr<Optimizer> {
+         return std::make_unique<AdamWOptimizer>(p, c, true);
+       }},
+  };
+  return factories;
+}
+
+}  // namespace
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : registry()) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const NamedParameters& params,
+                                          const OptimizerConfig& config) {
+  auto found = registry().find(name);
+  if (found == registry().end()) {
+    std::string valid;
+    for (const std::string& n : optimizer_names()) valid += (valid.empty() ? "" : ", ") + n;
+    WICK_CHECK(false, "make_optimizer: unknown optimizer \"", name, "\"; valid names: ", valid);
+  }
+  return found->second(params, config);
+}
+
+}  // namespace wick
