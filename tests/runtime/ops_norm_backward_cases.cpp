@@ -138,6 +138,8 @@ OpCase group_norm_case(std::string name, Shape x, int64_t n_groups, bool has_wei
   return op_case;
 }
 
+// Groups of at least 4 elements: with 2, x - mean cancels so badly that the f32 statistics alone
+// put grad_x off by ~1e-3 (the same holds for the f32 forward).
 std::vector<OpCase> norm_backward_cases() {
   return {
       layer_norm_case("layer_norm_backward_affine", {4, 33}, 1, true),
@@ -154,7 +156,7 @@ std::vector<OpCase> norm_backward_cases() {
       rms_norm_case("rms_norm_backward_many_rows", {300, 70}, true),
       rms_norm_case("rms_norm_backward_strided", {4, 2, 9}, true, true),
       group_norm_case("group_norm_backward_spatial", {2, 6, 4, 5}, 3, true),
-      group_norm_case("group_norm_backward_no_spatial", {3, 8}, 4, false),
+      group_norm_case("group_norm_backward_no_spatial", {3, 8}, 2, false),
       group_norm_case("group_norm_backward_3d", {2, 4, 3, 3, 2}, 2, true),
       group_norm_case("group_norm_backward_instance", {2, 5, 3, 7}, 5, true),
       group_norm_case("group_norm_backward_wide", {1, 4, 40, 40}, 2, true),
