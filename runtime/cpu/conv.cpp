@@ -2,33 +2,12 @@
 
 #include <vector>
 
+#include "runtime/cpu/conv_columns.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/parallel.h"
 
 namespace wick::cpu {
 namespace {
-
-// One item's x [c, h, w] into columns [c * kh * kw, ho * wo]; padding reads as zero.
-template <typename T>
-void im2col(const Conv2dGeometry& g, const T* x, T* columns) {
-  int64_t n_rows = g.c * g.kh * g.kw, n_columns = g.ho * g.wo;
-  int64_t grain = std::max<int64_t>(1, default_grain / std::max<int64_t>(1, n_columns));
-  parallel_for(n_rows, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t channel = row / (g.kh * g.kw), ki = (row / g.kw) % g.kh, kj = row % g.kw;
-      const T* plane = x + channel * g.h * g.w;
-      T* out = columns + row * n_columns;
-      for (int64_t oh = 0; oh < g.ho; ++oh) {
-        int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-        for (int64_t ow = 0; ow < g.wo; ++ow) {
-          int64_t iw = ow * g.sw - g.pw + kj * g.dw;
-          bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-          out[oh * g.wo + ow] = inside ? plane[ih * g.w + iw] : T(0);
-        }
-      }
-    }
-  }, grain);
-}
 
 template <typename T>
 void conv2d_typed(const Conv2dGeometry& g, const T* x, const T* weight, const T* bias, T* y) {
