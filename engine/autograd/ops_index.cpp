@@ -26,9 +26,9 @@ class EmbeddingNode : public Node {
   const char* name() const override { return "embedding"; }
   // y[i, :] = w[ids[i], :]  =>  dw[v, :] = sum over i with ids[i] = v of dy[i, :]
   std::vector<Tensor> backward(const std::vector<Tensor>& grad) override {
-    int64_t n = ids_.numel(), width = weight_shape_[1];
-    Tensor rows = ids_.reshape({n, 1}).expand({n, width});
-    return {scatter_into_zeros(weight_shape_, weight_dtype_, 0, rows, grad[0].reshape({n, width}))};
+    int64_t n = ids_.numel();
+    Tensor zeros = wick::zeros(weight_shape_, accumulation_dtype(weight_dtype_), grad[0].device());
+    return {wick::index_add(zeros, 0, ids_.reshape({n}), grad[0].reshape({n, weight_shape_[1]}))};
   }
   void release() override { ids_ = Tensor(); }
 
@@ -45,10 +45,8 @@ class IndexSelectNode : public Node {
   const char* name() const override { return "index_select"; }
   // y[.., i, ..] = x[.., index[i], ..]  =>  dx[.., k, ..] = sum over i with index[i] = k of dy[.., i, ..]
   std::vector<Tensor> backward(const std::vector<Tensor>& grad) override {
-    Shape along(x_shape_.size(), 1);
-    along[static_cast<size_t>(axis_)] = index_.numel();
-    Tensor index = index_.reshape(along).expand(grad[0].shape());
-    return {scatter_into_zeros(x_shape_, x_dtype_, axis_, index, grad[0])};
+    Tensor zeros = wick::zeros(x_shape_, accumulation_dtype(x_dtype_), grad[0].device());
+    return {wick::index_add(zeros, axis_, index_.reshape({index_.numel()}), grad[0])};
   }
   void release() override { index_ = Tensor(); }
 

@@ -4,11 +4,12 @@
 //   Tensor e = autograd::embedding(weight, ids);      // d weight: rows of de summed per id
 //   Tensor g = autograd::gather(x, 1, index);         // dx = scatter_add(zeros, 1, index, dg)
 //
-// Every gradient into the indexed tensor is a scatter-add of the output gradient, through the
-// runtime scatter_add (the index broadcast to the gradient's shape is materialized as i64 there):
-// serial and deterministic on the CPU; on CUDA it uses atomics, so sums over repeated indices
-// are in unspecified order (bitwise run-to-run differences of a few ulp are possible). Gradients of
-// bf16/f16 tensors are accumulated and returned in f32 (the engine casts where needed).
+// Every gradient into the indexed tensor is a scatter-add of the output gradient into zeros:
+// embedding and index_select through the runtime index_add (rows added along the axis, the 1-d
+// index used as is), gather through scatter_add. On the CPU both add in a fixed order
+// (deterministic); on CUDA they use atomics, so sums over repeated indices are in unspecified
+// order (run-to-run differences of a few ulp are possible). Gradients of bf16/f16 tensors are
+// accumulated and returned in f32 (the engine casts where needed).
 #pragma once
 
 #include "runtime/tensor.h"
