@@ -1,6 +1,11 @@
 // Gradient-check entries for the index family (engine/autograd/ops_index.h). Index inputs are
 // constants: integer I64 values in [0, extent), never differentiated.
+#include <gtest/gtest.h>
+
+#include "engine/autograd/backward.h"
+#include "engine/autograd/node.h"
 #include "engine/autograd/ops_index.h"
+#include "runtime/ops/creation.h"
 #include "engine/autograd/ops_view.h"
 #include "tests/engine/gradcheck.h"
 
@@ -46,6 +51,22 @@ std::vector<GradCase> index_grad_cases() {
   };
 }
 WICK_REGISTER_GRAD_CASES(index_grad_cases);
+
+TEST(GradIndex, BF16EmbeddingGradientIsSummedInF32) {
+  // 301 rows of 1/256 summed into one: 301/256 = 1 + 45/256 needs 8 fraction bits, so the result
+  // is exact only if no step (accumulation or the returned gradient) is rounded to bf16.
+  Tensor weight = wick::zeros({2, 3}, DType::BF16);
+  autograd::set_requires_grad(weight, true);
+  Tensor ids = wick::zeros({301}, DType::I64);
+  Tensor out = autograd::embedding(weight, ids);
+  Tensor grad = autograd::backward(out, wick::full({301, 3}, 1.0 / 256, DType::BF16)).get(weight);
+  ASSERT_EQ(grad.dtype(), DType::F32);
+  std::vector<float> g = grad.to_vector<float>();
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_FLOAT_EQ(g[static_cast<size_t>(c)], 301.0f / 256.0f);
+    EXPECT_EQ(g[static_cast<size_t>(3 + c)], 0.0f);
+  }
+}
 
 }  // namespace
 }  // namespace wick::testing

@@ -1,6 +1,11 @@
 // Gradient-check entries for rotary position embedding (engine/autograd/ops_rope.h). The tables
 // are constants: either real tables from rope_frequencies or arbitrary values (the op is linear in
 // x for any cos/sin, so the check does not need them to be a rotation).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/autograd/node.h"
 #include "engine/autograd/ops_rope.h"
 #include "engine/autograd/ops_view.h"
 #include "runtime/ops/creation.h"
@@ -35,10 +40,24 @@ std::vector<GradCase> rope_grad_cases() {
       {.name = "apply_rope_of_transposed",  // x [B, L, H, D] transposed to [B, H, L, D]: strided
        .inputs = {{.shape = {1, 4, 2, 4}}, {.shape = {4, 2}, .differentiable = false},
                   {.shape = {4, 2}, .differentiable = false}},
-       .fn = [](const Inputs& x) { return Outputs{autograd::apply_rope(autograd::transpose(x[0], 1, 2), x[1], x[2])}; }},
+       .fn = [](const Inputs& x) {
+         return Outputs{autograd::apply_rope(autograd::transpose(x[0], 1, 2), x[1], x[2])};
+       }},
   };
 }
 WICK_REGISTER_GRAD_CASES(rope_grad_cases);
+
+TEST(GradRope, TablesThatRequireAGradientAreRejected) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor cos = Tensor::from_vector<float>({1, 1}, {2, 1}), sin = Tensor::from_vector<float>({0, 0}, {2, 1});
+  autograd::set_requires_grad(sin, true);
+  try {
+    autograd::apply_rope(x, cos, sin);
+    ADD_FAILURE() << "expected a WickError";
+  } catch (const WickError& e) {
+    EXPECT_NE(std::string(e.what()).find("apply_rope"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace wick::testing

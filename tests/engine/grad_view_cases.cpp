@@ -1,4 +1,8 @@
 // Gradient-check entries for the view family (engine/autograd/ops_view.h).
+#include <gtest/gtest.h>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_view.h"
 #include "tests/engine/gradcheck.h"
@@ -68,6 +72,29 @@ std::vector<GradCase> view_grad_cases() {
   };
 }
 WICK_REGISTER_GRAD_CASES(view_grad_cases);
+
+TEST(GradView, ViewsShareStorageButHaveTheirOwnAutogradState) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  autograd::set_requires_grad(x, true);
+  Tensor t = autograd::transpose(x, 0, 1);
+  Tensor same = autograd::squeeze(x, 0);  // extent 2: the runtime returns x itself
+  for (const Tensor& v : {t, same}) {
+    EXPECT_EQ(v.storage().get(), x.storage().get());
+    EXPECT_TRUE(autograd::requires_grad(v));
+    EXPECT_FALSE(autograd::is_leaf(v));
+  }
+  EXPECT_FALSE(same.same(x));
+  EXPECT_TRUE(autograd::is_leaf(x));  // x's own state is untouched
+  EXPECT_EQ(autograd::grad_fn(x), nullptr);
+}
+
+TEST(GradView, NothingIsRecordedWithoutGradMode) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  autograd::set_requires_grad(x, true);
+  autograd::NoGradGuard no_grad;
+  EXPECT_FALSE(autograd::requires_grad(autograd::permute(x, {1, 0})));
+  EXPECT_FALSE(autograd::requires_grad(autograd::to_dtype(x, DType::F64)));
+}
 
 }  // namespace
 }  // namespace wick::testing
