@@ -37,7 +37,8 @@ Tensor unsqueeze(const Tensor& x, int64_t axis);
 // ---- copies ----
 // A contiguous copy of x (x itself, as a new handle, when already contiguous). Gradient: identity.
 Tensor contiguous(const Tensor& x);
-// Cast to `dtype` (round to nearest even); the gradient is cast back to x's dtype.
+// Cast to `dtype` (round to nearest even); the gradient is cast back to x's dtype. An integer
+// target is not differentiable (the result records nothing).
 Tensor to_dtype(const Tensor& x, DType dtype);
 // Move to `device`; the gradient is moved back to x's device.
 Tensor to_device(const Tensor& x, Device device);
