@@ -65,4 +65,34 @@ void scatter_add(void* out, DType dtype, const StridedView& out_view, int64_t ax
   });
 }
 
+void index_add(void* out, DType dtype, const void* src, const int64_t* index, int64_t n_index, int64_t outer,
+               int64_t extent, int64_t inner) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                  std::is_same_v<T, int64_t>) {
+      T* o = static_cast<T*>(out);
+      const T* s = static_cast<const T*>(src);
+      int64_t n_columns = outer * inner;
+      // Threads own disjoint output columns; within a column the terms are added in index order.
+      int64_t grain = std::max<int64_t>(1, default_grain / std::max<int64_t>(1, n_index));
+      parallel_for(
+          n_columns,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t r = 0; r < n_index; ++r) {
+              for (int64_t column = begin; column < end;) {
+                int64_t b = column / inner, c = column % inner;
+                int64_t run = std::min(end - column, inner - c);  // contiguous within one outer slice
+                T* to = o + (b * extent + index[r]) * inner + c;
+                const T* from = s + (b * n_index + r) * inner + c;
+                for (int64_t k = 0; k < run; ++k) to[k] += from[k];
+                column += run;
+              }
+            }
+          },
+          grain);
+    }
+  });
+}
+
 }  // namespace wick::cpu

@@ -23,5 +23,10 @@ void gather(void* out, const void* x, int element_size, const StridedView& x_vie
 // order; out_view/src_view have index's shape (out_view's axis stride 0). dtype F32/F64/I32/I64.
 void scatter_add(void* out, DType dtype, const StridedView& out_view, int64_t axis_stride, const int64_t* index,
                  const void* src, const StridedView& src_view, int64_t n);
+// out contiguous [outer, extent, inner] += src contiguous [outer, n_index, inner] scattered by
+// index along the middle axis: out[o, index[r], c] += src[o, r, c]. dtype F32/F64/I32/I64. Each
+// output element receives its terms in order r = 0, 1, ... (threads split the columns (o, c)).
+void index_add(void* out, DType dtype, const void* src, const int64_t* index, int64_t n_index, int64_t outer,
+               int64_t extent, int64_t inner);
 
 }  // namespace wick::cpu

@@ -53,6 +53,17 @@ __global__ void scatter_add_kernel(T* out, StridedView out_view, int64_t axis_st
     atomic_add(out + out_view.offset_of(i) + clamp_index(index[i], extent) * axis_stride, src[src_view.offset_of(i)]);
 }
 
+template <typename T>
+__global__ void index_add_kernel(T* out, const T* src, const int64_t* index, int64_t n_index, int64_t extent,
+                                 int64_t inner, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = i % inner;
+    int64_t row = i / inner;
+    int64_t r = row % n_index, o = row / n_index;
+    atomic_add(out + (o * extent + clamp_index(index[r], extent)) * inner + c, src[i]);
+  }
+}
+
 }  // namespace
 
 // ---- launchers ----
@@ -91,6 +102,22 @@ void scatter_add(void* out, DType dtype, const StridedView& out_view, int64_t ax
                   std::is_same_v<T, int64_t>) {
       scatter_add_kernel<T><<<grid_for(n), block_size, 0, s>>>(static_cast<T*>(out), out_view, axis_stride, extent,
                                                                index, static_cast<const T*>(src), src_view, n);
+      CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+void index_add(void* out, DType dtype, const void* src, const int64_t* index, int64_t n_index, int64_t outer,
+               int64_t extent, int64_t inner, void* stream) {
+  int64_t n = outer * n_index * inner;
+  if (n == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                  std::is_same_v<T, int64_t>) {
+      index_add_kernel<T><<<grid_for(n), block_size, 0, s>>>(static_cast<T*>(out), static_cast<const T*>(src), index,
+                                                             n_index, extent, inner, n);
       CUDA_CHECK_LAUNCH();
     }
   });

@@ -19,5 +19,8 @@ void gather(void* out, const void* x, int element_size, const StridedView& x_vie
 // dtype F32/F64/I32/I64; accumulates with atomicAdd (order of repeated indices unspecified).
 void scatter_add(void* out, DType dtype, const StridedView& out_view, int64_t axis_stride, int64_t extent,
                  const int64_t* index, const void* src, const StridedView& src_view, int64_t n, void* stream);
+// dtype F32/F64/I32/I64; one thread per src element, atomicAdd (order of repeated indices unspecified).
+void index_add(void* out, DType dtype, const void* src, const int64_t* index, int64_t n_index, int64_t outer,
+               int64_t extent, int64_t inner, void* stream);
 
 }  // namespace wick::cuda

@@ -153,4 +153,41 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
   return work == x.dtype() ? out : cast(out, x.dtype());
 }
 
+Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  const char* op = "index_add";
+  check_same_device(x, index, op);
+  check_same_device(x, src, op);
+  WICK_CHECK(x.dtype() != DType::U8 && x.dtype() != DType::I8, op, ": unsupported dtype ", dtype_name(x.dtype()),
+             " (use a floating dtype, i32 or i64)");
+  WICK_CHECK(x.dim() >= 1, op, ": x must have at least one axis, got ", x.describe());
+  WICK_CHECK(index.dim() <= 1, op, ": index must be 1-d, got ", index.describe());
+  int64_t a = normalize_axis(axis, x.dim(), op);
+  Tensor index64 = indices_as_i64(index, op);
+  int64_t n_index = index64.numel(), extent = x.size(a);
+  bool shapes_match = src.dim() == x.dim();
+  for (int64_t d = 0; shapes_match && d < x.dim(); ++d) shapes_match = src.size(d) == (d == a ? n_index : x.size(d));
+  WICK_CHECK(shapes_match, op, ": src ", src.describe(), " must have the shape of x ", x.describe(), " with extent ",
+             n_index, " (the index length) on axis ", a);
+  check_index_range(index64, extent, a, op);
+  DType work = (x.dtype() == DType::BF16 || x.dtype() == DType::F16) ? DType::F32 : x.dtype();
+  Tensor out = cast(x, work);  // a fresh contiguous copy
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < a; ++d) outer *= x.size(d);
+  for (int64_t d = a + 1; d < x.dim(); ++d) inner *= x.size(d);
+  if (src.numel() > 0) {
+    WICK_CHECK(extent > 0, op, ": cannot add into the empty axis ", a, " of ", x.describe());
+    Tensor source = src.dtype() == work && src.is_contiguous() ? src : cast(src, work);
+    if (x.device().is_cpu()) {
+      cpu::index_add(out.data(), work, source.data(), index64.data_as<int64_t>(), n_index, outer, extent, inner);
+    } else {
+#if WICK_HAS_CUDA
+      cuda::set_device(x.device().index);
+      cuda::index_add(out.data(), work, source.data(), index64.data_as<int64_t>(), n_index, outer, extent, inner,
+                      current_stream(x.device()).handle);
+#endif
+    }
+  }
+  return work == x.dtype() ? out : cast(out, x.dtype());
+}
+
 }  // namespace wick

@@ -1,6 +1,9 @@
 // Op-harness entries for runtime/ops/index.h: embedding, index_select, gather, scatter_add.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
 #include "runtime/ops/index.h"
 #include "tests/runtime/op_harness.h"
 
@@ -45,6 +48,17 @@ RefTensor ref_scatter_add(const RefTensor& x, int64_t axis, const RefTensor& ind
     double value = src.at(linear_index(src.shape, coords));
     coords[static_cast<size_t>(axis)] = static_cast<int64_t>(index.at(i));
     out.at(linear_index(x.shape, coords)) += value;
+  }
+  return out;
+}
+
+// out = x; out[*, index[i], *] += src[*, i, *] along `axis`.
+RefTensor ref_index_add(const RefTensor& x, int64_t axis, const RefTensor& index, const RefTensor& src) {
+  RefTensor out = x;
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    auto coords = coords_of(src.shape, i);
+    coords[static_cast<size_t>(axis)] = static_cast<int64_t>(index.at(coords[static_cast<size_t>(axis)]));
+    out.at(linear_index(x.shape, coords)) += src.at(i);
   }
   return out;
 }
@@ -118,9 +132,74 @@ std::vector<OpCase> index_cases() {
                    .reference = [](const RefInputs& x) { return RefOutputs{ref_scatter_add(x[0], 0, x[1], x[2])}; },
                    .dtypes = {DType::I32, DType::I64},
                    .exact = true});
+  cases.push_back({.name = "index_add_rows_repeated",  // the embedding-gradient shape: [V, D] += rows
+                   .inputs = {{.shape = {6, 5}}, indices({9}, 6), {.shape = {9, 5}}},
+                   .run = [](const Inputs& x) { return Outputs{index_add(x[0], 0, x[1], x[2])}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_index_add(x[0], 0, x[1], x[2])}; },
+                   .dtypes = floats,
+                   .cpu_tolerance = {{DType::BF16, {2e-2, 1e-2}}},
+                   .cuda_tolerance = {{DType::BF16, {2e-2, 1e-2}}}});
+  cases.push_back({.name = "index_add_middle_axis_noncontiguous",
+                   .inputs = {{.shape = {3, 4, 5}, .non_contiguous = true},
+                              indices({7}, 4, DType::I32),
+                              {.shape = {3, 7, 5}, .non_contiguous = true}},
+                   .run = [](const Inputs& x) { return Outputs{index_add(x[0], -2, x[1], x[2])}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_index_add(x[0], 1, x[1], x[2])}; },
+                   .dtypes = floats,
+                   .cpu_tolerance = {{DType::BF16, {2e-2, 1e-2}}},
+                   .cuda_tolerance = {{DType::BF16, {2e-2, 1e-2}}}});
+  cases.push_back({.name = "index_add_last_axis",
+                   .inputs = {{.shape = {4, 3}}, indices({5}, 3), {.shape = {4, 5}}},
+                   .run = [](const Inputs& x) { return Outputs{index_add(x[0], 1, x[1], x[2])}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_index_add(x[0], 1, x[1], x[2])}; },
+                   .dtypes = {DType::F32, DType::F64}});
+  cases.push_back({.name = "index_add_large",  // 50 * 700 columns: crosses the threading threshold
+                   .inputs = {{.shape = {30, 700}}, indices({64}, 30), {.shape = {64, 700}}},
+                   .run = [](const Inputs& x) { return Outputs{index_add(x[0], 0, x[1], x[2])}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_index_add(x[0], 0, x[1], x[2])}; }});
+  cases.push_back({.name = "index_add_integers",
+                   .inputs = {{.shape = {5, 3}, .low = -9, .high = 9, .integer = true},
+                              indices({8}, 5),
+                              {.shape = {8, 3}, .low = -9, .high = 9, .integer = true}},
+                   .run = [](const Inputs& x) { return Outputs{index_add(x[0], 0, x[1], x[2])}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_index_add(x[0], 0, x[1], x[2])}; },
+                   .dtypes = {DType::I32, DType::I64},
+                   .exact = true});
   return cases;
 }
 WICK_REGISTER_OP_CASES(index_cases);
+
+TEST(ShapesIndex, IndexAddRejectsBadArguments) {
+  Tensor x = Tensor::from_vector<float>({0, 0, 0, 0, 0, 0}, {3, 2});
+  Tensor index = Tensor::from_vector<int64_t>({0, 2}, {2});
+  auto message_of = [](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const WickError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // src extent at the axis must equal the index length; other extents must match x.
+  EXPECT_NE(message_of([&] { index_add(x, 0, index, Tensor::empty({3, 2}, DType::F32)); }).find("index_add"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { index_add(x, 0, index, Tensor::empty({2, 3}, DType::F32)); }).find("index_add"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              index_add(x, 0, Tensor::from_vector<int64_t>({0, 3}, {2}), Tensor::empty({2, 2}, DType::F32));
+            }).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { index_add(x, 0, index.to(DType::F32), Tensor::empty({2, 2}, DType::F32)); })
+                .find("index_add"),
+            std::string::npos);
+}
+
+TEST(ShapesIndex, IndexAddRepeatedIndexSumsInOrder) {
+  Tensor x = Tensor::from_vector<float>({1, 1, 1}, {3});
+  Tensor index = Tensor::from_vector<int64_t>({2, 2, 0, 2}, {4});
+  Tensor src = Tensor::from_vector<float>({1, 2, 3, 4}, {4});
+  EXPECT_EQ(index_add(x, 0, index, src).to_vector<float>(), (std::vector<float>{4, 1, 8}));
+}
 
 TEST(ShapesIndex, EmbeddingOfEmptyIdsIsEmpty) {
   Tensor weight = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
