@@ -91,8 +91,9 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
   f.batch = batch, f.heads = heads, f.n_queries = n_q, f.n_keys = n_k, f.head_dim = d, f.value_dim = dv;
   fill_attention_strides(f.mask_strides, m.defined() ? m.strides() : Strides{0, 0, 0, 0});
   if (attention_cudnn_eligible(q, k, v, mask)) {
-    Tensor qa = aligned_for_cudnn(q), ka = aligned_for_cudnn(k), va = aligned_for_cudnn(v), oa = aligned_for_cudnn(o),
-           ga = aligned_for_cudnn(go);
+    // out and grad_out dense (a gradient may arrive as a broadcast view with zero strides).
+    Tensor qa = aligned_for_cudnn(q), ka = aligned_for_cudnn(k), va = aligned_for_cudnn(v),
+           oa = aligned_for_cudnn(o.contiguous()), ga = aligned_for_cudnn(go.contiguous());
     fill_attention_strides(f.q_strides, qa.strides());
     fill_attention_strides(f.k_strides, ka.strides());
     fill_attention_strides(f.v_strides, va.strides());
