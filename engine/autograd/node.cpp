@@ -37,7 +37,9 @@ void set_requires_grad(const Tensor& tensor, bool required, const std::string& n
 }
 
 Tensor detach(const Tensor& tensor) {
-  if (!tensor.defined() || !tensor.autograd()) return tensor;
+  // Always a fresh handle: a node that saves detach(out) before record() gives `out` its autograd
+  // state must not share that state (it would point back at the node: a reference cycle).
+  if (!tensor.defined()) return tensor;
   return Tensor::from_storage(tensor.storage(), tensor.shape(), tensor.strides(), tensor.offset(), tensor.dtype());
 }
 

@@ -78,7 +78,7 @@ bool requires_grad(const Tensor& tensor);
 void set_requires_grad(const Tensor& tensor, bool required, const std::string& name = "");
 bool is_leaf(const Tensor& tensor);
 std::shared_ptr<Node> grad_fn(const Tensor& tensor);
-// A view of the same storage with no autograd state (its gradient is not tracked).
+// A new handle on the same storage with no autograd state (its gradient is not tracked).
 Tensor detach(const Tensor& tensor);
 // Installs a hook that runs when the leaf's gradient is complete in a backward pass (used by the
 // distributed gradient buckets). Replaces any previous hook; nullptr removes it.
