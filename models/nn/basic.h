@@ -1,0 +1,80 @@
+// Small layers: Embedding, activations, Flatten, Dropout, MLP, Sequential.
+//
+//   auto mlp = std::make_shared<nn::Sequential>();
+//   mlp->add(std::make_shared<nn::Linear>(784, 128));
+//   mlp->add(std::make_shared<nn::Activation>("relu"));
+//   mlp->add(std::make_shared<nn::Linear>(128, 10));
+//   Tensor logits = mlp->forward(x);                     // children are named "0", "1", "2"
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/module.h"
+#include "models/nn/linear.h"
+
+namespace wick::nn {
+
+// weight [n_embeddings, dim] initialized N(0, 1) like torch.nn.Embedding; forward(ids) -> [*ids, dim].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t n_embeddings, int64_t dim, DType dtype = DType::F32, Device device = Device::cpu());
+  std::string type_name() const override { return "Embedding"; }
+  Tensor forward(const Tensor& ids) override;
+  Tensor weight_;
+};
+
+// relu | gelu | gelu_tanh | silu | tanh | sigmoid; unknown names throw listing the valid ones.
+class Activation : public Module {
+ public:
+  explicit Activation(std::string name);
+  std::string type_name() const override { return "Activation(" + name_ + ")"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::string name_;
+};
+
+// [N, ...] -> [N, prod(...)].
+class Flatten : public Module {
+ public:
+  std::string type_name() const override { return "Flatten"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+// Inverted dropout in training mode, identity in eval mode. Each training call draws fresh numbers
+// from the stream (seed, call index).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, uint64_t seed = 0);
+  std::string type_name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double p_;
+  uint64_t seed_, n_calls_ = 0;
+};
+
+// fc1 -> activation -> fc2 (the transformer MLP).
+class MLP : public Module {
+ public:
+  MLP(int64_t dim, int64_t hidden, const std::string& activation = "gelu_tanh", LinearOptions options = {});
+  std::string type_name() const override { return "MLP"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<Linear> fc1_, fc2_;  // as built; forward uses the current children (adapters)
+  std::shared_ptr<Activation> activation_;
+};
+
+// Applies its children in order; children are named by position ("0", "1", ...).
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  std::string type_name() const override { return "Sequential"; }
+  Sequential& add(std::shared_ptr<Module> layer);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return children().size(); }
+};
+
+}  // namespace wick::nn
