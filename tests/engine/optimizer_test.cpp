@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_data.h"
 #include "engine/optim/flat_optimizers.h"
 #include "engine/optim/optimizer_math.h"
 #include "engine/optim/quantization_maps.h"
@@ -32,7 +33,7 @@ using ::testing::HasSubstr;
 class Fixture {
  public:
   explicit Fixture(const std::string& file) {
-    std::string path = std::string(WICK_TEST_DATA_DIR) + "/optim/" + file;
+    std::string path = wick::testing::test_data_dir() + "/optim/" + file;
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot open fixture " + path);
     std::string line;

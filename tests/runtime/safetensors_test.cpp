@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_data.h"
 #include "runtime/safetensors.h"
 
 using namespace std::string_literals;
@@ -20,7 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string fixture_dir = std::string(WICK_TEST_DATA_DIR) + "/safetensors/";
+const std::string fixture_dir = wick::testing::test_data_dir() + "/safetensors/";
 
 std::string temp_path(const std::string& name) {
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "wick_safetensors_test";

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs wick's CUDA tests and GPU benchmarks on a GPU machine from the device bundle made by
+# scripts/make_device_bundle.sh, and writes a report (GPU, driver, library versions, commit, every
+# test result, every benchmark number).
+#
+#   tar -xJf .device/wick-device.tar.xz -C /tmp && /tmp/wick-device/bench/gpu/run.sh "$OUT"
+#   WICK_GPU_SANITIZE=1 ...   # also run compute-sanitizer memcheck and racecheck on the CUDA tests
+#
+# The CUDA libraries come from the machine: the toolkit's lib64 and the nvidia-* Python packages
+# next to PyTorch (cuDNN, NCCL).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$root/report}
+mkdir -p "$out"
+report=$out/gpu_report.md
+
+cuda_dirs=/usr/local/cuda/lib64
+if command -v python3 >/dev/null; then
+  extra=$(python3 -c 'import glob, os, site
+dirs = []
+for sp in site.getsitepackages():
+    dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
+    dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "cu13", "lib")))
+print(":".join(dirs))' 2>/dev/null)
+  [ -n "$extra" ] && cuda_dirs=$cuda_dirs:$extra
+fi
+export LD_LIBRARY_PATH=$cuda_dirs:${LD_LIBRARY_PATH:-}
+export WICK_TEST_DATA_DIR=$root/tests/data
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+
+section() { printf '\n## %s\n\n' "$1" >>"$report"; }
+{
+  echo "# wick GPU run"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- commit: $(cat "$root/COMMIT")"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
+} >"$report"
+section "wick info"
+{ echo '```'; "$root/bin/wick" info 2>&1; echo '```'; } >>"$report"
+
+status=0
+section "tests"
+echo '| program | result |' >>"$report"
+echo '|---|---|' >>"$report"
+for program in "$root"/bin/wick_*_tests; do
+  name=$(basename "$program")
+  "$program" --gtest_brief=1 --gtest_output="xml:$out/$name.xml" >"$out/$name.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  summary=$(grep -E '^\[  (PASSED|FAILED) +\]|tests? from .* ran' "$out/$name.log" | tr '\n' ' ')
+  echo "| $name | rc=$rc $summary |" >>"$report"
+  grep -E '^\[  FAILED  \]' "$out/$name.log" | head -50 | sed 's/^/    /' >>"$report"
+done
+
+if [ "${WICK_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  section "compute-sanitizer"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$root/bin/wick_runtime_tests" \
+      --gtest_filter='OpsCuda.*:Cuda*' --gtest_brief=1 >"$out/sanitize_$tool.log" 2>&1
+    echo "- $tool: rc=$? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitize_$tool.log") clean summaries)" >>"$report"
+  done
+fi
+
+section "benchmarks"
+for program in "$root"/bin/cuda_*_bench; do
+  [ -x "$program" ] || continue
+  name=$(basename "$program")
+  "$program" --benchmark_min_time=0.5 >"$out/$name.log" 2>&1
+  { echo "### $name"; echo '```'; sed -n '/^ratio/,$p' "$out/$name.log"; grep -E 'GB/s|TFLOP/s' "$out/$name.log" | sed 's/\x1b\[[0-9;]*m//g'; echo '```'; } >>"$report"
+done
+for script in "$root"/bench/gpu/*.py; do
+  [ -f "$script" ] || continue
+  name=$(basename "$script" .py)
+  python3 "$script" >"$out/$name.log" 2>&1
+  { echo "### $name"; echo '```'; tail -40 "$out/$name.log"; echo '```'; } >>"$report"
+done
+echo "report: $report"
+exit $status
