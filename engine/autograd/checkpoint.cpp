@@ -3,6 +3,7 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/autograd/rng_state.h"
 #include "engine/module.h"
 
 namespace wick::autograd {
@@ -11,11 +12,12 @@ namespace {
 class CheckpointNode : public Node {
  public:
   CheckpointNode(CheckpointFunction fn, std::vector<Tensor> inputs, std::vector<bool> input_needs_grad,
-                 std::vector<Tensor> parameters)
+                 std::vector<Tensor> parameters, RngCursor rng_before)
       : fn_(std::move(fn)),
         inputs_(std::move(inputs)),
         input_needs_grad_(std::move(input_needs_grad)),
-        parameters_(std::move(parameters)) {}
+        parameters_(std::move(parameters)),
+        rng_before_(rng_before) {}
   const char* name() const override { return "checkpoint"; }
 
   // d fn(x; θ): recompute fn with recording on, then differentiate it with the incoming gradients.
@@ -28,7 +30,11 @@ class CheckpointNode : public Node {
       if (input_needs_grad_[i]) set_requires_grad(leaf, true);
       leaves.push_back(leaf);
     }
-    std::vector<Tensor> outputs = fn_(leaves);
+    std::vector<Tensor> outputs;
+    {
+      RngCursorGuard replay(rng_before_);  // the same random numbers as the first run
+      outputs = fn_(leaves);
+    }
     WICK_CHECK(outputs.size() == grad_outputs.size(), "checkpoint: the recomputation returned ", outputs.size(),
                " outputs, the first run ", grad_outputs.size(), " (fn must be deterministic)");
     std::vector<Tensor> roots, seeds;
@@ -57,6 +63,7 @@ class CheckpointNode : public Node {
   std::vector<Tensor> inputs_;  // detached
   std::vector<bool> input_needs_grad_;
   std::vector<Tensor> parameters_;
+  RngCursor rng_before_;
 };
 
 }  // namespace
@@ -66,6 +73,7 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   std::vector<Tensor> all = inputs;
   all.insert(all.end(), parameters.begin(), parameters.end());
   if (!needs_grad(all)) return fn(inputs);
+  RngCursor rng_before = current_rng();
   std::vector<Tensor> outputs;
   {
     NoGradGuard no_grad;
@@ -77,7 +85,8 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
     saved.push_back(detach(input));
     input_needs_grad.push_back(requires_grad(input));
   }
-  auto node = std::make_shared<CheckpointNode>(fn, std::move(saved), std::move(input_needs_grad), parameters);
+  auto node = std::make_shared<CheckpointNode>(fn, std::move(saved), std::move(input_needs_grad), parameters,
+                                               rng_before);
   std::vector<Tensor*> output_slots;
   for (Tensor& out : outputs) output_slots.push_back(&out);
   record(node, all, output_slots);

@@ -36,15 +36,9 @@ Tensor Flatten::forward(const Tensor& x) {
   return autograd::reshape(x, {x.size(0), -1});
 }
 
-Dropout::Dropout(double p, uint64_t seed) : p_(p), seed_(seed) {
-  WICK_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
-}
+Dropout::Dropout(double p) : p_(p) { WICK_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p); }
 
-Tensor Dropout::forward(const Tensor& x) {
-  if (!is_training() || p_ == 0.0) return x;
-  RngStream stream = derive_stream(seed_, n_calls_++, 0, RngPurpose::Dropout);
-  return autograd::dropout(x, p_, stream, 0, true);
-}
+Tensor Dropout::forward(const Tensor& x) { return autograd::dropout(x, p_, is_training()); }
 
 MLP::MLP(int64_t dim, int64_t hidden, const std::string& activation, LinearOptions options) {
   fc1_ = register_module("fc1", std::make_shared<Linear>(dim, hidden, options));

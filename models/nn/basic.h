@@ -42,17 +42,17 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
-// Inverted dropout in training mode, identity in eval mode. Each training call draws fresh numbers
-// from the stream (seed, call index).
+// Inverted dropout in training mode, identity in eval mode. Random numbers come from the engine's
+// cursor (engine/autograd/rng_state.h), so gradient checkpointing replays them and the training
+// loop decides the stream (per step and rank).
 class Dropout : public Module {
  public:
-  explicit Dropout(double p, uint64_t seed = 0);
+  explicit Dropout(double p);
   std::string type_name() const override { return "Dropout"; }
   Tensor forward(const Tensor& x) override;
 
  private:
   double p_;
-  uint64_t seed_, n_calls_ = 0;
 };
 
 // fc1 -> activation -> fc2 (the transformer MLP).

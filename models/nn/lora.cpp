@@ -50,11 +50,7 @@ Tensor LoRALinear::forward(const Tensor& x) {
   Tensor y = base_->forward(x);
   if (merged_) return y;
   Tensor h = x;
-  if (options_.dropout > 0.0 && is_training()) {
-    RngStream stream = derive_stream(options_.dropout_seed, 0, 0, RngPurpose::Dropout);
-    h = autograd::dropout(x, options_.dropout, stream, n_calls_ * static_cast<uint64_t>(x.numel()), true);
-    ++n_calls_;
-  }
+  if (options_.dropout > 0.0 && is_training()) h = autograd::dropout(x, options_.dropout, true);
   Tensor low = autograd::linear(h, in_dtype(down_->weight_, x.dtype()));
   Tensor update = autograd::linear(low, in_dtype(up_->weight_, x.dtype()));
   return autograd::add(y, autograd::mul(update, scale()));

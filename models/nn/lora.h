@@ -28,8 +28,7 @@ namespace wick::nn {
 struct AdapterOptions {
   int64_t rank = 16;
   double alpha = 16.0;
-  double dropout = 0.0;  // LoRA only
-  uint64_t dropout_seed = 0;
+  double dropout = 0.0;  // LoRA only; numbers from the engine's RNG cursor (rng_state.h)
 };
 
 class LoRALinear : public Module {
@@ -57,7 +56,6 @@ class LoRALinear : public Module {
   std::shared_ptr<Linear> down_, up_;
   AdapterOptions options_;
   bool merged_ = false;
-  uint64_t n_calls_ = 0;  // dropout offset: each training call draws fresh numbers
 };
 
 class DoRALinear : public LoRALinear {

@@ -74,3 +74,30 @@ TEST(Checkpoint, KeepsOnlyInputsDuringForward) {
 
 }  // namespace
 }  // namespace wick
+
+#include "engine/autograd/ops_dropout.h"
+#include "engine/autograd/rng_state.h"
+
+namespace wick {
+namespace {
+
+TEST(Checkpoint, ReplaysDropoutRandomNumbers) {
+  auto run = [](bool use_checkpoint) {
+    autograd::current_rng() = {derive_stream(5, 0, 0, RngPurpose::Dropout), 0};
+    Tensor x = leaf({0.3, -0.1, 0.7, 0.2, -0.5, 0.9, 0.4, -0.8}, {8});
+    Tensor w = leaf({1.5}, {1});
+    auto fn = [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{autograd::dropout(autograd::exp(in[0] * w), 0.5, true)};
+    };
+    Tensor h = use_checkpoint ? autograd::checkpoint(fn, {x}, {w})[0] : fn({x})[0];
+    Tensor y = autograd::dropout(h, 0.5, true) * h;  // draws after the checkpointed call
+    autograd::GradientStore grads = autograd::backward(y, Tensor());
+    return std::make_pair(grads.get(x).to_vector<float>(), grads.get(w).to_vector<float>());
+  };
+  auto plain = run(false), checkpointed = run(true);
+  EXPECT_EQ(plain.first, checkpointed.first);
+  EXPECT_EQ(plain.second, checkpointed.second);
+}
+
+}  // namespace
+}  // namespace wick

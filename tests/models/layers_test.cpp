@@ -212,7 +212,7 @@ TEST(Layers, NormsConvEmbeddingSequential) {
 }
 
 TEST(Layers, DropoutTrainsAndEvaluates) {
-  nn::Dropout dropout(0.5, 1);
+  nn::Dropout dropout(0.5);
   Tensor x = Tensor::from_vector<float>(std::vector<float>(1000, 1.0f), {1000});
   Tensor kept = dropout.forward(x);
   double mean = wick::mean(kept).item();
