@@ -9,6 +9,9 @@
 
 #include "runtime/cuda/conv.h"
 #include "runtime/cuda/cuda_check.h"
+#if WICK_HAS_CUDNN
+#include "runtime/cuda/cudnn_conv.h"
+#endif
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/matmul.h"
 #include "runtime/kernel_args.h"
@@ -52,27 +55,6 @@ void fill_bias(const Conv2dGeometry& g, const void* bias, void* y, cudaStream_t 
 
 #if WICK_HAS_CUDNN
 
-cudnnHandle_t handle_for(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = handles.find(device);
-  if (found != handles.end()) return found->second;
-  cudnnHandle_t handle = nullptr;
-  CUDNN_CHECK(cudnnCreate(&handle));
-  handles[device] = handle;  // lives for the process
-  return handle;
-}
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F16: return CUDNN_DATA_HALF;
-    default: return CUDNN_DATA_FLOAT;
-  }
-}
-
 struct ConvPlan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -82,31 +64,10 @@ struct ConvPlan {
   bool supported = false;  // false: cuDNN offers no suitable algorithm, use im2col + cuBLASLt
 };
 
-int as_int(int64_t value) {
-  WICK_CHECK(value >= 0 && value <= INT32_MAX, "conv2d: extent ", value, " exceeds cuDNN's int range");
-  return static_cast<int>(value);
-}
-
 ConvPlan make_plan(cudnnHandle_t handle, const Conv2dGeometry& g, DType dtype) {
   ConvPlan plan;
-  cudnnDataType_t type = cudnn_type(dtype);
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.x));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.y));
-  CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan.w));
-  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan.conv));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, type, as_int(g.n), as_int(g.c), as_int(g.h),
-                                         as_int(g.w)));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, type, as_int(g.n), as_int(g.o), as_int(g.ho),
-                                         as_int(g.wo)));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.w, type, CUDNN_TENSOR_NCHW, as_int(g.o), as_int(g.channels_per_group()),
-                                         as_int(g.kh), as_int(g.kw)));
-  cudnnDataType_t compute = dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.conv, as_int(g.ph), as_int(g.pw), as_int(g.sh), as_int(g.sw),
-                                              as_int(g.dh), as_int(g.dw), CUDNN_CROSS_CORRELATION, compute));
-  CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv, as_int(g.groups)));
-  bool half = dtype == DType::BF16 || dtype == DType::F16;
-  // FMA math keeps f32 convolutions exact f32 (the default would allow TF32 on Ampere and later).
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  ConvDescriptors d = make_conv_descriptors(g, dtype, "conv2d");
+  plan.x = d.x, plan.y = d.y, plan.w = d.w, plan.conv = d.conv;
 
   int n = 0, c = 0, h = 0, w = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv, plan.x, plan.w, &n, &c, &h, &w));
@@ -150,7 +111,7 @@ bool conv2d_cudnn(const Conv2dGeometry& g, DType dtype, const void* x, const voi
                   cudaStream_t stream) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  cudnnHandle_t handle = handle_for(device);
+  cudnnHandle_t handle = cudnn_handle(device);
   CUDNN_CHECK(cudnnSetStream(handle, stream));
   const ConvPlan& plan = plan_for(device, handle, g, dtype);
   if (!plan.supported) return false;

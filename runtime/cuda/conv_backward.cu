@@ -10,6 +10,9 @@
 
 #include "runtime/cuda/conv_backward.h"
 #include "runtime/cuda/cuda_check.h"
+#if WICK_HAS_CUDNN
+#include "runtime/cuda/cudnn_conv.h"
+#endif
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/matmul.h"
 #include "runtime/kernel_args.h"
@@ -65,32 +68,6 @@ bool is_pointwise(const Conv2dGeometry& g) {
 
 #if WICK_HAS_CUDNN
 
-cudnnHandle_t handle_for(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = handles.find(device);
-  if (found != handles.end()) return found->second;
-  cudnnHandle_t handle = nullptr;
-  CUDNN_CHECK(cudnnCreate(&handle));
-  handles[device] = handle;  // lives for the process
-  return handle;
-}
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F16: return CUDNN_DATA_HALF;
-    default: return CUDNN_DATA_FLOAT;
-  }
-}
-
-int as_int(int64_t value) {
-  WICK_CHECK(value >= 0 && value <= INT32_MAX, "conv2d backward: extent ", value, " exceeds cuDNN's int range");
-  return static_cast<int>(value);
-}
-
 enum class Direction { Data, Filter };
 
 struct BackwardPlan {
@@ -116,23 +93,8 @@ bool acceptable(const Perf& result, DType dtype) {
 
 BackwardPlan make_plan(cudnnHandle_t handle, const Conv2dGeometry& g, DType dtype, Direction direction) {
   BackwardPlan plan;
-  cudnnDataType_t type = cudnn_type(dtype);
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.x));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.y));
-  CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan.w));
-  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan.conv));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, type, as_int(g.n), as_int(g.c), as_int(g.h),
-                                         as_int(g.w)));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, type, as_int(g.n), as_int(g.o), as_int(g.ho),
-                                         as_int(g.wo)));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.w, type, CUDNN_TENSOR_NCHW, as_int(g.o), as_int(g.channels_per_group()),
-                                         as_int(g.kh), as_int(g.kw)));
-  cudnnDataType_t compute = dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.conv, as_int(g.ph), as_int(g.pw), as_int(g.sh), as_int(g.sw),
-                                              as_int(g.dh), as_int(g.dw), CUDNN_CROSS_CORRELATION, compute));
-  CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv, as_int(g.groups)));
-  bool half = dtype == DType::BF16 || dtype == DType::F16;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  ConvDescriptors d = make_conv_descriptors(g, dtype, "conv2d backward");
+  plan.x = d.x, plan.y = d.y, plan.w = d.w, plan.conv = d.conv;
 
   if (direction == Direction::Data) {
     cudnnConvolutionBwdDataAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -185,7 +147,7 @@ bool backward_cudnn(Direction direction, const Conv2dGeometry& g, DType dtype, c
                     void* out, cudaStream_t stream) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  cudnnHandle_t handle = handle_for(device);
+  cudnnHandle_t handle = cudnn_handle(device);
   CUDNN_CHECK(cudnnSetStream(handle, stream));
   const BackwardPlan& plan = plan_for(device, handle, g, dtype, direction);
   if (!plan.supported) return false;
