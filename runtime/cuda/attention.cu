@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/attention.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/warp_reduce.cuh"
 #include "runtime/kernel_args.h"
 
 namespace wick::cuda {
@@ -17,17 +18,6 @@ __device__ __forceinline__ float exp_of(float x) { return expf(x); }
 __device__ __forceinline__ double exp_of(double x) { return exp(x); }
 __device__ __forceinline__ float log_of(float x) { return logf(x); }
 __device__ __forceinline__ double log_of(double x) { return log(x); }
-
-template <typename A>
-__device__ __forceinline__ A warp_max(A value) {
-  for (int offset = 16; offset > 0; offset /= 2) value = fmax(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
-template <typename A>
-__device__ __forceinline__ A warp_sum(A value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 // ---- kernels ----
 // mask_kind: 0 none, 1 U8 keep-mask, 2 additive mask of type A.

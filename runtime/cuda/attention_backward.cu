@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/attention_backward.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/warp_reduce.cuh"
 #include "runtime/kernel_args.h"
 
 namespace wick::cuda {
@@ -18,12 +19,6 @@ inline constexpr int value_chunks = static_cast<int>(attention_kernel_max_head_d
 
 __device__ __forceinline__ float exp_of(float x) { return expf(x); }
 __device__ __forceinline__ double exp_of(double x) { return exp(x); }
-
-template <typename A>
-__device__ __forceinline__ A warp_sum(A value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 template <typename A, typename T>
 __device__ __forceinline__ A load(const T* at) {

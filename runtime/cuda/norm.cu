@@ -1,34 +1,13 @@
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/warp_reduce.cuh"
 #include "runtime/cuda/norm.h"
 #include "runtime/kernel_args.h"
 
 namespace wick::cuda {
 
 // ---- kernels ----
-
-template <typename S>
-__device__ __forceinline__ S warp_sum(S value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-// Sum over the kThreads threads that share a row; every one of them gets the total. For
-// kThreads > 32 the row owns the whole block (blockDim.x == kThreads).
-template <int kThreads, typename S>
-__device__ __forceinline__ S row_sum(S value, S* shared) {
-  value = warp_sum(value);
-  if constexpr (kThreads > 32) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __syncthreads();  // the previous reduction's readers are done with `shared`
-    if (lane == 0) shared[warp] = value;
-    __syncthreads();
-    value = lane < kThreads / 32 ? shared[lane] : S(0);
-    value = warp_sum(value);
-  }
-  return value;
-}
 
 template <typename T, typename S, int kThreads>
 __global__ void normalize_rows_kernel(NormProblem p, const T* x, const S* weight, const S* bias, T* y, S* mean_out,

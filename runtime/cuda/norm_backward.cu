@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/launch.cuh"
+#include "runtime/cuda/warp_reduce.cuh"
 #include "runtime/cuda/norm_backward.h"
 #include "runtime/device.h"
 #include "runtime/kernel_args.h"
@@ -11,28 +12,6 @@ namespace wick::cuda {
 namespace {
 
 // ---- kernels ----
-
-template <typename S>
-__device__ __forceinline__ S warp_total(S value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-// Sum over the kThreads threads that share a row; every one of them gets the total. For
-// kThreads > 32 the row owns the whole block (blockDim.x == kThreads).
-template <int kThreads, typename S>
-__device__ __forceinline__ S group_total(S value, S* shared) {
-  value = warp_total(value);
-  if constexpr (kThreads > 32) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __syncthreads();  // the previous reduction's readers are done with `shared`
-    if (lane == 0) shared[warp] = value;
-    __syncthreads();
-    value = lane < kThreads / 32 ? shared[lane] : S(0);
-    value = warp_total(value);
-  }
-  return value;
-}
 
 template <typename T, typename S>
 __device__ __forceinline__ S load(const T* data, int64_t i) {
@@ -58,8 +37,8 @@ __global__ void grad_x_kernel(NormProblem p, const T* grad_y, const T* x, const 
     sum_gw += gw;
     sum_gw_xhat += gw * (load<T, S>(in, j) - row_mean) * row_rstd;
   }
-  sum_gw = group_total<kThreads>(sum_gw, shared);
-  sum_gw_xhat = group_total<kThreads>(sum_gw_xhat, shared);
+  sum_gw = row_sum<kThreads>(sum_gw, shared);
+  sum_gw_xhat = row_sum<kThreads>(sum_gw_xhat, shared);
   S mean_gw = p.subtract_mean ? sum_gw / static_cast<S>(d) : S(0);
   S mean_gw_xhat = sum_gw_xhat / static_cast<S>(d);
   T* out = grad_x + row * d;
@@ -124,8 +103,8 @@ __global__ void channel_partials_kernel(NormProblem p, const T* grad_y, const T*
     sum_w += g * (load<T, S>(x, base + i) - row_mean) * row_rstd;
     sum_b += g;
   }
-  sum_w = group_total<kGroupThreads>(sum_w, shared);
-  sum_b = group_total<kGroupThreads>(sum_b, shared);
+  sum_w = row_sum<kGroupThreads>(sum_w, shared);
+  sum_b = row_sum<kGroupThreads>(sum_b, shared);
   if (threadIdx.x == 0) {
     partial_w[blockIdx.x] = sum_w;
     partial_b[blockIdx.x] = sum_b;
