@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "runtime/dtype.h"
+#include "runtime/exact_float.h"
 
 namespace wick {
 
@@ -120,50 +121,6 @@ WICK_HD PhiloxBlock stream_block(const RngStream& s, uint64_t block) {
   key.word[0] = static_cast<uint32_t>(s.key);
   key.word[1] = static_cast<uint32_t>(s.key >> 32);
   return philox4x32_10(counter, key);
-}
-
-// ---- single-rounding float operations (never contracted, same bits on host and device) ----
-WICK_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-WICK_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-WICK_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-WICK_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-WICK_HD float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-WICK_HD float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
 }
 
 // ---- portable elementary functions ----

@@ -16,32 +16,13 @@
 #include <cstdint>
 
 #include "runtime/dtype.h"  // WICK_HD
+#include "runtime/exact_float.h"
 
 namespace wick::optim_math {
 
-WICK_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-WICK_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-WICK_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
+using wick::add_rn;
+using wick::mul_rn;
+using wick::sub_rn;
 
 WICK_HD bool is_finite(float x) {
 #if defined(__CUDA_ARCH__)
