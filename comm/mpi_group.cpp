@@ -145,12 +145,14 @@ class MpiWork : public Work {
   void wait(double timeout_s) override {
     if (done_) return;
     double limit = timeout_s < 0 ? group_timeout_ : timeout_s;
-    for (int spin = 0;; ++spin) {
+    for (;;) {
       if (poll()) return;
       double elapsed = seconds_since(start_);
       if (limit > 0 && elapsed > limit) fail_timeout(elapsed, limit);
-      if (spin < 64) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(spin < 1024 ? 20 : 200));
+      // Open MPI progresses non-blocking collectives only inside MPI calls: poll without sleeping
+      // for the first second (a blocking collective would spin as well), then back off.
+      if (elapsed < 1.0) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 
