@@ -1,0 +1,56 @@
+// NcclGroup: collectives over NCCL on CUDA device memory.
+//
+//   auto mpi = std::make_shared<comm::MpiGroup>(timeout_s);   // bootstrap (after init_mpi())
+//   comm::NcclGroup group(mpi, timeout_s);                    // GPU = node-local rank
+//   auto work = group.all_reduce_async(grad);  ...  work->wait();
+//
+// - Rank 0 creates the ncclUniqueId and broadcasts it over MPI; the communicator is created
+//   non-blocking (ncclCommInitRankConfig with config.blocking = 0) so no NCCL call can hang the host.
+// - Collectives run on a dedicated stream of the group: an event recorded on the caller's current
+//   stream orders them after the work that produced the inputs; a second event marks completion.
+//   wait() polls that event with the timeout and then makes the current stream wait on it.
+// - A watchdog thread polls ncclCommGetAsyncError every 100 ms and checks the age of every
+//   pending collective; on an asynchronous error, or a collective older than the timeout, it
+//   calls ncclCommAbort. wait() (and every later call) then throws WickError(Training) naming the
+//   collective and the elapsed time (NCCL cannot say which peer was lost).
+// - Tensors passed to an async collective are kept alive until it completes; they were allocated
+//   on the caller's stream, which waits for the collective before any later reuse.
+// In a build without NCCL (or without MPI, needed for the bootstrap) the constructor throws
+// WickError(Config) saying what is missing.
+#pragma once
+
+#include <memory>
+
+#include "comm/mpi_group.h"
+#include "comm/process_group.h"
+
+namespace wick::comm {
+
+class NcclGroup : public ProcessGroup {
+ public:
+  NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s);
+  ~NcclGroup() override;
+
+  int rank() const override { return bootstrap_->rank(); }
+  int size() const override { return bootstrap_->size(); }
+  int local_rank() const override { return bootstrap_->local_rank(); }
+  int local_size() const override { return bootstrap_->local_size(); }
+  std::string backend() const override { return "nccl"; }
+  Device device() const override { return device_; }
+
+  struct State;
+
+ protected:
+  std::shared_ptr<Work> do_all_reduce(const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  std::shared_ptr<Work> do_all_gather(const Tensor& input, const Tensor& output) override;
+  std::shared_ptr<Work> do_broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> do_barrier() override;
+
+ private:
+  std::shared_ptr<MpiGroup> bootstrap_;
+  std::shared_ptr<State> state_;
+  Device device_ = Device::cuda(0);
+};
+
+}  // namespace wick::comm
