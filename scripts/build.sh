@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 build_dir=${WICK_BUILD_DIR:-build}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1   # cache hits across clones in other folders
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWICK_WERROR=ON "$@" >"$build_dir.configure.log" 2>&1 ||
-  { cat "$build_dir.configure.log"; exit 1; }
+mkdir -p "$build_dir"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWICK_WERROR=ON "$@" >"$build_dir/configure.log" 2>&1 ||
+  { cat "$build_dir/configure.log"; exit 1; }
 cmake --build "$build_dir" -j "$(nproc)"
