@@ -1,0 +1,164 @@
+// The resolved config as canonical YAML (every key, canonical names, fixed order) and its hash.
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdio>
+
+#include "engine/config/train_config.h"
+
+namespace wick {
+namespace {
+
+// Shortest text that parses back to exactly `v` (std::to_chars round-trip guarantee).
+std::string number(double v) {
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  std::string text(buffer, end);
+  // Keep it a float to the eye: "1" -> "1.0" (both parse to the same double).
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+void key(YAML::Emitter& out, const char* name) { out << YAML::Key << name << YAML::Value; }
+void put(YAML::Emitter& out, const char* name, const std::string& v) { key(out, name), out << YAML::DoubleQuoted << v; }
+void put(YAML::Emitter& out, const char* name, const char* v) { key(out, name), out << v; }
+void put(YAML::Emitter& out, const char* name, int64_t v) { key(out, name), out << v; }
+void put(YAML::Emitter& out, const char* name, double v) { key(out, name), out << number(v); }
+void put(YAML::Emitter& out, const char* name, bool v) { key(out, name), out << (v ? "true" : "false"); }
+
+void put(YAML::Emitter& out, const char* name, const std::vector<std::string>& v) {
+  key(out, name);
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& item : v) out << YAML::DoubleQuoted << item;
+  out << YAML::EndSeq;
+}
+void put(YAML::Emitter& out, const char* name, const std::vector<int64_t>& v) {
+  key(out, name);
+  out << YAML::Flow << YAML::BeginSeq;
+  for (int64_t item : v) out << item;
+  out << YAML::EndSeq;
+}
+void put(YAML::Emitter& out, const char* name, const std::vector<double>& v) {
+  key(out, name);
+  out << YAML::Flow << YAML::BeginSeq;
+  for (double item : v) out << number(item);
+  out << YAML::EndSeq;
+}
+
+void begin(YAML::Emitter& out, const char* name) {
+  key(out, name);
+  out << YAML::BeginMap;
+}
+
+}  // namespace
+
+std::string to_yaml(const TrainConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  put(out, "name", c.name);
+  put(out, "output_dir", c.output_dir);
+  put(out, "device", c.device);
+  put(out, "trigger_word", c.trigger_word);
+
+  begin(out, "model");
+  put(out, "arch", arch_name(c.model.arch));
+  put(out, "name_or_path", c.model.name_or_path);
+  put(out, "dtype", dtype_name(c.model.dtype));
+  put(out, "in_channels", c.model.in_channels);
+  put(out, "patch_size", c.model.patch_size);
+  put(out, "hidden_size", c.model.hidden_size);
+  put(out, "depth", c.model.depth);
+  put(out, "num_heads", c.model.num_heads);
+  put(out, "mlp_ratio", c.model.mlp_ratio);
+  put(out, "text_dim", c.model.text_dim);
+  out << YAML::EndMap;
+
+  begin(out, "network");
+  put(out, "type", network_type_name(c.network.type));
+  put(out, "linear", c.network.linear);
+  put(out, "linear_alpha", c.network.linear_alpha);
+  put(out, "dropout", c.network.dropout);
+  put(out, "target", c.network.target);
+  out << YAML::EndMap;
+
+  const TrainSection& t = c.train;
+  begin(out, "train");
+  put(out, "batch_size", t.batch_size);
+  put(out, "steps", t.steps);
+  put(out, "gradient_accumulation", t.gradient_accumulation);
+  put(out, "lr", t.lr);
+  put(out, "optimizer", t.optimizer.c_str());
+  put(out, "weight_decay", t.weight_decay);
+  put(out, "betas", t.betas);
+  put(out, "eps", t.eps);
+  put(out, "lr_scheduler", t.lr_scheduler.c_str());
+  put(out, "warmup", t.warmup);
+  put(out, "max_grad_norm", t.max_grad_norm);
+  put(out, "gradient_checkpointing", t.gradient_checkpointing);
+  put(out, "mixed_precision", mixed_precision_name(t.mixed_precision));
+  put(out, "seed", t.seed);
+  put(out, "noise_scheduler", noise_scheduler_name(t.noise_scheduler));
+  put(out, "timestep_sampling", timestep_sampling_name(t.timestep_sampling));
+  put(out, "logit_mean", t.logit_mean);
+  put(out, "logit_std", t.logit_std);
+  put(out, "timestep_shift", t.timestep_shift);
+  put(out, "caption_dropout", t.caption_dropout);
+  put(out, "min_snr_gamma", t.min_snr_gamma);
+  put(out, "noise_offset", t.noise_offset);
+  put(out, "max_nonfinite_steps", t.max_nonfinite_steps);
+  put(out, "log_every", t.log_every);
+  out << YAML::EndMap;
+
+  key(out, "datasets");
+  out << YAML::BeginSeq;
+  for (const DatasetConfig& d : c.datasets) {
+    out << YAML::BeginMap;
+    put(out, "path", d.path);
+    put(out, "include_labels", d.include_labels);
+    put(out, "exclude_labels", d.exclude_labels);
+    put(out, "caption_dropout", d.caption_dropout);
+    put(out, "weight", d.weight);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  begin(out, "save");
+  put(out, "every", c.save.every);
+  put(out, "keep_last", c.save.keep_last);
+  put(out, "dtype", dtype_name(c.save.dtype));
+  out << YAML::EndMap;
+
+  begin(out, "sample");
+  put(out, "every", c.sample.every);
+  put(out, "prompts", c.sample.prompts);
+  put(out, "negative_prompt", c.sample.negative_prompt);
+  put(out, "steps", c.sample.steps);
+  put(out, "guidance", c.sample.guidance);
+  put(out, "seed", c.sample.seed);
+  put(out, "n_per_class", c.sample.n_per_class);
+  put(out, "sampler", sampler_name(c.sample.sampler));
+  out << YAML::EndMap;
+
+  begin(out, "distributed");
+  put(out, "backend", comm_backend_name(c.distributed.backend));
+  put(out, "shard_optimizer", c.distributed.shard_optimizer);
+  put(out, "bucket_mb", c.distributed.bucket_mb);
+  put(out, "timeout_s", c.distributed.timeout_s);
+  out << YAML::EndMap;
+
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string config_hash(const TrainConfig& config) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  for (unsigned char byte : to_yaml(config)) {
+    hash ^= byte;
+    hash *= 0x100000001b3ull;  // FNV prime
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+}  // namespace wick

@@ -1,0 +1,385 @@
+// Parsing the training config: the key tables of every section (with ai-toolkit / EriDiffusion
+// aliases), ai-toolkit's `config: process:` wrapper, --set overrides, defaults that depend on other
+// keys, and the checks that span several keys.
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/config/config_reader.h"
+#include "engine/config/train_config.h"
+#include "engine/optim/lr_schedule.h"
+#include "runtime/error.h"
+
+namespace wick {
+
+using config_detail::ConfigContext;
+using config_detail::EnumTable;
+using config_detail::Range;
+using config_detail::Section;
+
+namespace {
+
+const EnumTable<Arch> arch_table = {
+    {{"dit", Arch::Dit}, {"flux", Arch::Flux}, {"sd3", Arch::Sd3}, {"sdxl", Arch::Sdxl}},
+    {{"sd35", Arch::Sd3}, {"sd3.5", Arch::Sd3}, {"mmdit", Arch::Sd3}}};
+const EnumTable<NetworkType> network_table = {
+    {{"lora", NetworkType::Lora}, {"dora", NetworkType::Dora}, {"full", NetworkType::Full}},
+    {{"none", NetworkType::Full}}};
+const EnumTable<MixedPrecision> precision_table = {
+    {{"no", MixedPrecision::No}, {"bf16", MixedPrecision::BF16}, {"fp16", MixedPrecision::FP16}},
+    {{"none", MixedPrecision::No}, {"f32", MixedPrecision::No}, {"fp32", MixedPrecision::No},
+     {"float32", MixedPrecision::No}, {"bfloat16", MixedPrecision::BF16}, {"f16", MixedPrecision::FP16},
+     {"float16", MixedPrecision::FP16}}};
+const EnumTable<NoiseScheduler> scheduler_table = {
+    {{"flowmatch", NoiseScheduler::FlowMatch}, {"ddpm", NoiseScheduler::Ddpm}},
+    {{"flow_match", NoiseScheduler::FlowMatch}, {"rectified_flow", NoiseScheduler::FlowMatch},
+     {"epsilon", NoiseScheduler::Ddpm}}};
+const EnumTable<TimestepSampling> timestep_table = {
+    {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
+     {"shift", TimestepSampling::Shift}},
+    {{"sigmoid", TimestepSampling::LogitNormal}, {"linear", TimestepSampling::Uniform}}};
+const EnumTable<SamplerKind> sampler_table = {
+    {{"auto", SamplerKind::Auto}, {"euler", SamplerKind::Euler}, {"ddim", SamplerKind::Ddim}},
+    {{"flowmatch", SamplerKind::Euler}}};
+const EnumTable<CommBackend> backend_table = {
+    {{"auto", CommBackend::Auto}, {"nccl", CommBackend::Nccl}, {"mpi", CommBackend::Mpi},
+     {"none", CommBackend::None}}};
+
+template <typename E>
+const char* name_in(const EnumTable<E>& table, E value) {
+  for (const auto& [name, v] : table.canonical)
+    if (v == value) return name.c_str();
+  return "?";
+}
+
+const std::vector<std::string> optimizer_choices = {"adamw8bit", "adamw", "sgd"};
+
+// ---- sections ----
+
+void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
+  Section s(ctx, node, "model",
+            {{"arch", {"architecture"}}, {"is_flux"}, {"is_v3"}, {"is_sdxl"},
+             {"name_or_path", {"path", "pretrained_model_name_or_path"}}, {"dtype"}, {"in_channels"},
+             {"patch_size"}, {"hidden_size"}, {"depth"}, {"num_heads"}, {"mlp_ratio"}, {"text_dim"}},
+            {"quantize", "quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"});
+  bool has_arch = s.get_enum("arch", m.arch, arch_table);
+  // ai-toolkit's booleans: `is_flux: true` sets the arch; contradicting an explicit arch is an error.
+  const std::pair<const char*, Arch> flags[] = {{"is_flux", Arch::Flux}, {"is_v3", Arch::Sd3}, {"is_sdxl", Arch::Sdxl}};
+  const char* flag_used = nullptr;
+  for (const auto& [flag, arch] : flags) {
+    bool on = false;
+    if (!s.get_bool(flag, on) || !on) continue;
+    if (flag_used) ctx.fail(s.value(flag), std::string("model.") + flag_used + " and model." + flag + " are both true");
+    if (has_arch && m.arch != arch)
+      ctx.fail(s.value(flag), std::string("model.") + flag + ": true contradicts model.arch '" + arch_name(m.arch) + "'");
+    m.arch = arch;
+    flag_used = flag;
+    ctx.set_at["model.arch"] = ctx.where(s.value(flag));
+  }
+  s.get_string("name_or_path", m.name_or_path);
+  s.get_dtype("dtype", m.dtype);
+  s.get_int("in_channels", m.in_channels, Range::at_least(0));
+  s.get_int("patch_size", m.patch_size, Range::above(0));
+  s.get_int("hidden_size", m.hidden_size, Range::above(0));
+  s.get_int("depth", m.depth, Range::above(0));
+  s.get_int("num_heads", m.num_heads, Range::above(0));
+  s.get_float("mlp_ratio", m.mlp_ratio, Range::above(0));
+  s.get_int("text_dim", m.text_dim, Range::at_least(0));
+}
+
+void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n) {
+  Section s(ctx, node, "network",
+            {{"type", {"adapter_type"}}, {"linear", {"rank", "network_dim"}},
+             {"linear_alpha", {"alpha", "network_alpha"}}, {"dropout", {"network_dropout"}},
+             {"target", {"target_modules"}}},
+            {"conv", "conv_alpha", "network_kwargs"});
+  s.get_enum("type", n.type, network_table);
+  s.get_int("linear", n.linear, Range::above(0));
+  s.get_float("linear_alpha", n.linear_alpha, Range::above(0));
+  s.get_float("dropout", n.dropout, Range::between(0, 1, true));
+  s.get_string_list("target", n.target);
+}
+
+void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
+  Section s(ctx, node, "train",
+            {{"batch_size", {"train_batch_size"}}, {"steps", {"max_train_steps"}},
+             {"gradient_accumulation", {"gradient_accumulation_steps"}}, {"lr", {"learning_rate"}},
+             {"optimizer"}, {"weight_decay", {"adam_weight_decay"}}, {"betas"}, {"eps", {"adam_epsilon"}},
+             {"lr_scheduler"}, {"warmup", {"lr_warmup_steps", "warmup_steps"}}, {"max_grad_norm"},
+             {"gradient_checkpointing"}, {"mixed_precision", {"dtype"}}, {"seed"}, {"noise_scheduler"},
+             {"timestep_sampling", {"timestep_type"}}, {"logit_mean"}, {"logit_std"}, {"timestep_shift"},
+             {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
+             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}},
+            {"train_unet", "train_text_encoder", "ema_config", "skip_first_sample", "disable_sampling",
+             "linear_timesteps", "content_or_style", "loss_type", "optimizer_params", "cache_text_embeddings"});
+  s.get_int("batch_size", t.batch_size, Range::above(0));
+  s.get_int("steps", t.steps, Range::above(0));
+  s.get_int("gradient_accumulation", t.gradient_accumulation, Range::above(0));
+  s.get_float("lr", t.lr, Range::above(0));
+  s.get_choice("optimizer", t.optimizer, optimizer_choices);
+  s.get_float("weight_decay", t.weight_decay, Range::at_least(0));
+  if (s.get_float_list("betas", t.betas, Range::between(0, 1, true)) && t.betas.size() != 2)
+    ctx.fail(s.value("betas"), "train.betas must be a list of two numbers [beta1, beta2], got " +
+                                   std::to_string(t.betas.size()));
+  s.get_float("eps", t.eps, Range::above(0));
+  s.get_choice("lr_scheduler", t.lr_scheduler, lr_schedule_names());
+  s.get_int("warmup", t.warmup, Range::at_least(0));
+  s.get_float("max_grad_norm", t.max_grad_norm, Range::at_least(0));
+  s.get_bool("gradient_checkpointing", t.gradient_checkpointing);
+  s.get_enum("mixed_precision", t.mixed_precision, precision_table);
+  s.get_int("seed", t.seed, Range::at_least(0));
+  s.get_enum("noise_scheduler", t.noise_scheduler, scheduler_table);
+  s.get_enum("timestep_sampling", t.timestep_sampling, timestep_table);
+  s.get_float("logit_mean", t.logit_mean);
+  s.get_float("logit_std", t.logit_std, Range::above(0));
+  s.get_float("timestep_shift", t.timestep_shift, Range::above(0));
+  s.get_float("caption_dropout", t.caption_dropout, Range::between(0, 1));
+  s.get_float("min_snr_gamma", t.min_snr_gamma, Range::at_least(0));
+  s.get_float("noise_offset", t.noise_offset, Range::at_least(0));
+  s.get_int("max_nonfinite_steps", t.max_nonfinite_steps, Range::above(0));
+  s.get_int("log_every", t.log_every, Range::above(0));
+}
+
+void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string& path, DatasetConfig& d) {
+  if (node.IsDefined() && !node.IsNull()) ctx.set_at[path] = ctx.where(node);
+  Section s(ctx, node, path,
+            {{"path", {"folder_path", "dataset_path", "file"}}, {"include_labels"}, {"exclude_labels"},
+             {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}},
+            {"caption_ext", "shuffle_tokens", "cache_latents_to_disk", "cache_latents", "resolution",
+             "num_repeats", "keep_tokens", "random_flip", "flip_x", "flip_y", "token_dropout_rate"});
+  s.get_string("path", d.path);
+  s.get_int_list("include_labels", d.include_labels, Range::at_least(0));
+  s.get_int_list("exclude_labels", d.exclude_labels, Range::at_least(0));
+  s.get_float("caption_dropout", d.caption_dropout, Range::between(0, 1));
+  s.get_float("weight", d.weight, Range::above(0));
+}
+
+void parse_datasets(ConfigContext& ctx, const YAML::Node& node, std::vector<DatasetConfig>& out) {
+  if (!node.IsSequence()) ctx.fail(node, "'datasets' must be a list of dataset mappings (or use 'dataset:' for one)");
+  std::vector<DatasetConfig> parsed(node.size());
+  for (size_t i = 0; i < node.size(); ++i)
+    parse_dataset(ctx, node[i], "datasets[" + std::to_string(i) + "]", parsed[i]);
+  out = std::move(parsed);
+}
+
+void parse_save(ConfigContext& ctx, const YAML::Node& node, SaveConfig& v) {
+  Section s(ctx, node, "save", {{"every", {"save_every"}}, {"keep_last", {"max_step_saves_to_keep"}}, {"dtype"}},
+            {"push_to_hub", "hf_repo_id", "hf_private", "save_format"});
+  s.get_int("every", v.every, Range::at_least(0));
+  s.get_int("keep_last", v.keep_last, Range::at_least(0));
+  s.get_dtype("dtype", v.dtype);
+}
+
+void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
+  Section s(ctx, node, "sample",
+            {{"every", {"sample_every"}}, {"prompts"}, {"negative_prompt", {"neg"}}, {"steps", {"sample_steps"}},
+             {"guidance", {"guidance_scale", "cfg_scale"}}, {"seed"}, {"n_per_class"}, {"sampler"}},
+            {"width", "height", "walk_seed", "network_multiplier"});
+  s.get_int("every", v.every, Range::at_least(0));
+  s.get_string_list("prompts", v.prompts);
+  s.get_string("negative_prompt", v.negative_prompt);
+  s.get_int("steps", v.steps, Range::above(0));
+  s.get_float("guidance", v.guidance, Range::at_least(0));
+  s.get_int("seed", v.seed, Range::at_least(0));
+  s.get_int("n_per_class", v.n_per_class, Range::at_least(0));
+  s.get_enum("sampler", v.sampler, sampler_table);
+}
+
+void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedConfig& v) {
+  Section s(ctx, node, "distributed", {{"backend"}, {"shard_optimizer"}, {"bucket_mb"}, {"timeout_s"}});
+  s.get_enum("backend", v.backend, backend_table);
+  s.get_bool("shard_optimizer", v.shard_optimizer);
+  s.get_int("bucket_mb", v.bucket_mb, Range::above(0));
+  s.get_int("timeout_s", v.timeout_s, Range::above(0));
+}
+
+bool valid_device(const std::string& device) {
+  if (device == "auto" || device == "cpu" || device == "cuda") return true;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return false;
+  for (size_t i = 5; i < device.size(); ++i)
+    if (device[i] < '0' || device[i] > '9') return false;
+  return device.size() <= 9;
+}
+
+// The top level (wick's shape, or the body of ai-toolkit's first process entry). `wrapper_name` is
+// ai-toolkit's `config.name` when unwrapping.
+void parse_top(ConfigContext& ctx, const YAML::Node& node, TrainConfig& c, const YAML::Node& wrapper_name) {
+  Section s(ctx, node, "",
+            {{"name"}, {"output_dir", {"training_folder"}}, {"device"}, {"trigger_word"}, {"model"}, {"network"},
+             {"train"}, {"dataset"}, {"datasets"}, {"save"}, {"sample"}, {"distributed"}},
+            {"job", "meta", "type", "performance_log_every", "sqlite_db_path", "logging"});
+  if (wrapper_name.IsDefined() && !wrapper_name.IsNull()) {
+    if (s.has("name")) ctx.fail(s.value("name"), "'name' given both in config: and in its process entry");
+    if (!wrapper_name.IsScalar()) ctx.fail(wrapper_name, "name must be a string");
+    c.name = wrapper_name.Scalar();
+    ctx.set_at["name"] = ctx.where(wrapper_name);
+  }
+  s.get_string("name", c.name);
+  s.get_string("output_dir", c.output_dir);
+  if (s.get_string("device", c.device) && !valid_device(c.device))
+    ctx.fail(s.value("device"), "device: unknown value '" + c.device + "'; valid values: auto, cpu, cuda, cuda:N");
+  s.get_string("trigger_word", c.trigger_word);
+  if (s.has("model")) parse_model(ctx, s.value("model"), c.model);
+  if (s.has("network")) parse_network(ctx, s.value("network"), c.network);
+  if (s.has("train")) parse_train(ctx, s.value("train"), c.train);
+  if (s.has("dataset") && s.has("datasets"))
+    ctx.fail(s.value("datasets"), "'dataset' and 'datasets' are both given; use 'dataset' for one dataset or "
+                                  "'datasets' for a list, not both");
+  if (s.has("dataset")) {
+    DatasetConfig d;
+    parse_dataset(ctx, s.value("dataset"), "dataset", d);
+    c.datasets = {d};
+  }
+  if (s.has("datasets")) parse_datasets(ctx, s.value("datasets"), c.datasets);
+  if (s.has("save")) parse_save(ctx, s.value("save"), c.save);
+  if (s.has("sample")) parse_sample(ctx, s.value("sample"), c.sample);
+  if (s.has("distributed")) parse_distributed(ctx, s.value("distributed"), c.distributed);
+}
+
+// ai-toolkit / EriDiffusion: `job: ..., config: {name: ..., process: [{type: ..., <wick keys>}]}, meta: ...`.
+void parse_root(ConfigContext& ctx, const YAML::Node& root, TrainConfig& c) {
+  if (!root.IsDefined() || root.IsNull()) throw WickError(ErrorKind::Config, ctx.source + ": the config is empty");
+  if (!root.IsMap()) ctx.fail(root, "the config must be a mapping of keys");
+  if (!root["config"].IsDefined()) {
+    parse_top(ctx, root, c, YAML::Node(YAML::NodeType::Undefined));
+    return;
+  }
+  Section outer(ctx, root, "", {{"config"}}, {"job", "meta"});
+  YAML::Node config = outer.value("config");
+  Section wrapper(ctx, config, "config", {{"name"}, {"process"}});
+  YAML::Node process = wrapper.value("process");
+  if (!process.IsDefined() || !process.IsSequence() || process.size() == 0)
+    ctx.fail(process.IsDefined() ? process : config, "config.process must be a list with one process entry");
+  if (process.size() > 1)
+    ctx.fail(process[1], "config.process has " + std::to_string(process.size()) +
+                             " entries; wick runs one process per config (split them into several files)");
+  parse_top(ctx, process[0], c, wrapper.value("name"));
+}
+
+// One --set argument, "key.path=value": the value is parsed as YAML and applied like the file's keys.
+void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig& c) {
+  ctx.override_arg = argument;
+  size_t equals = argument.find('=');
+  if (equals == std::string::npos || equals == 0)
+    throw WickError(ErrorKind::Config, "--set " + argument + ": expected key.path=value");
+  std::string key = argument.substr(0, equals);
+  YAML::Node value;
+  try {
+    value = YAML::Load(argument.substr(equals + 1));
+  } catch (const YAML::Exception& e) {
+    throw WickError(ErrorKind::Config, "--set " + argument + ": the value is not valid YAML: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  std::stringstream stream(key);
+  for (std::string part; std::getline(stream, part, '.');) {
+    if (part.empty()) throw WickError(ErrorKind::Config, "--set " + argument + ": empty component in key '" + key + "'");
+    parts.push_back(part);
+  }
+  auto nest = [&](size_t from) {
+    YAML::Node inner = value;
+    for (size_t i = parts.size(); i-- > from;) {
+      YAML::Node outer(YAML::NodeType::Map);
+      outer[parts[i]] = inner;
+      inner = outer;
+    }
+    return inner;
+  };
+  // dataset.KEY addresses the first dataset; datasets.N.KEY the N-th (N may be one past the end).
+  if ((parts[0] == "dataset" || parts[0] == "datasets") && parts.size() >= 2) {
+    size_t index = 0, from = 1;
+    if (parts[0] == "datasets") {
+      const std::string& n = parts[1];
+      if (n.find_first_not_of("0123456789") != std::string::npos || n.size() > 6)
+        throw WickError(ErrorKind::Config, "--set " + argument + ": expected datasets.<index>.<key>");
+      index = std::stoul(n);
+      from = 2;
+      if (index > c.datasets.size())
+        throw WickError(ErrorKind::Config, "--set " + argument + ": datasets has " +
+                                               std::to_string(c.datasets.size()) + " entries");
+    }
+    if (from == parts.size()) throw WickError(ErrorKind::Config, "--set " + argument + ": expected a key after the index");
+    if (index == c.datasets.size()) c.datasets.emplace_back();
+    parse_dataset(ctx, nest(from), parts[0] == "dataset" ? "dataset" : "datasets[" + std::to_string(index) + "]",
+                  c.datasets[index]);
+  } else {
+    parse_top(ctx, nest(0), c, YAML::Node(YAML::NodeType::Undefined));
+  }
+  ctx.override_arg.clear();
+}
+
+// Defaults that depend on other keys, then checks that span several keys.
+void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
+  if (!ctx.set_at.count("network.linear_alpha")) c.network.linear_alpha = double(c.network.linear);
+  if (!ctx.set_at.count("train.noise_scheduler") && c.model.arch == Arch::Sdxl)
+    c.train.noise_scheduler = NoiseScheduler::Ddpm;
+  if (c.sample.sampler == SamplerKind::Auto)
+    c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
+  for (DatasetConfig& d : c.datasets)
+    if (d.caption_dropout < 0) d.caption_dropout = c.train.caption_dropout;
+
+  if (c.name.empty()) ctx.fail_key("name", "missing required key 'name' (the run directory is <output_dir>/<name>)");
+  if (c.output_dir.empty()) ctx.fail_key("output_dir", "output_dir must not be empty");
+  if (c.datasets.empty()) ctx.fail_key("dataset", "missing required key 'dataset' (or a 'datasets' list)");
+  for (size_t i = 0; i < c.datasets.size(); ++i) {
+    std::string at = ctx.set_at.count("dataset") ? "dataset" : "datasets[" + std::to_string(i) + "]";
+    if (c.datasets[i].path.empty()) ctx.fail_key(at, "missing required key '" + at + ".path' (the cached-latent HDF5 file)");
+  }
+  if (c.model.arch != Arch::Dit && c.model.name_or_path.empty())
+    ctx.fail_key("model.arch", std::string("model.arch ") + arch_name(c.model.arch) +
+                                   " needs model.name_or_path (the base weights)");
+  if (c.network.type != NetworkType::Full && c.model.name_or_path.empty())
+    ctx.fail_key("network.type", std::string("network.type ") + network_type_name(c.network.type) +
+                                     " trains an adapter on a base model: set model.name_or_path");
+  if (c.model.arch == Arch::Dit && c.model.hidden_size % c.model.num_heads != 0)
+    ctx.fail_key("model.num_heads", "model.hidden_size (" + std::to_string(c.model.hidden_size) +
+                                        ") must be divisible by model.num_heads (" + std::to_string(c.model.num_heads) + ")");
+  if (c.sample.every > 0 && c.sample.prompts.empty() && c.sample.n_per_class == 0)
+    ctx.fail_key("sample.every", "sample.every is " + std::to_string(c.sample.every) +
+                                     " but there is nothing to sample: give sample.prompts or sample.n_per_class");
+  if (c.distributed.backend == CommBackend::Nccl && c.device == "cpu")
+    ctx.fail_key("distributed.backend", "distributed.backend nccl needs a CUDA device, but device is cpu");
+}
+
+TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::vector<std::string>& overrides) {
+  TrainConfig config;
+  parse_root(ctx, root, config);
+  for (const std::string& argument : overrides) apply_override(ctx, argument, config);
+  resolve_and_check(ctx, config);
+  return config;
+}
+
+}  // namespace
+
+const char* arch_name(Arch value) { return name_in(arch_table, value); }
+const char* network_type_name(NetworkType value) { return name_in(network_table, value); }
+const char* mixed_precision_name(MixedPrecision value) { return name_in(precision_table, value); }
+const char* noise_scheduler_name(NoiseScheduler value) { return name_in(scheduler_table, value); }
+const char* timestep_sampling_name(TimestepSampling value) { return name_in(timestep_table, value); }
+const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
+const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
+
+TrainConfig parse_config_string(const std::string& text, const std::string& source,
+                                const std::vector<std::string>& overrides, std::vector<std::string>* notes) {
+  ConfigContext ctx{.source = source, .notes = notes};
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw WickError(ErrorKind::Config, source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  return parse_with(ctx, root, overrides);
+}
+
+TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides,
+                              std::vector<std::string>* notes) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw WickError(ErrorKind::Config, path + ": cannot open the config file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw WickError(ErrorKind::Config, path + ": cannot read the config file");
+  return parse_config_string(text.str(), path, overrides, notes);
+}
+
+}  // namespace wick

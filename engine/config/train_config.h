@@ -1,0 +1,160 @@
+// The training configuration: a typed tree with defaults, parsed from YAML (wick's own shape, or
+// ai-toolkit's / EriDiffusion's `config: process: [ ... ]` shape), checked key by key.
+//
+//   std::vector<std::string> notes;
+//   TrainConfig config = parse_config_file("configs/quickstart.yaml", {"train.lr=3e-4"}, &notes);
+//   write_text(run_dir / "config.yaml", to_yaml(config));      // resolved: every key, defaults filled
+//   manifest["config_hash"] = config_hash(config);             // stable across runs and machines
+//
+// Every error is a WickError of kind Config whose message starts with where the mistake is:
+// "<file>:<line>:<column>: " for the file, "--set <argument>: " for an override. Keys and their
+// aliases are listed in docs/config.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace wick {
+
+enum class Arch { Dit, Flux, Sd3, Sdxl };
+enum class NetworkType { Lora, Dora, Full };
+enum class MixedPrecision { No, BF16, FP16 };
+enum class NoiseScheduler { FlowMatch, Ddpm };
+enum class TimestepSampling { LogitNormal, Uniform, Shift };
+enum class SamplerKind { Auto, Euler, Ddim };
+enum class CommBackend { Auto, Nccl, Mpi, None };
+
+// Canonical config spellings ("dit", "lora", "bf16", "flowmatch", ...).
+const char* arch_name(Arch value);
+const char* network_type_name(NetworkType value);
+const char* mixed_precision_name(MixedPrecision value);
+const char* noise_scheduler_name(NoiseScheduler value);
+const char* timestep_sampling_name(TimestepSampling value);
+const char* sampler_name(SamplerKind value);
+const char* comm_backend_name(CommBackend value);
+
+struct ModelConfig {
+  Arch arch = Arch::Dit;             // also set by is_flux / is_v3 / is_sdxl: true
+  std::string name_or_path;          // base weights (file or checkpoint directory); "" = from scratch
+  DType dtype = DType::F32;          // storage dtype of the frozen base weights: f32 | bf16 | f16
+  // The small DiT (arch dit). in_channels / text_dim 0 = taken from the dataset.
+  int64_t in_channels = 0;
+  int64_t patch_size = 2;
+  int64_t hidden_size = 128;
+  int64_t depth = 4;
+  int64_t num_heads = 4;
+  double mlp_ratio = 4.0;
+  int64_t text_dim = 0;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct NetworkConfig {
+  NetworkType type = NetworkType::Full;
+  int64_t linear = 16;                 // rank
+  double linear_alpha = 16.0;          // defaults to `linear` when not given
+  double dropout = 0.0;                // on the adapter's input, [0, 1)
+  std::vector<std::string> target;     // glob patterns over module paths; empty = the arch's default
+  bool operator==(const NetworkConfig&) const = default;
+};
+
+struct TrainSection {
+  int64_t batch_size = 1;              // per rank, per micro-step
+  int64_t steps = 1000;                // optimizer steps
+  int64_t gradient_accumulation = 1;
+  double lr = 1e-4;
+  std::string optimizer = "adamw8bit"; // adamw8bit | adamw | sgd
+  double weight_decay = 1e-2;
+  std::vector<double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  std::string lr_scheduler = "constant";  // a name from lr_schedule_names()
+  int64_t warmup = 0;                  // lr warmup steps
+  double max_grad_norm = 1.0;          // 0 = no clipping
+  bool gradient_checkpointing = false;
+  MixedPrecision mixed_precision = MixedPrecision::No;
+  int64_t seed = 42;
+  NoiseScheduler noise_scheduler = NoiseScheduler::FlowMatch;  // default ddpm for arch sdxl
+  TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
+  double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
+  double logit_std = 1.0;
+  double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none)
+  double caption_dropout = 0.0;        // probability a caption is replaced by the empty one
+  double min_snr_gamma = 0.0;          // 0 = off
+  double noise_offset = 0.0;           // 0 = off
+  int64_t max_nonfinite_steps = 10;    // non-finite losses in a row before the run stops (status 4)
+  int64_t log_every = 10;              // metrics.jsonl / TensorBoard every N steps
+  bool operator==(const TrainSection&) const = default;
+};
+
+struct DatasetConfig {
+  std::string path;                    // cached-latent HDF5 file (required)
+  std::vector<int64_t> include_labels; // keep only samples whose label is listed (empty = all)
+  std::vector<int64_t> exclude_labels; // drop samples whose label is listed
+  double caption_dropout = -1.0;       // per dataset; resolved to train.caption_dropout when not given
+  double weight = 1.0;                 // relative sampling weight when there are several datasets
+  bool operator==(const DatasetConfig&) const = default;
+};
+
+struct SaveConfig {
+  int64_t every = 250;                 // checkpoint every N steps (0 = only at the end)
+  int64_t keep_last = 4;               // checkpoints kept (0 = all)
+  DType dtype = DType::F16;            // dtype of exported LoRA / model weights
+  bool operator==(const SaveConfig&) const = default;
+};
+
+struct SampleConfig {
+  int64_t every = 0;                   // sample grid every N steps (0 = off)
+  std::vector<std::string> prompts;
+  std::string negative_prompt;
+  int64_t steps = 20;
+  double guidance = 4.0;               // classifier-free guidance scale (1 = none)
+  int64_t seed = 42;
+  int64_t n_per_class = 0;             // > 0: one grid row per dataset class, this many images each
+  SamplerKind sampler = SamplerKind::Auto;  // auto: euler for flowmatch, ddim for ddpm
+  bool operator==(const SampleConfig&) const = default;
+};
+
+struct DistributedConfig {
+  CommBackend backend = CommBackend::Auto;
+  bool shard_optimizer = true;         // ZeRO-1
+  int64_t bucket_mb = 25;
+  int64_t timeout_s = 600;
+  bool operator==(const DistributedConfig&) const = default;
+};
+
+struct TrainConfig {
+  std::string name;                    // required: the run directory is <output_dir>/<name>
+  std::string output_dir = "output";
+  std::string device = "auto";         // auto | cpu | cuda | cuda:N
+  std::string trigger_word;            // replaces "[trigger]" in captions and prompts
+  ModelConfig model;
+  NetworkConfig network;
+  TrainSection train;
+  std::vector<DatasetConfig> datasets; // `dataset:` (one) or `datasets:` (a list); at least one
+  SaveConfig save;
+  SampleConfig sample;
+  DistributedConfig distributed;
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// Parses YAML text. `source` names it in error messages (a file path, or e.g. "<string>").
+// `overrides` are "key.path=value" strings (as given to --set), applied after the text, value parsed
+// as YAML (scalar or [list]); a list element is addressed by index ("datasets.0.path=..."), and
+// `dataset.KEY` addresses the first dataset. `notes`, if given, receives one line per accepted
+// key that wick ignores (ai-toolkit options with no meaning here), with its location.
+TrainConfig parse_config_string(const std::string& text, const std::string& source,
+                                const std::vector<std::string>& overrides = {},
+                                std::vector<std::string>* notes = nullptr);
+// Reads and parses a file; a missing or unreadable file is a Config error naming the path.
+TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides = {},
+                              std::vector<std::string>* notes = nullptr);
+
+// The resolved config as YAML in wick's canonical shape: every key under its canonical name, in a
+// fixed order, defaults filled. parse_config_string(to_yaml(c), ...) == c.
+std::string to_yaml(const TrainConfig& config);
+// 16 lowercase hex digits: FNV-1a 64 over to_yaml(config). Equal configs hash equal on any machine.
+std::string config_hash(const TrainConfig& config);
+
+}  // namespace wick

@@ -1,0 +1,430 @@
+// The training config: wick's own configs, ai-toolkit's and EriDiffusion's shapes, every kind of
+// mistake (with file:line:column and the suggestion), --set overrides, the resolved YAML round trip.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/config/train_config.h"
+#include "runtime/error.h"
+
+namespace wick {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kConfigsDir = std::string(WICK_TEST_DATA_DIR) + "/../../configs";
+
+// A minimal valid config body to append mistakes to.
+const std::string kMinimal = "name: run\ndataset:\n  path: data/fashion.h5\n";
+
+TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides = {},
+                  std::vector<std::string>* notes = nullptr) {
+  return parse_config_string(text, "cfg.yaml", overrides, notes);
+}
+
+// The message of the Config error `fn` throws ("" and a test failure if it throws nothing).
+std::string config_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const WickError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a Config error";
+  return "";
+}
+
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return config_error([&] { parse(text, overrides); });
+}
+
+void expect_round_trip(const TrainConfig& config) {
+  std::string yaml = to_yaml(config);
+  TrainConfig again = parse_config_string(yaml, "resolved.yaml");
+  EXPECT_TRUE(again == config) << yaml;
+  EXPECT_EQ(to_yaml(again), yaml);
+  EXPECT_EQ(config_hash(again), config_hash(config));
+}
+
+// ---- wick's own configs ----
+
+TEST(Config, QuickstartParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart.yaml");
+  EXPECT_EQ(c.name, "quickstart");
+  EXPECT_EQ(c.output_dir, "output");
+  EXPECT_EQ(c.model.arch, Arch::Dit);
+  EXPECT_EQ(c.model.hidden_size, 128);
+  EXPECT_EQ(c.model.depth, 4);
+  EXPECT_EQ(c.model.num_heads, 4);
+  EXPECT_EQ(c.model.patch_size, 2);
+  EXPECT_EQ(c.network.type, NetworkType::Full);
+  EXPECT_EQ(c.train.batch_size, 64);
+  EXPECT_EQ(c.train.steps, 1500);
+  EXPECT_EQ(c.train.lr, 1e-3);
+  EXPECT_EQ(c.train.optimizer, "adamw");
+  EXPECT_EQ(c.train.lr_scheduler, "cosine");
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::No);
+  ASSERT_EQ(c.datasets.size(), 1u);
+  EXPECT_EQ(c.datasets[0].path, "data/fashion.h5");
+  EXPECT_EQ(c.datasets[0].exclude_labels, std::vector<int64_t>{9});
+  EXPECT_EQ(c.datasets[0].caption_dropout, 0.1);  // inherited from train.caption_dropout
+  EXPECT_EQ(c.sample.n_per_class, 8);
+  EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);  // auto -> euler for flowmatch
+  expect_round_trip(c);
+}
+
+TEST(Config, QuickstartLoraParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora.yaml");
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_EQ(c.network.linear, 8);
+  EXPECT_EQ(c.network.linear_alpha, 8.0);
+  EXPECT_EQ(c.network.target, (std::vector<std::string>{"*attn*", "*mlp*"}));
+  EXPECT_EQ(c.model.name_or_path, "output/quickstart/checkpoints/latest");
+  ASSERT_EQ(c.datasets.size(), 1u);
+  EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
+  EXPECT_TRUE(c.datasets[0].exclude_labels.empty());
+  expect_round_trip(c);
+}
+
+TEST(Config, FluxLoraInAiToolkitShapeParses) {
+  std::vector<std::string> notes;
+  TrainConfig c = parse_config_file(kConfigsDir + "/flux_lora.yaml", {}, &notes);
+  EXPECT_EQ(c.name, "flux_lora_v1");
+  EXPECT_EQ(c.output_dir, "output");  // training_folder
+  EXPECT_EQ(c.device, "cuda:0");
+  EXPECT_EQ(c.trigger_word, "p3r5on");
+  EXPECT_EQ(c.model.arch, Arch::Flux);
+  EXPECT_EQ(c.model.dtype, DType::BF16);
+  EXPECT_EQ(c.network.linear, 16);
+  EXPECT_EQ(c.network.linear_alpha, 16.0);
+  EXPECT_EQ(c.save.every, 250);
+  EXPECT_EQ(c.save.keep_last, 4);
+  EXPECT_EQ(c.save.dtype, DType::BF16);
+  EXPECT_EQ(c.train.gradient_accumulation, 1);
+  EXPECT_TRUE(c.train.gradient_checkpointing);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);  // train.dtype
+  EXPECT_EQ(c.train.optimizer, "adamw8bit");
+  EXPECT_EQ(c.train.lr, 1e-4);
+  ASSERT_EQ(c.datasets.size(), 1u);
+  EXPECT_EQ(c.datasets[0].path, "data/flux_person.h5");  // folder_path
+  EXPECT_EQ(c.datasets[0].caption_dropout, 0.05);
+  EXPECT_EQ(c.sample.every, 250);
+  EXPECT_EQ(c.sample.steps, 20);
+  EXPECT_EQ(c.sample.guidance, 4.0);
+  EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);
+  EXPECT_EQ(c.sample.prompts.size(), 2u);
+  EXPECT_EQ(c.distributed.backend, CommBackend::Nccl);
+  // Ignored ai-toolkit options are reported with their location.
+  bool saw_train_unet = false, saw_width = false;
+  for (const std::string& note : notes) {
+    if (note.find("'train.train_unet'") != std::string::npos) {
+      saw_train_unet = true;
+      EXPECT_THAT(note, HasSubstr("flux_lora.yaml:28:9:"));
+    }
+    if (note.find("'sample.width'") != std::string::npos) saw_width = true;
+  }
+  EXPECT_TRUE(saw_train_unet);
+  EXPECT_TRUE(saw_width);
+  expect_round_trip(c);
+}
+
+// ---- the shapes of the trainers wick's users come from ----
+
+TEST(Config, EriDiffusionSdxlExample) {
+  // EriDiffusion's example_sdxl_lora.yaml shape (ai-toolkit's nesting, SDXL, ddpm).
+  const std::string text = R"(job: extension
+config:
+  name: "example_sdxl_lora"
+  process:
+    - type: 'sd_trainer'
+      device: cuda:0
+      trigger_word: "my_trigger"
+      model:
+        name_or_path: "/models/sdxl.safetensors"
+        is_sdxl: true
+      network:
+        type: "lora"
+        linear: 16
+        linear_alpha: 8
+      save:
+        dtype: float16
+        save_every: 500
+        max_step_saves_to_keep: 2
+      datasets:
+        - folder_path: "/data/sdxl_latents.h5"
+          caption_ext: "txt"
+          caption_dropout_rate: 0.05
+          resolution: [1024]
+      train:
+        batch_size: 1
+        steps: 1000
+        gradient_accumulation: 4
+        train_unet: true
+        gradient_checkpointing: true
+        optimizer: "adamw8bit"
+        lr: 1e-4
+        dtype: bf16
+      sample:
+        sampler: "ddim"
+        sample_every: 250
+        sample_steps: 30
+        guidance_scale: 7.5
+        prompts:
+          - "a photo of [trigger]"
+        neg: "low quality, blurry"
+        width: 1024
+        height: 1024
+)";
+  TrainConfig c = parse(text);
+  EXPECT_EQ(c.name, "example_sdxl_lora");
+  EXPECT_EQ(c.model.arch, Arch::Sdxl);
+  EXPECT_EQ(c.train.noise_scheduler, NoiseScheduler::Ddpm);  // sdxl's default
+  EXPECT_EQ(c.network.linear_alpha, 8.0);
+  EXPECT_EQ(c.save.dtype, DType::F16);
+  EXPECT_EQ(c.save.keep_last, 2);
+  EXPECT_EQ(c.train.gradient_accumulation, 4);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
+  EXPECT_EQ(c.sample.sampler, SamplerKind::Ddim);
+  EXPECT_EQ(c.sample.steps, 30);
+  EXPECT_EQ(c.sample.guidance, 7.5);
+  EXPECT_EQ(c.sample.negative_prompt, "low quality, blurry");
+  expect_round_trip(c);
+}
+
+TEST(Config, EriDiffusionFlatShapeWithAliases) {
+  // The same keys without ai-toolkit's wrapper, with the alternative spellings.
+  const std::string text = R"(name: flat
+training_folder: runs
+model:
+  architecture: sd3
+  path: /models/sd35.safetensors
+network:
+  adapter_type: dora
+  rank: 32
+  alpha: 16
+  target_modules: [to_q, to_k, to_v]
+  dropout: 0.1
+train:
+  batch_size: 4
+  gradient_accumulation_steps: 2
+  learning_rate: 5e-5
+  lr_scheduler: cosine
+  lr_warmup_steps: 100
+  max_grad_norm: 1.0
+  mixed_precision: fp16
+  snr_gamma: 5.0
+  seed: 7
+dataset:
+  dataset_path: /data/sd35.h5
+)";
+  TrainConfig c = parse(text);
+  EXPECT_EQ(c.output_dir, "runs");
+  EXPECT_EQ(c.model.arch, Arch::Sd3);
+  EXPECT_EQ(c.model.name_or_path, "/models/sd35.safetensors");
+  EXPECT_EQ(c.network.type, NetworkType::Dora);
+  EXPECT_EQ(c.network.linear, 32);
+  EXPECT_EQ(c.network.linear_alpha, 16.0);
+  EXPECT_EQ(c.network.target, (std::vector<std::string>{"to_q", "to_k", "to_v"}));
+  EXPECT_EQ(c.train.gradient_accumulation, 2);
+  EXPECT_EQ(c.train.lr, 5e-5);
+  EXPECT_EQ(c.train.warmup, 100);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::FP16);
+  EXPECT_EQ(c.train.min_snr_gamma, 5.0);
+  EXPECT_EQ(c.datasets[0].path, "/data/sd35.h5");
+  expect_round_trip(c);
+}
+
+TEST(Config, DefaultsOfAMinimalConfig) {
+  TrainConfig c = parse(kMinimal);
+  TrainConfig expected;
+  expected.name = "run";
+  expected.datasets = {DatasetConfig{.path = "data/fashion.h5", .caption_dropout = 0.0}};
+  expected.sample.sampler = SamplerKind::Euler;
+  EXPECT_TRUE(c == expected) << to_yaml(c);
+  EXPECT_EQ(c.network.linear_alpha, double(c.network.linear));
+}
+
+// ---- mistakes ----
+
+TEST(ConfigErrors, UnknownKeysNameLocationAndNearestKey) {
+  // Top level.
+  EXPECT_EQ(error_of(kMinimal + "ouput_dir: x\n"),
+            "cfg.yaml:4:1: unknown key 'ouput_dir'; did you mean 'output_dir'?");
+  // In a section; the nearest key may be an alias.
+  EXPECT_EQ(error_of(kMinimal + "train:\n  steps: 10\n  lerning_rate: 1e-4\n"),
+            "cfg.yaml:6:3: unknown key 'train.lerning_rate'; did you mean 'learning_rate' (alias of 'lr')?");
+  EXPECT_EQ(error_of(kMinimal + "save:\n  max_step_save_to_keep: 3\n"),
+            "cfg.yaml:5:3: unknown key 'save.max_step_save_to_keep'; did you mean 'max_step_saves_to_keep' "
+            "(alias of 'keep_last')?");
+  // In a list entry.
+  EXPECT_EQ(error_of("name: run\ndatasets:\n  - path: a.h5\n  - path: b.h5\n    include_label: [1]\n"),
+            "cfg.yaml:5:5: unknown key 'datasets[1].include_label'; did you mean 'include_labels'?");
+  // Nothing close: the valid keys are listed.
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  zzzzzzzzzzzz: 1\n"),
+              StartsWith("cfg.yaml:5:3: unknown key 'distributed.zzzzzzzzzzzz'; valid keys under 'distributed': "
+                         "backend, shard_optimizer, bucket_mb, timeout_s"));
+  // Deep inside ai-toolkit's wrapper the location is still the file's.
+  EXPECT_EQ(error_of("config:\n  name: x\n  process:\n    - type: sd_trainer\n      dataset:\n        path: a.h5\n"
+                     "      network:\n        liner: 4\n"),
+            "cfg.yaml:8:9: unknown key 'network.liner'; did you mean 'linear'?");
+  EXPECT_THAT(error_of("config:\n  nme: x\n  process: []\n"),
+              StartsWith("cfg.yaml:2:3: unknown key 'config.nme'; did you mean 'name'?"));
+}
+
+TEST(ConfigErrors, WrongTypesAndRanges) {
+  EXPECT_EQ(error_of(kMinimal + "train:\n  steps: abc\n"), "cfg.yaml:5:10: train.steps must be an integer, got 'abc'");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  steps: 2.5\n"), "cfg.yaml:5:10: train.steps must be an integer, got '2.5'");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  lr: -1\n"), "cfg.yaml:5:7: train.lr must be > 0, got -1");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  lr: fast\n"), "cfg.yaml:5:7: train.lr must be a number, got 'fast'");
+  EXPECT_EQ(error_of(kMinimal + "network:\n  dropout: 1\n"), "cfg.yaml:5:12: network.dropout must be in [0, 1), got 1");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  gradient_checkpointing: maybe\n"),
+            "cfg.yaml:5:27: train.gradient_checkpointing must be true or false, got 'maybe'");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  betas: [0.9]\n"),
+            "cfg.yaml:5:10: train.betas must be a list of two numbers [beta1, beta2], got 1");
+  EXPECT_EQ(error_of(kMinimal + "train: 5\n"), "cfg.yaml:4:8: 'train' must be a mapping of keys, got a scalar");
+  EXPECT_EQ(error_of(kMinimal + "sample:\n  prompts: {a: 1}\n"),
+            "cfg.yaml:5:12: sample.prompts must be a list of strings, got a mapping");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  batch_size: [1, 2]\n"),
+            "cfg.yaml:5:15: train.batch_size must be an integer, got a list");
+}
+
+TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
+  EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
+            "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
+  EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
+            "cfg.yaml:5:9: model.arch: unknown value 'unet'; valid values: dit, flux, sd3, sdxl");
+  EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
+            "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
+  EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),
+              AllOf(StartsWith("cfg.yaml:5:17: train.lr_scheduler: unknown value 'cosine_annealing'; valid values: "),
+                    HasSubstr("cosine"), HasSubstr("constant")));
+  EXPECT_EQ(error_of(kMinimal + "device: gpu\n"),
+            "cfg.yaml:4:9: device: unknown value 'gpu'; valid values: auto, cpu, cuda, cuda:N");
+  EXPECT_EQ(error_of(kMinimal + "distributed:\n  backend: gloo\n"),
+            "cfg.yaml:5:12: distributed.backend: unknown value 'gloo'; valid values: auto, nccl, mpi, none");
+}
+
+TEST(ConfigErrors, StructuralMistakes) {
+  EXPECT_EQ(error_of("name: run\ndataset:\n  path: a.h5\ndatasets:\n  - path: b.h5\n"),
+            "cfg.yaml:5:3: 'dataset' and 'datasets' are both given; use 'dataset' for one dataset or 'datasets' "
+            "for a list, not both");
+  EXPECT_EQ(error_of("name: run\n"), "cfg.yaml: missing required key 'dataset' (or a 'datasets' list)");
+  EXPECT_EQ(error_of("name: run\ndataset:\n  include_labels: [1]\n"),
+            "cfg.yaml:3:3: missing required key 'dataset.path' (the cached-latent HDF5 file)");
+  EXPECT_EQ(error_of("name: run\ndatasets:\n  - path: a.h5\n  - weight: 2\n"),
+            "cfg.yaml:4:5: missing required key 'datasets[1].path' (the cached-latent HDF5 file)");
+  EXPECT_EQ(error_of("dataset:\n  path: a.h5\n"),
+            "cfg.yaml: missing required key 'name' (the run directory is <output_dir>/<name>)");
+  EXPECT_EQ(error_of(kMinimal + "save:\n  every: 10\n  save_every: 20\n"),
+            "cfg.yaml:6:3: 'save.save_every' given twice (as 'every' and 'save_every', which are aliases)");
+  EXPECT_EQ(error_of(kMinimal + "network:\n  type: lora\n"),
+            "cfg.yaml:5:9: network.type lora trains an adapter on a base model: set model.name_or_path");
+  EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl\n  name_or_path: x\n  is_flux: true\n"),
+            "cfg.yaml:7:12: model.is_flux: true contradicts model.arch 'sdxl'");
+  EXPECT_EQ(error_of(kMinimal + "model:\n  is_flux: true\n"),
+            "cfg.yaml:5:12: model.arch flux needs model.name_or_path (the base weights)");
+  EXPECT_EQ(error_of(kMinimal + "model:\n  hidden_size: 100\n  num_heads: 3\n"),
+            "cfg.yaml:6:14: model.hidden_size (100) must be divisible by model.num_heads (3)");
+  EXPECT_EQ(error_of(kMinimal + "sample:\n  every: 100\n"),
+            "cfg.yaml:5:10: sample.every is 100 but there is nothing to sample: give sample.prompts or "
+            "sample.n_per_class");
+  EXPECT_EQ(error_of("config:\n  name: x\n  process:\n    - dataset: {path: a}\n    - dataset: {path: b}\n"),
+            "cfg.yaml:5:7: config.process has 2 entries; wick runs one process per config (split them into several "
+            "files)");
+  EXPECT_EQ(error_of(""), "cfg.yaml: the config is empty");
+  EXPECT_THAT(error_of("name: run\ntrain:\n  steps: [1, 2\n"), StartsWith("cfg.yaml:4:1: YAML syntax error"));
+  EXPECT_EQ(config_error([] { parse_config_file("/nonexistent/cfg.yaml"); }),
+            "/nonexistent/cfg.yaml: cannot open the config file");
+}
+
+// ---- --set ----
+
+TEST(ConfigOverrides, NestedScalarsListsAndDatasets) {
+  TrainConfig c = parse(kMinimal, {"train.lr=3e-4", "train.steps=20", "network.target=[attn*, mlp*]",
+                                   "dataset.include_labels=[1, 2]", "datasets.1.path=extra.h5", "name=other",
+                                   "train.gradient_accumulation_steps=3", "sample.prompts=a boot"});
+  EXPECT_EQ(c.train.lr, 3e-4);
+  EXPECT_EQ(c.train.steps, 20);
+  EXPECT_EQ(c.network.target, (std::vector<std::string>{"attn*", "mlp*"}));
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_EQ(c.datasets[0].path, "data/fashion.h5");
+  EXPECT_EQ(c.datasets[0].include_labels, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(c.datasets[1].path, "extra.h5");
+  EXPECT_EQ(c.name, "other");
+  EXPECT_EQ(c.train.gradient_accumulation, 3);
+  EXPECT_EQ(c.sample.prompts, std::vector<std::string>{"a boot"});
+  expect_round_trip(c);
+}
+
+TEST(ConfigOverrides, DependentDefaultsFollowTheOverride) {
+  TrainConfig c = parse(kMinimal, {"network.linear=32"});
+  EXPECT_EQ(c.network.linear_alpha, 32.0);  // linear_alpha defaults to linear
+  c = parse(kMinimal + "network:\n  linear_alpha: 4\n", {"network.linear=32"});
+  EXPECT_EQ(c.network.linear_alpha, 4.0);
+  // The override is applied last: it wins over the file.
+  c = parse(kMinimal + "train:\n  steps: 10\n", {"train.steps=99"});
+  EXPECT_EQ(c.train.steps, 99);
+}
+
+TEST(ConfigOverrides, InvalidOverridesNameTheArgument) {
+  EXPECT_EQ(error_of(kMinimal, {"train.lerning_rate=1"}),
+            "--set train.lerning_rate=1: unknown key 'train.lerning_rate'; did you mean 'learning_rate' (alias of "
+            "'lr')?");
+  EXPECT_EQ(error_of(kMinimal, {"train.steps=abc"}), "--set train.steps=abc: train.steps must be an integer, got 'abc'");
+  EXPECT_EQ(error_of(kMinimal, {"train.optimizer=lion"}),
+            "--set train.optimizer=lion: train.optimizer: unknown value 'lion'; valid values: adamw8bit, adamw, sgd");
+  EXPECT_EQ(error_of(kMinimal, {"train.steps"}), "--set train.steps: expected key.path=value");
+  EXPECT_EQ(error_of(kMinimal, {"datasets.5.path=x"}), "--set datasets.5.path=x: datasets has 1 entries");
+  EXPECT_EQ(error_of(kMinimal, {"train..lr=1"}), "--set train..lr=1: empty component in key 'train..lr'");
+  EXPECT_THAT(error_of(kMinimal, {"network.target=[a, "}), StartsWith("--set network.target=[a, : the value is not valid YAML"));
+  // A cross-key check broken by an override points at the override.
+  EXPECT_EQ(error_of(kMinimal, {"network.type=lora"}),
+            "--set network.type=lora: network.type lora trains an adapter on a base model: set model.name_or_path");
+}
+
+// ---- resolved YAML and hash ----
+
+TEST(ConfigResolved, RoundTripOfNonDefaultValues) {
+  TrainConfig c = parse(kMinimal);
+  c.name = "we\"ird: name #1";
+  c.device = "cuda:3";
+  c.trigger_word = "yes";  // a YAML 1.1 boolean word must stay a string
+  c.model = {.arch = Arch::Sd3, .name_or_path = "/m/sd3.safetensors", .dtype = DType::BF16, .in_channels = 16,
+             .patch_size = 1, .hidden_size = 96, .depth = 2, .num_heads = 3, .mlp_ratio = 2.5, .text_dim = 77};
+  c.network = {.type = NetworkType::Dora, .linear = 4, .linear_alpha = 0.1, .dropout = 0.3, .target = {"*", "a b"}};
+  c.train.lr = 1.0 / 3.0;
+  c.train.betas = {0.95, 0.99999};
+  c.train.eps = 1e-30;
+  c.train.mixed_precision = MixedPrecision::FP16;
+  c.train.noise_scheduler = NoiseScheduler::Ddpm;
+  c.train.timestep_sampling = TimestepSampling::Shift;
+  c.train.timestep_shift = 3.0;
+  c.train.logit_mean = -0.5;
+  c.datasets.push_back({.path = "b.h5", .include_labels = {0, 3}, .exclude_labels = {4}, .caption_dropout = 0.25,
+                        .weight = 2.0});
+  c.save = {.every = 0, .keep_last = 0, .dtype = DType::F32};
+  c.sample = {.every = 7, .prompts = {"", "null", "[trigger], a \"quoted\" prompt"}, .negative_prompt = "~",
+              .steps = 3, .guidance = 1.0, .seed = 0, .n_per_class = 2, .sampler = SamplerKind::Ddim};
+  c.distributed = {.backend = CommBackend::Mpi, .shard_optimizer = false, .bucket_mb = 1, .timeout_s = 5};
+  expect_round_trip(c);
+}
+
+TEST(ConfigResolved, HashIsStableAndSensitive) {
+  TrainConfig a = parse(kMinimal);
+  TrainConfig b = parse("# the same config, other spelling\nname: run\ndatasets:\n  - folder_path: data/fashion.h5\n");
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  EXPECT_EQ(config_hash(a).size(), 16u);
+  EXPECT_EQ(config_hash(a).find_first_not_of("0123456789abcdef"), std::string::npos);
+  TrainConfig c = parse(kMinimal, {"train.seed=43"});
+  EXPECT_NE(config_hash(a), config_hash(c));
+  // The hash is over the canonical text, which starts with the top-level keys in a fixed order.
+  EXPECT_EQ(to_yaml(a).substr(0, 48), "name: \"run\"\noutput_dir: \"output\"\ndevice: \"auto\"\n");
+}
+
+}  // namespace
+}  // namespace wick
