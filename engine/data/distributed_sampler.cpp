@@ -1,0 +1,107 @@
+#include "engine/data/distributed_sampler.h"
+
+#include <algorithm>
+#include <map>
+
+#include "runtime/error.h"
+#include "runtime/philox.h"
+
+namespace wick {
+namespace {
+
+// Word i of a Philox stream (raw 32 bits).
+uint32_t stream_word(const RngStream& stream, uint64_t i) { return stream_block(stream, i >> 2).word[i & 3]; }
+
+// A uniform integer in [0, n) from two stream words (64 random bits, multiply-shift: bias < n / 2^64).
+uint64_t below(const RngStream& stream, uint64_t draw, uint64_t n) {
+  uint64_t bits = (static_cast<uint64_t>(stream_word(stream, 2 * draw)) << 32) | stream_word(stream, 2 * draw + 1);
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+}
+
+// Fisher–Yates from the back: swap element i with a uniform j in [0, i].
+template <typename T>
+void shuffle(std::vector<T>& values, const RngStream& stream) {
+  for (size_t i = values.size(); i > 1; --i) {
+    uint64_t j = below(stream, values.size() - i, i);
+    std::swap(values[i - 1], values[j]);
+  }
+}
+
+}  // namespace
+
+DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
+                                       const SamplerOptions& options)
+    : ids_(std::move(ids)), bucket_of_(std::move(bucket_of)), options_(options) {
+  WICK_CHECK_KIND(Data, !ids_.empty(), "DistributedSampler: no samples to draw from (empty dataset or class filter)");
+  WICK_CHECK(ids_.size() == bucket_of_.size(), "DistributedSampler: ", ids_.size(), " ids but ", bucket_of_.size(),
+             " bucket numbers");
+  WICK_CHECK(options.world >= 1 && options.rank >= 0 && options.rank < options.world,
+             "DistributedSampler: rank ", options.rank, " of world ", options.world);
+  WICK_CHECK(options.batch_size >= 1, "DistributedSampler: batch_size ", options.batch_size);
+  int64_t global = options.world * options.batch_size;
+  std::map<int64_t, int64_t> per_bucket;
+  for (int64_t b : bucket_of_) ++per_bucket[b];
+  for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global - 1) / global;
+}
+
+int64_t DistributedSampler::batches_per_epoch() const { return n_batches_; }
+
+std::vector<int64_t> DistributedSampler::epoch_order(int64_t epoch) const {
+  int64_t global = options_.world * options_.batch_size;
+  std::map<int64_t, std::vector<int64_t>> groups;  // bucket -> ids, in bucket order
+  for (size_t i = 0; i < ids_.size(); ++i) groups[bucket_of_[i]].push_back(ids_[i]);
+  std::vector<std::vector<int64_t>> batches;
+  for (auto& [bucket, group] : groups) {
+    std::sort(group.begin(), group.end());  // independent of the order ids were given in
+    shuffle(group, derive_stream(options_.seed, static_cast<uint64_t>(bucket), static_cast<uint64_t>(epoch),
+                                 RngPurpose::Shuffle));
+    size_t real = group.size();
+    for (size_t i = 0; group.size() % static_cast<size_t>(global) != 0; ++i) group.push_back(group[i % real]);
+    for (size_t start = 0; start < group.size(); start += static_cast<size_t>(global))
+      batches.emplace_back(group.begin() + static_cast<std::ptrdiff_t>(start),
+                           group.begin() + static_cast<std::ptrdiff_t>(start) + global);
+  }
+  // The batch-order stream uses sample_id = 2^63 + bucket count, away from any bucket's stream.
+  shuffle(batches, derive_stream(options_.seed, (1ull << 63) + groups.size(), static_cast<uint64_t>(epoch),
+                                 RngPurpose::Shuffle));
+  std::vector<int64_t> order;
+  order.reserve(batches.size() * static_cast<size_t>(global));
+  for (const auto& batch : batches) order.insert(order.end(), batch.begin(), batch.end());
+  return order;
+}
+
+const std::vector<int64_t>& DistributedSampler::cached_order(int64_t epoch) const {
+  if (cached_epoch_ != epoch) {
+    cached_ = epoch_order(epoch);
+    cached_epoch_ = epoch;
+  }
+  return cached_;
+}
+
+std::vector<int64_t> DistributedSampler::rank_batch(int64_t epoch, int64_t index) const {
+  WICK_CHECK(index >= 0 && index < n_batches_, "DistributedSampler: batch ", index, " of ", n_batches_);
+  const std::vector<int64_t>& order = cached_order(epoch);
+  int64_t global = options_.world * options_.batch_size, begin = index * global;
+  std::vector<int64_t> batch;
+  for (int64_t k = options_.rank; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
+  return batch;
+}
+
+bool DistributedSampler::next(std::vector<int64_t>& batch) {
+  if (state_.position >= n_batches_) {
+    ++state_.epoch;
+    state_.position = 0;
+  }
+  batch = rank_batch(state_.epoch, state_.position);
+  ++state_.position;
+  return true;
+}
+
+void DistributedSampler::load_state(const SamplerState& state) {
+  WICK_CHECK_KIND(Data, state.epoch >= 0 && state.position >= 0 && state.position <= n_batches_,
+                  "DistributedSampler: cannot resume at epoch ", state.epoch, " position ", state.position, " (",
+                  n_batches_, " batches per epoch; did the dataset, filter, batch size or world change?)");
+  state_ = state;
+}
+
+}  // namespace wick

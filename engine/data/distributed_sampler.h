@@ -1,0 +1,58 @@
+// The order in which ranks see samples: a deterministic per-epoch shuffle from the seed (Philox,
+// integer arithmetic: the same on every machine), bucket-pure batches, a strided slice per rank,
+// padding by wrapping (docs/dataset.md "Reading in training").
+//
+//   DistributedSampler sampler(ids, buckets, {.seed = 42, .rank = r, .world = w, .batch_size = 16});
+//   std::vector<int64_t> batch;
+//   while (sampler.next(batch)) { ... }          // runs forever, epoch after epoch
+//   SamplerState saved = sampler.state();        // {epoch, position}; restore with load_state
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace wick {
+
+struct SamplerOptions {
+  uint64_t seed = 0;
+  int rank = 0;
+  int world = 1;
+  int64_t batch_size = 1;  // per rank
+};
+
+struct SamplerState {
+  int64_t epoch = 0;
+  int64_t position = 0;  // global batches already consumed in this epoch
+  bool operator==(const SamplerState& other) const { return epoch == other.epoch && position == other.position; }
+};
+
+class DistributedSampler {
+ public:
+  // ids: the eligible sample ids; bucket_of[i]: the bucket of ids[i] (any integer key). ids non-empty.
+  DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, const SamplerOptions& options);
+
+  const SamplerOptions& options() const { return options_; }
+  // Batches per epoch, the same on every rank.
+  int64_t batches_per_epoch() const;
+  // Global order of an epoch: batches_per_epoch() global batches of world * batch_size ids each.
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+  // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch.
+  std::vector<int64_t> rank_batch(int64_t epoch, int64_t index) const;
+
+  // Writes the next batch of this rank and advances (to the next epoch at the end). Always true.
+  bool next(std::vector<int64_t>& batch);
+  SamplerState state() const { return state_; }
+  void load_state(const SamplerState& state);
+
+ private:
+  const std::vector<int64_t>& cached_order(int64_t epoch) const;
+
+  std::vector<int64_t> ids_, bucket_of_;
+  SamplerOptions options_;
+  SamplerState state_;
+  int64_t n_batches_ = 0;
+  mutable int64_t cached_epoch_ = -1;
+  mutable std::vector<int64_t> cached_;
+};
+
+}  // namespace wick

@@ -1,0 +1,128 @@
+#include "engine/data/prefetcher.h"
+
+#include <cstring>
+
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/memory.h"
+
+namespace wick {
+
+Prefetcher::Prefetcher(std::shared_ptr<const LatentDataset> dataset, DistributedSampler sampler,
+                       const PrefetchOptions& options)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options) {
+  WICK_CHECK(dataset_ != nullptr, "Prefetcher: no dataset");
+  WICK_CHECK(options_.depth >= 2, "Prefetcher: depth must be at least 2, got ", options_.depth);
+  consumed_ = sampler_.state();
+  if (options_.device.is_cuda()) {
+    copy_stream_ = create_stream(options_.device);
+    own_stream_ = true;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (own_stream_) destroy_stream(copy_stream_);
+}
+
+void Prefetcher::run() {
+  try {
+    if (options_.device.is_cuda()) cuda::set_device(options_.device.index);
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [this] { return stop_ || static_cast<int>(queue_.size()) < options_.depth; });
+        if (stop_) return;
+      }
+      std::vector<int64_t> ids;
+      sampler_.next(ids);
+      Batch batch = load(ids, sampler_.state());
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(std::move(batch));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+Batch Prefetcher::load(const std::vector<int64_t>& ids, const SamplerState& after) {
+  const LatentDataset& ds = *dataset_;
+  const BucketInfo& bucket = ds.buckets()[static_cast<size_t>(ds.bucket_of(ids[0]))];
+  int64_t B = static_cast<int64_t>(ids.size()), C = ds.attributes().latent_channels;
+  int64_t L = ds.text_length(), D = ds.text_dim(), P = ds.pooled_dim();
+  Shape latents_shape = {B, C, bucket.height, bucket.width}, embeds_shape = {B, L, D}, pooled_shape = {B, P},
+        mask_shape = {B, L};
+  Batch batch;
+  batch.ids = ids;
+  batch.after = after;
+  batch.labels = Tensor::empty({B}, DType::I64);
+  if (options_.device.is_cpu()) {
+    batch.latents = Tensor::empty(latents_shape, DType::F32);
+    batch.text_embeds = Tensor::empty(embeds_shape, DType::F32);
+    batch.text_pooled = Tensor::empty(pooled_shape, DType::F32);
+    batch.text_mask = Tensor::empty(mask_shape, DType::U8);
+    ds.read_into(ids, batch.latents.data_as<float>(), batch.text_embeds.data_as<float>(),
+                 batch.text_pooled.data_as<float>(), static_cast<uint8_t*>(batch.text_mask.data()),
+                 batch.labels.data_as<int64_t>(), &batch.captions);
+    return batch;
+  }
+  // CUDA: convert into one pinned staging buffer, copy each part asynchronously on the loader's own
+  // stream, and wait for that stream (not the training stream) before handing the batch over.
+  size_t n_latents = static_cast<size_t>(numel(latents_shape)), n_embeds = static_cast<size_t>(numel(embeds_shape)),
+         n_pooled = static_cast<size_t>(numel(pooled_shape)), n_mask = static_cast<size_t>(numel(mask_shape));
+  size_t floats = n_latents + n_embeds + n_pooled;
+  size_t bytes = floats * sizeof(float) + n_mask;
+  static thread_local PinnedBuffer staging;
+  if (staging.bytes() < bytes) staging = PinnedBuffer(bytes);
+  float* host = static_cast<float*>(staging.data());
+  uint8_t* host_mask = reinterpret_cast<uint8_t*>(host + floats);
+  ds.read_into(ids, host, host + n_latents, host + n_latents + n_embeds, host_mask, batch.labels.data_as<int64_t>(),
+               &batch.captions);
+  StreamGuard guard(copy_stream_);  // device tensors are allocated in the copy stream's order
+  Device device = options_.device;
+  batch.latents = Tensor::empty(latents_shape, DType::F32, device);
+  batch.text_embeds = Tensor::empty(embeds_shape, DType::F32, device);
+  batch.text_pooled = Tensor::empty(pooled_shape, DType::F32, device);
+  batch.text_mask = Tensor::empty(mask_shape, DType::U8, device);
+  copy_bytes(batch.latents.data(), device, host, Device::cpu(), n_latents * sizeof(float), copy_stream_);
+  copy_bytes(batch.text_embeds.data(), device, host + n_latents, Device::cpu(), n_embeds * sizeof(float), copy_stream_);
+  copy_bytes(batch.text_pooled.data(), device, host + n_latents + n_embeds, Device::cpu(), n_pooled * sizeof(float),
+             copy_stream_);
+  copy_bytes(batch.text_mask.data(), device, host_mask, Device::cpu(), n_mask, copy_stream_);
+  synchronize(copy_stream_);  // the staging buffer is reused by the next batch
+  return batch;
+}
+
+Batch Prefetcher::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !queue_.empty() || error_ != nullptr; });
+  if (queue_.empty()) std::rethrow_exception(error_);
+  Batch batch = std::move(queue_.front());
+  queue_.pop_front();
+  consumed_ = batch.after;
+  lock.unlock();
+  changed_.notify_all();
+  return batch;
+}
+
+SamplerState Prefetcher::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return consumed_;
+}
+
+int Prefetcher::ready() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(queue_.size());
+}
+
+}  // namespace wick

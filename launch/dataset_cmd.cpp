@@ -1,0 +1,97 @@
+// `wick dataset pack fashion-mnist --out FILE [--split train|test] [--limit N] [--force]` and
+// `wick dataset inspect FILE` (docs/dataset.md).
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "engine/data/fashion_pack.h"
+#include "engine/data/latent_dataset.h"
+#include "launch/commands.h"
+#include "runtime/error.h"
+
+namespace wick::launch {
+namespace {
+
+struct PackArgs {
+  std::string source, out, split = "train";
+  int64_t limit = 0;
+  bool force = false;
+};
+
+void run_pack(const PackArgs& args) {
+  PackSummary summary = pack_fashion_mnist({.out = args.out, .split = args.split, .limit = args.limit,
+                                            .force = args.force});
+  std::printf("wrote %s: %lld samples (fashion-mnist %s) in %.1fs\n", args.out.c_str(),
+              static_cast<long long>(summary.n_samples), args.split.c_str(), summary.seconds);
+}
+
+void run_inspect(const std::string& path) {
+  std::shared_ptr<LatentDataset> dataset;
+  try {
+    dataset = LatentDataset::open(path);
+  } catch (const WickError& error) {
+    std::printf("%s: INVALID\n  %s\n", path.c_str(), error.what());
+    set_exit_status(3);
+    return;
+  }
+  const LatentDatasetAttributes& a = dataset->attributes();
+  std::printf("%s\n", path.c_str());
+  std::printf("  format            wick-latents v1\n");
+  std::printf("  model_family      %s\n", a.model_family.c_str());
+  std::printf("  latent_channels   %lld\n", static_cast<long long>(a.latent_channels));
+  std::printf("  vae scaling/shift %g / %g\n", a.vae_scaling_factor, a.vae_shift_factor);
+  std::printf("  text_encoder      %s\n", a.text_encoder.empty() ? "(not recorded)" : a.text_encoder.c_str());
+  std::printf("  text              L=%lld D=%lld pooled P=%lld\n", static_cast<long long>(dataset->text_length()),
+              static_cast<long long>(dataset->text_dim()), static_cast<long long>(dataset->pooled_dim()));
+  std::printf("  labels            %s", dataset->has_labels() ? "yes" : "no");
+  if (!a.label_names.empty()) {
+    std::printf(" (%zu names:", a.label_names.size());
+    for (const auto& name : a.label_names) std::printf(" \"%s\"", name.c_str());
+    std::printf(")");
+  }
+  std::printf("\n  samples           %lld\n  buckets\n", static_cast<long long>(dataset->size()));
+  for (const BucketInfo& bucket : dataset->buckets())
+    std::printf("    %-10s %8lld samples  latents [N, %lld, %lld, %lld]\n", bucket.name.c_str(),
+                static_cast<long long>(bucket.n_samples), static_cast<long long>(a.latent_channels),
+                static_cast<long long>(bucket.height), static_cast<long long>(bucket.width));
+  if (dataset->size() > 0) {
+    LatentSamples first = dataset->read({0});
+    std::printf("  sample 0          caption \"%s\"", first.captions[0].c_str());
+    if (dataset->has_labels()) std::printf(", label %lld", static_cast<long long>(dataset->label_of(0)));
+    std::printf("\n");
+  }
+  ValidationReport report = dataset->validate();
+  std::printf("  dtypes\n");
+  for (const auto& line : report.dtypes) std::printf("    %s\n", line.c_str());
+  std::printf("  latents           mean %.4f std %.4f\n", report.latent_mean, report.latent_std);
+  if (report.ok()) {
+    std::printf("  validation        OK (%lld samples, all finite)\n", static_cast<long long>(report.n_samples));
+    return;
+  }
+  std::printf("  validation        INVALID (%zu problems)\n", report.errors.size());
+  for (const auto& error : report.errors) std::printf("    %s: %s\n", path.c_str(), error.c_str());
+  set_exit_status(3);
+}
+
+}  // namespace
+
+void add_dataset_command(CLI::App& app) {
+  CLI::App* dataset = app.add_subcommand("dataset", "build and check cached-latent datasets (docs/dataset.md)");
+  dataset->require_subcommand(1);
+
+  auto pack_args = std::make_shared<PackArgs>();
+  CLI::App* pack = dataset->add_subcommand("pack", "pack a known dataset into a cached-latent HDF5 file");
+  pack->add_option("source", pack_args->source, "what to pack")->required()->check(CLI::IsMember({"fashion-mnist"}));
+  pack->add_option("--out", pack_args->out, "output file, e.g. data/fashion.h5")->required();
+  pack->add_option("--split", pack_args->split, "train or test")->check(CLI::IsMember({"train", "test"}));
+  pack->add_option("--limit", pack_args->limit, "pack only the first N images (0 = all)")->check(CLI::NonNegativeNumber);
+  pack->add_flag("--force", pack_args->force, "replace an existing output file");
+  pack->callback([pack_args] { run_pack(*pack_args); });
+
+  auto inspect_path = std::make_shared<std::string>();
+  CLI::App* inspect = dataset->add_subcommand("inspect", "validate and summarize a cached-latent file (exit 3 if invalid)");
+  inspect->add_option("file", *inspect_path, "the .h5 file")->required();
+  inspect->callback([inspect_path] { run_inspect(*inspect_path); });
+}
+
+}  // namespace wick::launch

@@ -1,0 +1,351 @@
+// The cached-latent dataset: writer -> reader round trip, an h5py-written fixture
+// (tests/reference/make_dataset_fixture.py), bad-input errors, the distributed sampler, the
+// prefetcher and packing Fashion-MNIST.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/data/distributed_sampler.h"
+#include "engine/data/fashion_pack.h"
+#include "engine/data/hashed_text_encoder.h"
+#include "engine/data/idx.h"
+#include "engine/data/latent_dataset.h"
+#include "engine/data/prefetcher.h"
+#include "tests/test_data.h"
+
+namespace wick {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string fixture(const std::string& name) { return wick::testing::test_data_dir() + "/dataset/" + name; }
+std::string temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+std::string open_error(const std::string& path) {
+  try {
+    LatentDataset::open(path);
+  } catch (const WickError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::Data);
+    return error.what();
+  }
+  return "";
+}
+
+LatentSamples make_samples(int64_t n, int64_t h, int64_t w, float base) {
+  LatentSamples s;
+  std::vector<float> latents(static_cast<size_t>(n * 4 * h * w)), embeds(static_cast<size_t>(n * 3 * 5)),
+      pooled(static_cast<size_t>(n * 5));
+  for (size_t i = 0; i < latents.size(); ++i) latents[i] = base + static_cast<float>(i % 97) * 0.25f;
+  for (size_t i = 0; i < embeds.size(); ++i) embeds[i] = -static_cast<float>(i % 13) * 0.125f;
+  for (size_t i = 0; i < pooled.size(); ++i) pooled[i] = static_cast<float>(i) * 0.5f;
+  s.latents = Tensor::from_vector(latents, {n, 4, h, w});
+  s.text_embeds = Tensor::from_vector(embeds, {n, 3, 5});
+  s.text_pooled = Tensor::from_vector(pooled, {n, 5});
+  std::vector<uint8_t> mask(static_cast<size_t>(n * 3));
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 != 2;
+  s.text_mask = Tensor::from_vector(mask, {n, 3});
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < n; ++i) {
+    s.captions.push_back("caption " + std::to_string(i) + " ü");
+    labels.push_back(i % 2);
+  }
+  s.labels = Tensor::from_vector(labels, {n});
+  return s;
+}
+
+TEST(LatentDataset, WriterReaderRoundTrip) {
+  std::string path = temp("roundtrip.h5");
+  LatentSamples a = make_samples(3, 2, 2, 1.0f), b = make_samples(2, 4, 2, -3.0f), c = make_samples(2, 2, 2, 7.0f);
+  {
+    LatentDatasetWriter writer(path, {.model_family = "flux", .latent_channels = 4, .vae_scaling_factor = 0.3611,
+                                      .vae_shift_factor = 0.1159, .text_encoder = "t5", .label_names = {"x", "y"}});
+    EXPECT_EQ(writer.append(a), (std::vector<int64_t>{0, 1, 2}));
+    EXPECT_EQ(writer.append(b), (std::vector<int64_t>{3, 4}));
+    EXPECT_EQ(writer.append(c), (std::vector<int64_t>{5, 6}));
+  }
+  auto ds = LatentDataset::open(path);
+  EXPECT_EQ(ds->attributes().model_family, "flux");
+  EXPECT_DOUBLE_EQ(ds->attributes().vae_scaling_factor, 0.3611);
+  EXPECT_DOUBLE_EQ(ds->attributes().vae_shift_factor, 0.1159);
+  EXPECT_EQ(ds->attributes().text_encoder, "t5");
+  EXPECT_EQ(ds->attributes().label_names, (std::vector<std::string>{"x", "y"}));
+  ASSERT_EQ(ds->size(), 7);
+  ASSERT_EQ(ds->buckets().size(), 2u);
+  EXPECT_EQ(ds->buckets()[0].name, "2x2");
+  EXPECT_EQ(ds->buckets()[0].n_samples, 5);
+  EXPECT_EQ(ds->buckets()[1].name, "4x2");
+  EXPECT_EQ(ds->bucket_of(5), 0);
+  EXPECT_EQ(ds->row_of(5), 3);
+  LatentSamples back = ds->read({6, 1});
+  EXPECT_EQ(back.latents.shape(), Shape({2, 4, 2, 2}));
+  // Values are exact in f16.
+  auto expect_rows = [](const Tensor& got, int64_t got_row, const Tensor& want, int64_t want_row) {
+    std::vector<float> g = got.select(0, got_row).contiguous().to_vector<float>();
+    std::vector<float> w = want.select(0, want_row).contiguous().to_vector<float>();
+    EXPECT_EQ(g, w);
+  };
+  expect_rows(back.latents, 0, c.latents, 1);
+  expect_rows(back.latents, 1, a.latents, 1);
+  expect_rows(back.text_embeds, 0, c.text_embeds, 1);
+  expect_rows(back.text_pooled, 1, a.text_pooled, 1);
+  EXPECT_EQ(back.text_mask.to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
+  EXPECT_EQ(back.captions, (std::vector<std::string>{"caption 1 ü", "caption 1 ü"}));
+  EXPECT_EQ(back.labels.to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+  EXPECT_THROW(ds->read({0, 3}), WickError);  // two buckets in one read
+  ValidationReport report = ds->validate();
+  EXPECT_TRUE(report.ok()) << (report.errors.empty() ? "" : report.errors[0]);
+  EXPECT_EQ(report.n_samples, 7);
+}
+
+// Expected fixture values (the formulas in make_dataset_fixture.py).
+TEST(LatentDataset, ReadsTheH5pyFixture) {
+  auto ds = LatentDataset::open(fixture("fixture.h5"));
+  EXPECT_EQ(ds->attributes().model_family, "test-family");
+  EXPECT_EQ(ds->attributes().latent_channels, 4);
+  EXPECT_DOUBLE_EQ(ds->attributes().vae_scaling_factor, 0.5);
+  EXPECT_DOUBLE_EQ(ds->attributes().vae_shift_factor, 0.25);
+  EXPECT_EQ(ds->attributes().label_names, (std::vector<std::string>{"zero", "one", "two"}));
+  ASSERT_EQ(ds->size(), 8);
+  EXPECT_EQ(ds->text_length(), 3);
+  EXPECT_EQ(ds->text_dim(), 5);
+  EXPECT_EQ(ds->pooled_dim(), 6);
+  // id order [0, 5, 1, 6, 2, 7, 3, 4] over the index (4x4 rows 0..4, then 2x6 rows 0..2).
+  const std::vector<std::pair<int64_t, int64_t>> where = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}, {0, 3}, {0, 4}};
+  const std::vector<std::string> captions = {"a shoe", "café ☕", "Ankle boot", "", "x y z w"};
+  for (int64_t id = 0; id < 8; ++id) {
+    auto [b, n] = where[static_cast<size_t>(id)];
+    ASSERT_EQ(ds->bucket_of(id), b);
+    ASSERT_EQ(ds->row_of(id), n);
+    LatentSamples s = ds->read({id});
+    int64_t H = b == 0 ? 4 : 2, W = b == 0 ? 4 : 6;
+    ASSERT_EQ(s.latents.shape(), Shape({1, 4, H, W}));
+    std::vector<float> latents = s.latents.to_vector<float>();
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          EXPECT_FLOAT_EQ(latents[static_cast<size_t>((c * H + h) * W + w)],
+                          static_cast<float>((b * 100 + n * 10 + c + 0.25 * h + 0.125 * w) / 64));
+    std::vector<float> embeds = s.text_embeds.to_vector<float>();
+    for (int64_t l = 0; l < 3; ++l)
+      for (int64_t d = 0; d < 5; ++d)
+        EXPECT_FLOAT_EQ(embeds[static_cast<size_t>(l * 5 + d)], static_cast<float>((b - n + 0.5 * l - 0.25 * d) / 8));
+    std::vector<float> pooled = s.text_pooled.to_vector<float>();
+    for (int64_t p = 0; p < 6; ++p) EXPECT_FLOAT_EQ(pooled[static_cast<size_t>(p)], static_cast<float>((n + p) / 16.0));
+    std::vector<uint8_t> mask = s.text_mask.to_vector<uint8_t>();
+    for (int64_t l = 0; l < 3; ++l) EXPECT_EQ(mask[static_cast<size_t>(l)], l <= n % 3 ? 1 : 0);
+    EXPECT_EQ(s.captions[0], captions[static_cast<size_t>((b + n) % 5)]);
+    EXPECT_EQ(s.labels.to_vector<int64_t>()[0], (b * 7 + n) % 3);
+    EXPECT_EQ(ds->label_of(id), (b * 7 + n) % 3);
+  }
+  EXPECT_TRUE(ds->validate().ok());
+}
+
+TEST(LatentDataset, BadInputsNameTheFileAndObject) {
+  EXPECT_THAT(open_error(temp("no_such.h5")), HasSubstr("no_such.h5: no such file"));
+  std::string text = temp("not_hdf5.h5");
+  std::ofstream(text) << "hello, not HDF5\n";
+  EXPECT_THAT(open_error(text), HasSubstr("not_hdf5.h5: not an HDF5 file"));
+  std::string message = open_error(fixture("bad_wrong_format.h5"));
+  EXPECT_THAT(message, HasSubstr("bad_wrong_format.h5"));
+  EXPECT_THAT(message, HasSubstr("'format' is 'not-wick'"));
+  EXPECT_THAT(open_error(fixture("bad_wrong_version.h5")), HasSubstr("'format_version' is 2"));
+  message = open_error(fixture("bad_missing_dataset.h5"));
+  EXPECT_THAT(message, HasSubstr("bad_missing_dataset.h5: missing dataset /buckets/2x6/text/pooled"));
+  message = open_error(fixture("bad_wrong_shape.h5"));
+  EXPECT_THAT(message, HasSubstr("/buckets/4x4/latents has shape [5, 4, 4, 3]"));
+  // NaN: opens (the structure is fine), validate reports it.
+  auto ds = LatentDataset::open(fixture("bad_nan_latents.h5"));
+  ValidationReport report = ds->validate();
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.errors[0], HasSubstr("/buckets/2x6/latents row 1 holds a non-finite value (NaN)"));
+}
+
+TEST(LatentDataset, ValidateFindsNonFiniteLatentsWrittenByWick) {
+  std::string path = temp("inf.h5");
+  LatentSamples s = make_samples(3, 2, 2, 0.0f);
+  s.latents.data_as<float>()[4 * 2 * 2 + 3] = INFINITY;
+  {
+    LatentDatasetWriter writer(path, {.model_family = "flux", .latent_channels = 4});
+    writer.append(s);
+  }
+  ValidationReport report = LatentDataset::open(path)->validate();
+  ASSERT_EQ(report.errors.size(), 1u);
+  EXPECT_THAT(report.errors[0], HasSubstr("latents row 1 holds a non-finite value (Inf)"));
+}
+
+TEST(LatentDataset, ClassFilter) {
+  auto ds = LatentDataset::open(fixture("fixture.h5"));
+  std::vector<int64_t> all = select_ids(*ds, {});
+  EXPECT_EQ(all.size(), 8u);
+  std::vector<int64_t> twos = select_ids(*ds, {.include = resolve_labels(*ds, {"TWO"})});
+  std::vector<int64_t> no_twos = select_ids(*ds, {.exclude = {2}});
+  EXPECT_EQ(twos.size() + no_twos.size(), 8u);
+  for (int64_t id : twos) EXPECT_EQ(ds->label_of(id), 2);
+  for (int64_t id : no_twos) EXPECT_NE(ds->label_of(id), 2);
+  EXPECT_THROW(resolve_labels(*ds, {"ankle boot"}), WickError);
+}
+
+std::vector<int64_t> buckets_of(const std::vector<int64_t>& ids) {
+  std::vector<int64_t> out;
+  for (int64_t id : ids) out.push_back(id % 3 == 0 ? 1 : 0);  // two buckets of different sizes
+  return out;
+}
+
+TEST(DistributedSampler, RanksCoverEverySampleDisjointly) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 47; ++i) ids.push_back(i * 2 + 1);
+  for (int world : {1, 2, 3}) {
+    std::multiset<int64_t> seen;
+    int64_t batches = -1;
+    for (int rank = 0; rank < world; ++rank) {
+      DistributedSampler sampler(ids, buckets_of(ids), {.seed = 5, .rank = rank, .world = world, .batch_size = 4});
+      if (batches < 0) batches = sampler.batches_per_epoch();
+      EXPECT_EQ(sampler.batches_per_epoch(), batches);
+      for (int64_t b = 0; b < batches; ++b) {
+        std::vector<int64_t> batch = sampler.rank_batch(0, b);
+        ASSERT_EQ(batch.size(), 4u);
+        std::set<int64_t> bucket_set;
+        for (int64_t id : batch) bucket_set.insert(id % 3 == 0);
+        EXPECT_EQ(bucket_set.size(), 1u) << "a batch mixes buckets";
+        seen.insert(batch.begin(), batch.end());
+      }
+    }
+    // Every id at least once; the extra ones are the wrap padding (< world * batch per bucket).
+    for (int64_t id : ids) EXPECT_GE(seen.count(id), 1u) << "world " << world << " id " << id;
+    int64_t padded = static_cast<int64_t>(seen.size()) - static_cast<int64_t>(ids.size());
+    EXPECT_GE(padded, 0);
+    EXPECT_LT(padded, 2 * world * 4);
+    // Disjoint ranks: global batch positions are split, so the total is exactly batches * world * 4.
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), batches * world * 4);
+  }
+}
+
+TEST(DistributedSampler, DeterministicDifferentPerEpochAndResumable) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 100; ++i) ids.push_back(i);
+  SamplerOptions options{.seed = 9, .rank = 1, .world = 2, .batch_size = 3};
+  DistributedSampler a(ids, buckets_of(ids), options), b(ids, buckets_of(ids), options);
+  EXPECT_EQ(a.epoch_order(0), b.epoch_order(0));
+  EXPECT_NE(a.epoch_order(0), a.epoch_order(1));
+  SamplerOptions other_seed = options;
+  other_seed.seed = 10;
+  EXPECT_NE(a.epoch_order(0), DistributedSampler(ids, buckets_of(ids), other_seed).epoch_order(0));
+  // Consume 1.5 epochs, saving the state half-way through epoch 1.
+  std::vector<std::vector<int64_t>> rest;
+  std::vector<int64_t> batch;
+  int64_t per_epoch = a.batches_per_epoch();
+  for (int64_t i = 0; i < per_epoch + per_epoch / 2; ++i) a.next(batch);
+  SamplerState saved = a.state();
+  EXPECT_EQ(saved.epoch, 1);
+  EXPECT_EQ(saved.position, per_epoch / 2);
+  for (int64_t i = 0; i < per_epoch; ++i) {
+    a.next(batch);
+    rest.push_back(batch);
+  }
+  DistributedSampler resumed(ids, buckets_of(ids), options);
+  resumed.load_state(saved);
+  for (int64_t i = 0; i < per_epoch; ++i) {
+    resumed.next(batch);
+    EXPECT_EQ(batch, rest[static_cast<size_t>(i)]) << "batch " << i << " after resume";
+  }
+  // The order does not depend on the order the ids were given in.
+  std::vector<int64_t> reversed(ids.rbegin(), ids.rend());
+  EXPECT_EQ(DistributedSampler(reversed, buckets_of(reversed), options).epoch_order(3), b.epoch_order(3));
+}
+
+TEST(Prefetcher, DeliversTheSameBatchesAsDirectReads) {
+  auto ds = LatentDataset::open(fixture("fixture.h5"));
+  std::vector<int64_t> ids = select_ids(*ds, {});
+  std::vector<int64_t> buckets;
+  for (int64_t id : ids) buckets.push_back(ds->bucket_of(id));
+  SamplerOptions options{.seed = 3, .rank = 0, .world = 1, .batch_size = 2};
+  DistributedSampler reference(ids, buckets, options);
+  Prefetcher loader(ds, DistributedSampler(ids, buckets, options), {.depth = 3});
+  for (int step = 0; step < 12; ++step) {  // crosses an epoch boundary
+    std::vector<int64_t> want;
+    reference.next(want);
+    Batch got = loader.next();
+    ASSERT_EQ(got.ids, want);
+    LatentSamples direct = ds->read(want);
+    EXPECT_EQ(got.latents.to_vector<float>(), direct.latents.to_vector<float>());
+    EXPECT_EQ(got.text_embeds.to_vector<float>(), direct.text_embeds.to_vector<float>());
+    EXPECT_EQ(got.text_pooled.to_vector<float>(), direct.text_pooled.to_vector<float>());
+    EXPECT_EQ(got.text_mask.to_vector<uint8_t>(), direct.text_mask.to_vector<uint8_t>());
+    EXPECT_EQ(got.labels.to_vector<int64_t>(), direct.labels.to_vector<int64_t>());
+    EXPECT_EQ(got.captions, direct.captions);
+    EXPECT_EQ(loader.state(), reference.state());
+  }
+}
+
+TEST(HashedTextEncoder, WordsMaskAndPooling) {
+  EXPECT_EQ(HashedTextEncoder::words("T-shirt/top"), (std::vector<std::string>{"t", "shirt", "top"}));
+  EXPECT_EQ(HashedTextEncoder::words("Ankle boot"), (std::vector<std::string>{"ankle", "boot"}));
+  HashedTextEncoder encoder;
+  TextEncoding e = encoder.encode({"Ankle boot", "ankle  BOOT", "", "a b c d e f g h i j"});
+  std::vector<float> embeds = e.embeds.to_vector<float>();
+  std::vector<uint8_t> mask = e.mask.to_vector<uint8_t>();
+  EXPECT_EQ(std::vector<float>(embeds.begin(), embeds.begin() + 512),
+            std::vector<float>(embeds.begin() + 512, embeds.begin() + 1024));  // case and spaces ignored
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin(), mask.begin() + 8), (std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin() + 16, mask.begin() + 24), std::vector<uint8_t>(8, 0));
+  EXPECT_EQ(std::vector<uint8_t>(mask.begin() + 24, mask.end()), std::vector<uint8_t>(8, 1));  // truncated to 8
+  std::vector<float> ankle = encoder.word_vector("ankle"), boot = encoder.word_vector("boot");
+  std::vector<float> pooled = e.pooled.to_vector<float>();
+  double norm = 0;
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_FLOAT_EQ(pooled[static_cast<size_t>(i)], (ankle[static_cast<size_t>(i)] + boot[static_cast<size_t>(i)]) / 2);
+    EXPECT_EQ(pooled[static_cast<size_t>(128 + i)], 0.0f);
+    norm += ankle[static_cast<size_t>(i)] * ankle[static_cast<size_t>(i)];
+  }
+  EXPECT_NEAR(std::sqrt(norm), 1.0, 0.35);
+  EXPECT_NE(ankle, boot);
+}
+
+TEST(FashionPack, PacksTwoByTwoAndInspects) {
+  Tensor image = Tensor::empty({1, 784}, DType::F32);
+  for (int i = 0; i < 784; ++i) image.data_as<float>()[i] = static_cast<float>(i) / 1000.0f;
+  std::vector<float> packed = pack_images_2x2(image).to_vector<float>();
+  // latent[dy*2 + dx, i, j] = 2 * image[2i + dy, 2j + dx] - 1
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 14; ++i)
+      for (int j = 0; j < 14; ++j) {
+        int dy = c / 2, dx = c % 2;
+        EXPECT_FLOAT_EQ(packed[static_cast<size_t>((c * 14 + i) * 14 + j)],
+                        static_cast<float>((2 * i + dy) * 28 + 2 * j + dx) / 1000.0f * 2.0f - 1.0f);
+      }
+
+  if (!std::filesystem::exists(fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  std::string out = temp("packed/fashion.h5");
+  std::filesystem::remove(out);
+  PackSummary summary = pack_fashion_mnist({.out = out, .split = "train", .limit = 200, .progress = false});
+  EXPECT_EQ(summary.n_samples, 200);
+  EXPECT_THROW(pack_fashion_mnist({.out = out, .limit = 10, .progress = false}), WickError);  // exists, no --force
+  auto ds = LatentDataset::open(out);
+  EXPECT_EQ(ds->size(), 200);
+  EXPECT_EQ(ds->attributes().model_family, "fashion-dit");
+  EXPECT_EQ(ds->attributes().text_encoder, "wick-hashed-words-v1");
+  ASSERT_EQ(ds->buckets().size(), 1u);
+  EXPECT_EQ(ds->buckets()[0].name, "14x14");
+  ValidationReport report = ds->validate();
+  EXPECT_TRUE(report.ok());
+  EXPECT_GT(report.latent_std, 0.3);
+  EXPECT_LT(report.latent_mean, 0.0);  // Fashion-MNIST is mostly black background
+  FashionMnist raw = load_fashion_mnist("train");
+  LatentSamples s = ds->read({17});
+  Tensor expected = pack_images_2x2(raw.images.narrow(0, 17, 1));
+  std::vector<float> got = s.latents.to_vector<float>(), want = expected.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3);  // f16 storage
+  int64_t label = raw.labels.to_vector<int64_t>()[17];
+  EXPECT_EQ(ds->label_of(17), label);
+  EXPECT_EQ(s.captions[0], fashion_mnist_class_names()[static_cast<size_t>(label)]);
+  TextEncoding text = HashedTextEncoder().encode({s.captions[0]});
+  EXPECT_EQ(s.text_mask.to_vector<uint8_t>(), text.mask.to_vector<uint8_t>());
+}
+
+}  // namespace
+}  // namespace wick
