@@ -404,6 +404,14 @@ TEST(Font, DrawsTheGlyphBits) {
   for (int64_t row = 0; row < 7; ++row) EXPECT_EQ(image.at(1 + row, 1), 0);
   for (int64_t column = 0; column < 5; ++column) EXPECT_EQ(image.at(7, 1 + column), 0);
   EXPECT_EQ(image.at(1, 2), 255);
+  // 'g' sits one row lower: its tail (rows' last entry 0x0E) lands in the cell's spacing row.
+  Image low(10, 10, 1, {255, 255, 255});
+  draw_text(low, 0, 0, "g", {0, 0, 0});
+  EXPECT_TRUE(glyph_descends('g'));
+  EXPECT_FALSE(glyph_descends('a'));
+  EXPECT_EQ(low.at(7, 1), 0);    // 0x0E: columns 1..3 of row 7
+  EXPECT_EQ(low.at(7, 0), 255);
+  for (int64_t x = 0; x < 5; ++x) EXPECT_EQ(low.at(0, x), 255);  // nothing on the top row
 }
 
 TEST(ImageGrid, SizeValuesAndLabelPixels) {
