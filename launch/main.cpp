@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"wick: training for diffusion models (LoRA, DoRA, full) on CPU and CUDA"};
   app.require_subcommand(1);
   wick::launch::add_info_command(app);
+  wick::launch::add_checkpoint_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
