@@ -205,7 +205,9 @@ TEST(CheckpointIo, WriteVerifyReadRoundTripIsBitwise) {
   for (const auto& [name, p] : resumed.named()) {
     autograd::set_requires_grad(p, true, name);
     for (const auto& [original_name, original] : model.named())
-      if (original_name == name) EXPECT_EQ(bytes_of(p), bytes_of(original)) << name;
+      if (original_name == name) {
+        EXPECT_EQ(bytes_of(p), bytes_of(original)) << name;
+      }
   }
   auto optimizer_b = make_optimizer("adamw8bit", resumed.named());
   OptimizerLayout layout;
