@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   wick::launch::add_info_command(app);
   wick::launch::add_dataset_command(app);
+  wick::launch::add_checkpoint_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,107 @@
+// training_state.json: writing and reading TrainingState with nlohmann::json.
+#include "engine/checkpoint/training_state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace wick {
+namespace {
+
+constexpr const char* kFormat = "wick.training_state";
+constexpr int kVersion = 1;
+
+void write_file_synced(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) WICK_FAIL(Data, "cannot create ", path, ": ", std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      WICK_FAIL(Data, "cannot write ", path, ": ", std::strerror(error));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int error = errno;
+    ::close(fd);
+    WICK_FAIL(Data, "cannot fsync ", path, ": ", std::strerror(error));
+  }
+  ::close(fd);
+}
+
+template <typename T>
+T field(const nlohmann::json& json, const char* key, const std::string& path) {
+  auto found = json.find(key);
+  if (found == json.end()) WICK_FAIL(Data, path, ": missing field \"", key, "\"");
+  try {
+    return found->get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    WICK_FAIL(Data, path, ": field \"", key, "\" has the wrong type (", found->type_name(), ")");
+  }
+}
+
+}  // namespace
+
+bool TrainingState::operator==(const TrainingState& other) const {
+  return step == other.step && epoch == other.epoch && sample_cursor == other.sample_cursor && seed == other.seed &&
+         rng.stream.key == other.rng.stream.key && rng.stream.stream == other.rng.stream.stream &&
+         rng.offset == other.rng.offset && extra == other.extra;
+}
+
+void save_training_state(const std::string& path, const TrainingState& state) {
+  nlohmann::json json = {
+      {"format", kFormat},
+      {"format_version", kVersion},
+      {"step", state.step},
+      {"epoch", state.epoch},
+      {"sample_cursor", state.sample_cursor},
+      {"seed", state.seed},
+      {"rng", {{"key", state.rng.stream.key}, {"stream", state.rng.stream.stream}, {"offset", state.rng.offset}}},
+      {"extra", state.extra},
+  };
+  write_file_synced(path, json.dump(2) + "\n");
+}
+
+TrainingState load_training_state(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) WICK_FAIL(Data, "cannot open training state ", path, ": ", std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    WICK_FAIL(Data, path, ": not valid JSON (", e.what(), ")");
+  }
+  if (!json.is_object()) WICK_FAIL(Data, path, ": expected a JSON object");
+  std::string format = field<std::string>(json, "format", path);
+  if (format != kFormat) WICK_FAIL(Data, path, ": format is \"", format, "\", expected \"", kFormat, "\"");
+  int version = field<int>(json, "format_version", path);
+  if (version > kVersion)
+    WICK_FAIL(Data, path, ": format_version ", version, " is newer than this wick reads (", kVersion, ")");
+  TrainingState state;
+  state.step = field<int64_t>(json, "step", path);
+  state.epoch = field<int64_t>(json, "epoch", path);
+  state.sample_cursor = field<int64_t>(json, "sample_cursor", path);
+  state.seed = field<uint64_t>(json, "seed", path);
+  nlohmann::json rng = field<nlohmann::json>(json, "rng", path);
+  const std::string rng_path = path + " (rng)";
+  state.rng.stream.key = field<uint64_t>(rng, "key", rng_path);
+  state.rng.stream.stream = field<uint64_t>(rng, "stream", rng_path);
+  state.rng.offset = field<uint64_t>(rng, "offset", rng_path);
+  if (json.contains("extra")) state.extra = field<std::map<std::string, std::string>>(json, "extra", path);
+  return state;
+}
+
+}  // namespace wick
