@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "runtime/cpu/kernels.h"
 #include "runtime/cpu/parallel.h"
@@ -27,9 +29,30 @@ void copy_strided(void* dst, DType dst_dtype, const StridedView& dst_view, const
         });
         return;
       }
-      parallel_for(n, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[dst_view.offset_of(i)] = convert<D>(in[src_view.offset_of(i)]);
-      });
+      // Runs of `run` elements stay inside one innermost row of both views (run divides both
+      // innermost extents), so offsets are computed once per run, not per element.
+      int64_t dst_inner = dst_flat ? n : dst_view.shape[dst_view.rank - 1];
+      int64_t src_inner = src_flat ? n : src_view.shape[src_view.rank - 1];
+      int64_t dst_step = dst_flat ? 1 : dst_view.strides[dst_view.rank - 1];
+      int64_t src_step = src_flat ? 1 : src_view.strides[src_view.rank - 1];
+      int64_t run = std::gcd(dst_inner, src_inner);
+      if (run < 1) run = 1;
+      int64_t n_runs = n / run;
+      parallel_for(
+          n_runs,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+              int64_t first = r * run;
+              D* o = out + (dst_flat ? first : dst_view.offset_of(first));
+              const S* s = in + (src_flat ? first : src_view.offset_of(first));
+              if (dst_step == 1 && src_step == 1) {
+                for (int64_t j = 0; j < run; ++j) o[j] = convert<D>(s[j]);
+              } else {
+                for (int64_t j = 0; j < run; ++j) o[j * dst_step] = convert<D>(s[j * src_step]);
+              }
+            }
+          },
+          std::max<int64_t>(1, default_grain / run));
     });
   });
 }
