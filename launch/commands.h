@@ -7,6 +7,7 @@
 namespace wick::launch {
 
 void add_info_command(CLI::App& app);
+void add_example_command(CLI::App& app);
 
 int exit_status();
 void set_exit_status(int status);
