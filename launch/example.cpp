@@ -1,7 +1,7 @@
 // `wick example fashion-mlp | fashion-cnn`: small end-to-end trainings on Fashion-MNIST (Debian's
 // dataset-fashion-mnist package) through the Keras-like API.
 //
-//   wick example fashion-mlp --epochs 10 --batch-size 128 --optimizer adamw --lr 1e-3
+//   wick example fashion-mlp --epochs 10 --batch-size 128 --optimizer adamw --lr 2e-3
 //   wick example fashion-cnn --epochs 3 --out output/fashion_cnn
 //   wick example fashion-mlp --epochs 1 --limit 2000        # a quick smoke run
 //
@@ -30,7 +30,7 @@ struct ExampleOptions {
   int64_t epochs = 10;
   int64_t batch_size = 128;
   std::string optimizer = "adamw";
-  double lr = 1e-3;
+  double lr = 2e-3;
   std::string schedule = "cosine";
   uint64_t seed = 0;
   std::string out;

@@ -24,10 +24,10 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, uint64_t epoch);
 // identity (then the rows are a view when x is already on `device`).
 Tensor take_rows(const Tensor& x, const std::vector<int64_t>& order, int64_t start, int64_t count, Device device);
 
-// Views of the first and the last part of x along axis 0: the last floor-complement
+// Views of the first and the last part of x along axis 0, cut at split_point: the last
 // n - floor(n (1 - fraction)) samples form the second part (Keras's validation_split).
 std::pair<Tensor, Tensor> split_last(const Tensor& x, double fraction);
-// Where split_last cuts n samples.
+// floor(n (1 - fraction)), the number of samples before the cut; fraction in [0, 1).
 int64_t split_point(int64_t n, double fraction);
 
 }  // namespace wick::keras
