@@ -1,6 +1,7 @@
 // The `wick` command-line program. Subcommands live in launch/<name>.cpp and register here.
 //
 //   wick info        version, build, compiled features, visible devices
+//   wick example     small end-to-end trainings (fashion-mlp, fashion-cnn)
 //
 // Exit status: 0 success; 2 bad command line or config; 3 bad data, checkpoint or weights file;
 // 4 a failure during training. Errors are printed as one line on stderr, never as a crash.
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   wick::launch::add_info_command(app);
   wick::launch::add_dataset_command(app);
   wick::launch::add_checkpoint_command(app);
+  wick::launch::add_example_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
