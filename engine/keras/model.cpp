@@ -1,5 +1,8 @@
 #include "engine/keras/model.h"
 
+#include "engine/autograd/rng_state.h"
+#include "runtime/philox.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -200,6 +203,10 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) 
         int64_t begin = step * options.batch_size, count = std::min(options.batch_size, n_train - begin);
         Tensor xb = take_rows(train_x, order, begin, count, device);
         Tensor yb = take_rows(train_y, order, begin, count, device);
+        // Random layers (dropout) draw from a stream of (seed, optimizer step): reproducible runs.
+        autograd::current_rng() = {derive_stream(options.seed, static_cast<uint64_t>(optimizer_->steps_taken()), 0,
+                                                 RngPurpose::Dropout),
+                                   0};
         Tensor pred = module_->forward(xb);
         Tensor loss = compute_loss(c.loss, pred, yb);
         autograd::GradientStore grads = autograd::backward(loss);

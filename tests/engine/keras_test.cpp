@@ -60,7 +60,7 @@ std::unique_ptr<keras::Sequential> make_mlp(uint64_t init_seed, double dropout =
   auto model = std::make_unique<keras::Sequential>();
   model->add(std::make_shared<nn::Linear>(2, 16));
   model->add(std::make_shared<nn::Activation>("relu"));
-  if (dropout > 0.0) model->add(std::make_shared<nn::Dropout>(dropout, 5));
+  if (dropout > 0.0) model->add(std::make_shared<nn::Dropout>(dropout));
   model->add(std::make_shared<nn::Linear>(16, 2));
   return model;
 }
