@@ -179,6 +179,30 @@ TEST(DiT, TimestepAndPooledChangeTheOutput) {
   EXPECT_EQ(max_abs_diff(y0, run(dit, in)), 0.0);  // deterministic
 }
 
+TEST(DiT, Bf16ModelWorksInBf16AndTracksF32) {
+  DiTConfig c = small_config();
+  set_init_seed(9);
+  DiT ref(c);
+  perturb_zero_parameters(ref, 90);
+  c.dtype = DType::BF16;
+  set_init_seed(9);
+  DiT dit(c);
+  auto ref_params = ref.named_parameters();
+  auto params = dit.named_parameters();
+  for (size_t i = 0; i < params.size(); ++i) copy_into(params[i].second, ref_params[i].second);
+  Inputs in = make_inputs(c, 2, 4, 91);
+  Inputs in16 = in;
+  in16.x = in.x.to(DType::BF16);
+  Tensor y = run(dit, in16);  // t, context, pooled stay f32: cast inside
+  EXPECT_EQ(y.dtype(), DType::BF16);
+  Tensor y32 = run(ref, in);
+  EXPECT_LT(max_abs_diff(y.to(DType::F32), y32), 0.05 * std::max(1.0, max_abs(y32)));
+  Tensor loss = autograd::mean(autograd::square(y));
+  GradientStore grads;
+  backward(loss, grads);
+  EXPECT_TRUE(grads.get(dit.parameter("blocks.0.attn.kv.weight")).defined());
+}
+
 TEST(DiT, PositionTableIsTwoDimensionalSinCos) {
   std::vector<double> t = sincos_2d_table(8, 3);  // quarter 2: [sin w, sin w/100, cos w, cos w/100, (h ...)]
   auto at = [&](int64_t h, int64_t w, int64_t k) { return t[static_cast<size_t>((h * 3 + w) * 8 + k)]; };
