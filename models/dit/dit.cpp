@@ -1,0 +1,221 @@
+#include "models/dit/dit.h"
+
+#include <cmath>
+
+#include "engine/autograd/ops_elementwise.h"
+#include "engine/autograd/ops_join.h"
+#include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_view.h"
+#include "models/nn/attention.h"
+#include "models/nn/basic.h"
+#include "models/nn/linear.h"
+#include "models/nn/norm.h"
+#include "runtime/ops/copy.h"
+#include "runtime/ops/creation.h"
+#include "runtime/ops/join.h"
+
+namespace wick {
+namespace {
+
+// Sets every parameter of `module` to zero (adaLN-Zero and the zero final layer).
+void zero_parameters(Module& module) {
+  for (auto& [name, tensor] : module.named_parameters()) copy_into(tensor, zeros_like(tensor));
+}
+
+// x (1 + scale) + shift, with scale and shift [B, hidden] broadcast over the tokens.
+Tensor modulate(const Tensor& x, const Tensor& shift, const Tensor& scale) {
+  return autograd::add(autograd::mul(x, autograd::add(autograd::unsqueeze(scale, 1), 1.0)),
+                       autograd::unsqueeze(shift, 1));
+}
+
+// in -> linear_1 -> SiLU -> linear_2 (diffusers' TimestepEmbedding / PixArtAlphaTextProjection).
+class EmbedMLP : public Module {
+ public:
+  EmbedMLP(int64_t in, int64_t hidden, nn::LinearOptions options) {
+    register_module("linear_1", std::make_shared<nn::Linear>(in, hidden, options));
+    register_module("linear_2", std::make_shared<nn::Linear>(hidden, hidden, options));
+  }
+  std::string type_name() const override { return "EmbedMLP"; }
+  Tensor forward(const Tensor& x) override {
+    return child("linear_2")->forward(autograd::silu(child("linear_1")->forward(x)));
+  }
+};
+
+// Patchify, then Linear(C·p², hidden) per token (equal to DiT's stride-p conv).
+class PatchEmbed : public Module {
+ public:
+  PatchEmbed(int64_t channels, int64_t patch, int64_t hidden, nn::LinearOptions options) : patch_(patch) {
+    register_module("proj", std::make_shared<nn::Linear>(channels * patch * patch, hidden, options));
+  }
+  std::string type_name() const override { return "PatchEmbed"; }
+  Tensor forward(const Tensor& x) override { return child("proj")->forward(autograd::patchify(x, patch_)); }
+
+ private:
+  int64_t patch_;
+};
+
+// A numbered list of child modules ("0", "1", ...) whose forwards the owner calls.
+class ModuleList : public Module {
+ public:
+  std::string type_name() const override { return "ModuleList"; }
+  void add(std::shared_ptr<Module> module) { register_module(std::to_string(children().size()), std::move(module)); }
+};
+
+// SiLU -> Linear(hidden, n·hidden): "adaLN_modulation.1" as in DiT; zero-initialized.
+std::shared_ptr<nn::Sequential> make_modulation(int64_t hidden, int64_t n, nn::LinearOptions options) {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->add(std::make_shared<nn::Activation>("silu"));
+  seq->add(std::make_shared<nn::Linear>(hidden, n * hidden, options));
+  zero_parameters(*seq);
+  return seq;
+}
+
+// One transformer block with adaLN-Zero: image tokens attend over [image tokens; text tokens].
+class DiTBlock : public Module {
+ public:
+  DiTBlock(const DiTConfig& c, nn::LinearOptions options) {
+    int64_t hidden = c.hidden_size;
+    register_module("norm1", std::make_shared<nn::LayerNorm>(Shape{hidden}, 1e-6, false, c.dtype, c.device));
+    nn::AttentionOptions attn;
+    attn.context_dim = hidden;  // q from the image tokens, kv from [image; text]
+    attn.linear = options;
+    register_module("attn", std::make_shared<nn::MultiHeadAttention>(hidden, c.num_heads, attn));
+    register_module("norm2", std::make_shared<nn::LayerNorm>(Shape{hidden}, 1e-6, false, c.dtype, c.device));
+    int64_t mlp_hidden = static_cast<int64_t>(static_cast<double>(hidden) * c.mlp_ratio);
+    register_module("mlp", std::make_shared<nn::MLP>(hidden, mlp_hidden, "gelu_tanh", options));
+    register_module("adaLN_modulation", make_modulation(hidden, 6, options));
+  }
+  std::string type_name() const override { return "DiTBlock"; }
+
+  // x [B, N, hidden], text [B, L, hidden], key_mask [B, 1, 1, N + L] U8, c [B, hidden].
+  Tensor run(const Tensor& x, const Tensor& text, const Tensor& key_mask, const Tensor& c) {
+    std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->forward(c), 6, 1);
+    const Tensor &shift_msa = mod[0], &scale_msa = mod[1], &gate_msa = mod[2];
+    const Tensor &shift_mlp = mod[3], &scale_mlp = mod[4], &gate_mlp = mod[5];
+    Tensor h = modulate(child("norm1")->forward(x), shift_msa, scale_msa);
+    auto* attn = static_cast<nn::MultiHeadAttention*>(child("attn").get());
+    Tensor joint = autograd::concat({h, text}, 1);
+    Tensor out = autograd::add(x, autograd::mul(autograd::unsqueeze(gate_msa, 1), attn->attend(h, joint, key_mask)));
+    h = modulate(child("norm2")->forward(out), shift_mlp, scale_mlp);
+    return autograd::add(out, autograd::mul(autograd::unsqueeze(gate_mlp, 1), child("mlp")->forward(h)));
+  }
+};
+
+// norm_final -> modulate(shift, scale) -> linear(hidden, p²·C_out); linear and modulation zero.
+class FinalLayer : public Module {
+ public:
+  FinalLayer(const DiTConfig& c, int64_t out_features, nn::LinearOptions options) {
+    register_module("norm_final",
+                    std::make_shared<nn::LayerNorm>(Shape{c.hidden_size}, 1e-6, false, c.dtype, c.device));
+    auto linear = std::make_shared<nn::Linear>(c.hidden_size, out_features, options);
+    zero_parameters(*linear);
+    register_module("linear", linear);
+    register_module("adaLN_modulation", make_modulation(c.hidden_size, 2, options));
+  }
+  std::string type_name() const override { return "FinalLayer"; }
+  Tensor run(const Tensor& x, const Tensor& c) {
+    std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->forward(c), 2, 1);
+    return child("linear")->forward(modulate(child("norm_final")->forward(x), mod[0], mod[1]));
+  }
+};
+
+}  // namespace
+
+std::vector<double> sincos_2d_table(int64_t dim, int64_t grid) {
+  WICK_CHECK(dim % 4 == 0, "DiT: hidden_size ", dim, " must be divisible by 4 for the 2-d sin-cos position table");
+  const int64_t quarter = dim / 4;
+  std::vector<double> table(static_cast<size_t>(grid * grid * dim));
+  for (int64_t h = 0; h < grid; ++h)
+    for (int64_t w = 0; w < grid; ++w) {
+      double* row = table.data() + (h * grid + w) * dim;
+      const double pos[2] = {static_cast<double>(w), static_cast<double>(h)};  // MAE's meshgrid(w, h) order
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t i = 0; i < quarter; ++i) {
+          double omega = 1.0 / std::pow(10000.0, static_cast<double>(i) / static_cast<double>(quarter));
+          row[half * 2 * quarter + i] = std::sin(pos[half] * omega);
+          row[half * 2 * quarter + quarter + i] = std::cos(pos[half] * omega);
+        }
+    }
+  return table;
+}
+
+DiT::DiT(DiTConfig config) : config_(config) {
+  const DiTConfig& c = config_;
+  WICK_CHECK_KIND(Config, c.in_channels > 0 && c.patch_size > 0 && c.hidden_size > 0 && c.depth > 0,
+                  "DiT: in_channels, patch_size, hidden_size and depth must be positive (got ", c.in_channels, ", ",
+                  c.patch_size, ", ", c.hidden_size, ", ", c.depth, ")");
+  WICK_CHECK_KIND(Config, c.input_size > 0 && c.input_size % c.patch_size == 0, "DiT: latent size ", c.input_size,
+                  " is not divisible by patch_size ", c.patch_size);
+  WICK_CHECK_KIND(Config, c.num_heads > 0 && c.hidden_size % c.num_heads == 0, "DiT: hidden_size ", c.hidden_size,
+                  " is not divisible by num_heads ", c.num_heads);
+  WICK_CHECK_KIND(Config, c.hidden_size % 4 == 0, "DiT: hidden_size ", c.hidden_size, " must be divisible by 4");
+  WICK_CHECK_KIND(Config, c.text_dim > 0, "DiT: text_dim must be positive, got ", c.text_dim);
+  WICK_CHECK_KIND(Config, c.mlp_ratio > 0, "DiT: mlp_ratio must be positive, got ", c.mlp_ratio);
+  WICK_CHECK_KIND(Config, c.frequency_dim > 0 && c.frequency_dim % 2 == 0, "DiT: frequency_dim must be even");
+  grid_ = c.input_size / c.patch_size;
+  nn::LinearOptions options{.bias = true, .dtype = c.dtype, .device = c.device};
+
+  register_module("x_embedder", std::make_shared<PatchEmbed>(c.in_channels, c.patch_size, c.hidden_size, options));
+  std::vector<double> table = sincos_2d_table(c.hidden_size, grid_);
+  register_parameter("pos_embed", &pos_embed_,
+                     Tensor::from_vector<double>(table, {1, grid_ * grid_, c.hidden_size}).to(c.dtype).to(c.device));
+  register_module("t_embedder", std::make_shared<EmbedMLP>(c.frequency_dim, c.hidden_size, options));
+  if (c.pooled_dim > 0) register_module("y_embedder", std::make_shared<EmbedMLP>(c.pooled_dim, c.hidden_size, options));
+  register_module("context_embedder", std::make_shared<nn::Linear>(c.text_dim, c.hidden_size, options));
+  auto blocks = std::make_shared<ModuleList>();
+  for (int64_t i = 0; i < c.depth; ++i) blocks->add(std::make_shared<DiTBlock>(c, options));
+  register_module("blocks", blocks);
+  register_module("final_layer",
+                  std::make_shared<FinalLayer>(c, c.patch_size * c.patch_size * out_channels(), options));
+}
+
+// DiT / SD3 Timesteps(flip_sin_to_cos): [cos(t·1000·f_i), sin(t·1000·f_i)], f_i = 10000^(-i/half),
+// computed in f32 (f64 for f64 models) and cast to `dtype`.
+Tensor DiT::timestep_features(const Tensor& t, DType dtype) const {
+  const int64_t half = config_.frequency_dim / 2;
+  DType compute = dtype == DType::F64 ? DType::F64 : DType::F32;
+  std::vector<double> freqs(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    freqs[i] = 1000.0 * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(half));
+  Tensor f = Tensor::from_vector<double>(freqs, {1, half}).to(compute).to(t.device());
+  Tensor args = autograd::mul(autograd::unsqueeze(autograd::to_dtype(t, compute), 1), f);  // [B, half]
+  Tensor features = autograd::concat({autograd::cos(args), autograd::sin(args)}, 1);
+  return autograd::to_dtype(features, dtype);
+}
+
+Tensor DiT::forward(const Tensor& x, const Tensor& t, const Tensor& context, const Tensor& context_mask,
+                    const Tensor& pooled) {
+  const DiTConfig& c = config_;
+  WICK_CHECK(x.dim() == 4 && x.size(1) == c.in_channels && x.size(2) == c.input_size && x.size(3) == c.input_size,
+             "DiT: input ", x.describe(), " is not [B, ", c.in_channels, ", ", c.input_size, ", ", c.input_size, "]");
+  const int64_t batch = x.size(0);
+  WICK_CHECK(t.dim() == 1 && t.size(0) == batch, "DiT: timesteps ", t.describe(), " are not [", batch, "]");
+  WICK_CHECK(context.dim() == 3 && context.size(0) == batch && context.size(2) == c.text_dim, "DiT: context ",
+             context.describe(), " is not [", batch, ", L, ", c.text_dim, "]");
+  const int64_t n_text = context.size(1);
+  if (context_mask.defined())
+    WICK_CHECK(context_mask.dim() == 2 && context_mask.size(0) == batch && context_mask.size(1) == n_text,
+               "DiT: context_mask ", context_mask.describe(), " is not [", batch, ", ", n_text, "]");
+  if (c.pooled_dim > 0)
+    WICK_CHECK(pooled.defined() && pooled.dim() == 2 && pooled.size(0) == batch && pooled.size(1) == c.pooled_dim,
+               "DiT: pooled ", pooled.defined() ? pooled.describe() : std::string("(none)"), " is not [", batch,
+               ", ", c.pooled_dim, "]");
+  const DType dtype = x.dtype();
+
+  Tensor tokens = autograd::add(child("x_embedder")->forward(x), autograd::to_dtype(pos_embed_, dtype));
+  Tensor cond = child("t_embedder")->forward(timestep_features(t, dtype));
+  if (c.pooled_dim > 0) cond = autograd::add(cond, child("y_embedder")->forward(autograd::to_dtype(pooled, dtype)));
+  Tensor text = child("context_embedder")->forward(autograd::to_dtype(context, dtype));
+
+  // Keys: every image token, then the text tokens the mask keeps. [B, 1, 1, N + L] U8.
+  Tensor image_keep = ones({batch, n_tokens()}, DType::U8, x.device());
+  Tensor text_keep = context_mask.defined() ? context_mask.to(DType::U8) : ones({batch, n_text}, DType::U8, x.device());
+  Tensor key_mask = concat({image_keep, text_keep}, 1).reshape({batch, 1, 1, n_tokens() + n_text});
+
+  for (const auto& [name, block] : child("blocks")->children())
+    tokens = static_cast<DiTBlock*>(block.get())->run(tokens, text, key_mask, cond);
+  Tensor out = static_cast<FinalLayer*>(child("final_layer").get())->run(tokens, cond);
+  return autograd::unpatchify(out, c.patch_size, c.input_size, c.input_size);
+}
+
+}  // namespace wick

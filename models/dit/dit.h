@@ -1,0 +1,66 @@
+// The small DiT of the quickstart: a diffusion transformer over patchified latents, conditioned on
+// a timestep, text tokens and a pooled text vector, built from the parts SD3 and Flux use
+// (adaLN-Zero modulation, joint attention over image and text tokens, learned 2-d position table).
+//
+//   DiTConfig cfg{.in_channels = 4, .input_size = 14, .text_dim = 64, .pooled_dim = 64};
+//   auto dit = std::make_shared<DiT>(cfg);             // hidden 128, depth 4, 4 heads, patch 2
+//   Tensor v = dit->forward(latents, sigmas, text, text_mask, pooled);   // [B, 4, 14, 14]
+//   nn::apply_adapters(*dit, {.patterns = {"blocks.*.attn.*"}});          // LoRA on q, kv, proj
+//
+// Parameter names (docs/models.md): x_embedder.proj, pos_embed, t_embedder.linear_{1,2},
+// y_embedder.linear_{1,2}, context_embedder, blocks.N.{attn.{q,kv,proj}, mlp.{fc1,fc2},
+// adaLN_modulation.1}, final_layer.{linear, adaLN_modulation.1}. At construction the output is
+// exactly zero (adaLN-Zero and a zero final layer), as in DiT and SD3.
+#pragma once
+
+#include <memory>
+
+#include "engine/module.h"
+
+namespace wick {
+
+struct DiTConfig {
+  int64_t in_channels = 4;
+  int64_t input_size = 14;       // latent height = width (fixes the position table's size)
+  int64_t patch_size = 2;
+  int64_t hidden_size = 128;
+  int64_t depth = 4;
+  int64_t num_heads = 4;
+  double mlp_ratio = 4.0;
+  int64_t text_dim = 64;         // width of the text tokens (context)
+  int64_t pooled_dim = 64;       // width of the pooled text vector; 0 = no y_embedder
+  bool learn_sigma = false;      // true: 2·in_channels outputs (DiT's learned variance)
+  int64_t frequency_dim = 256;   // sinusoidal timestep features (DiT / SD3)
+  DType dtype = DType::F32;      // parameter dtype
+  Device device = Device::cpu();
+};
+
+class DiT : public Module {
+ public:
+  explicit DiT(DiTConfig config);
+  std::string type_name() const override { return "DiT"; }
+
+  // x [B, C, H, W] (H = W = input_size); t [B] sigmas in [0, 1] (embedded as t·1000, as SD3);
+  // context [B, L, text_dim]; context_mask [B, L] U8 (nonzero = real token; undefined = all
+  // real); pooled [B, pooled_dim] (ignored when pooled_dim is 0). Returns [B, C_out, H, W] in
+  // x's dtype. Conditioning tensors are cast to x's dtype.
+  Tensor forward(const Tensor& x, const Tensor& t, const Tensor& context, const Tensor& context_mask,
+                 const Tensor& pooled);
+
+  const DiTConfig& config() const { return config_; }
+  int64_t n_tokens() const { return grid_ * grid_; }
+  int64_t out_channels() const { return config_.learn_sigma ? 2 * config_.in_channels : config_.in_channels; }
+
+  Tensor pos_embed_;  // [1, n_tokens, hidden], learned, initialized from 2-d sin-cos
+
+ private:
+  Tensor timestep_features(const Tensor& t, DType dtype) const;  // [B] -> [B, frequency_dim]
+  DiTConfig config_;
+  int64_t grid_;
+};
+
+// The 2-d sin-cos position table of MAE / DiT: [grid·grid, dim], row h·grid + w; the first half
+// of the features encodes the column w, the second the row h. dim divisible by 4.
+std::vector<double> sincos_2d_table(int64_t dim, int64_t grid);
+
+}  // namespace wick
