@@ -9,15 +9,21 @@ namespace {
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs)
-      if (run.run_type == Run::RT_Iteration && !run.error_occurred)
-        times_[run.benchmark_name()] = run.GetAdjustedRealTime();
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      // With --benchmark_repetitions the median aggregate stands for the benchmark.
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median")
+        medians_[run.run_name.str()] = run.GetAdjustedRealTime();
+      else if (run.run_type == Run::RT_Iteration)
+        times_[run.run_name.str()] = run.GetAdjustedRealTime();
+    }
+    for (const auto& [name, time] : medians_) times_[name] = time;
     ConsoleReporter::ReportRuns(runs);
   }
   const std::map<std::string, double>& times() const { return times_; }
 
  private:
-  std::map<std::string, double> times_;
+  std::map<std::string, double> times_, medians_;
 };
 
 }  // namespace
