@@ -76,11 +76,11 @@ void run_inspect(const std::string& path) {
 }  // namespace
 
 void add_dataset_command(CLI::App& app) {
-  CLI::App* dataset = app.add_subcommand("dataset", "build and check cached-latent datasets (docs/dataset.md)");
+  CLI::App* dataset = app.add_subcommand("dataset", "Build and check cached-latent datasets (docs/dataset.md)");
   dataset->require_subcommand(1);
 
   auto pack_args = std::make_shared<PackArgs>();
-  CLI::App* pack = dataset->add_subcommand("pack", "pack a known dataset into a cached-latent HDF5 file");
+  CLI::App* pack = dataset->add_subcommand("pack", "Pack a known dataset into a cached-latent HDF5 file");
   pack->add_option("source", pack_args->source, "what to pack")->required()->check(CLI::IsMember({"fashion-mnist"}));
   pack->add_option("--out", pack_args->out, "output file, e.g. data/fashion.h5")->required();
   pack->add_option("--split", pack_args->split, "train or test")->check(CLI::IsMember({"train", "test"}));
@@ -89,7 +89,7 @@ void add_dataset_command(CLI::App& app) {
   pack->callback([pack_args] { run_pack(*pack_args); });
 
   auto inspect_path = std::make_shared<std::string>();
-  CLI::App* inspect = dataset->add_subcommand("inspect", "validate and summarize a cached-latent file (exit 3 if invalid)");
+  CLI::App* inspect = dataset->add_subcommand("inspect", "Validate and summarize a cached-latent file (exit 3 if invalid)");
   inspect->add_option("file", *inspect_path, "the .h5 file")->required();
   inspect->callback([inspect_path] { run_inspect(*inspect_path); });
 }
