@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,15 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const WickError& error) {
-    return error.what();
-  }
-  return "";
-}
+using wick::testing::error_of;
 
 // Two well separated classes in the plane: label = (x0 + x1 > 0), pushed 0.75 away from the line.
 struct Toy {

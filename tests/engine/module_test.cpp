@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include "engine/autograd/node.h"
 #include "engine/module.h"
 #include "runtime/safetensors.h"
@@ -46,15 +48,7 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tenso
   return out;
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const WickError& error) {
-    return error.what();
-  }
-  return "";
-}
+using wick::testing::error_of;
 
 TEST(Module, HierarchicalNamesInRegistrationOrder) {
   auto net = std::make_shared<Net>();

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -45,15 +47,7 @@ Tensor flat_f32(const std::vector<float>& values) {
   return Tensor::from_vector<float>(values, {static_cast<int64_t>(values.size())});
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const WickError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using wick::testing::error_of;
 
 // Bit patterns, so that equality is bitwise (NaN == NaN, -0 != +0).
 std::vector<uint32_t> bits(const std::vector<float>& values) {

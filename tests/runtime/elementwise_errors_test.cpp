@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,16 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const WickError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no WickError thrown";
-  return "";
-}
+using wick::testing::error_of;
 
 Tensor floats(Shape shape) { return zeros(shape, DType::F32); }
 

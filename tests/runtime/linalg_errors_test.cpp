@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <string>
 
 #include "runtime/ops/conv.h"
@@ -13,15 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const WickError& error) {
-    return error.what();
-  }
-  return "(no error thrown)";
-}
+using wick::testing::error_of;
 
 Tensor zeros(const Shape& shape, DType dtype = DType::F32) {
   Tensor t = Tensor::empty(shape, dtype);

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <functional>
 #include <string>
 
@@ -16,14 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const WickError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using wick::testing::error_of;
 
 Tensor zeros(const Shape& shape, DType dtype = DType::F32) {
   return Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(numel(shape)), 0.0f), shape).to(dtype);

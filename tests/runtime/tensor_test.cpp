@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/error_of.h"
+
 #include <cmath>
 #include <limits>
 
@@ -21,15 +23,7 @@ Tensor iota(const Shape& shape) {
   return Tensor::from_vector<float>(values, shape);
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const WickError& error) {
-    return error.what();
-  }
-  return "";
-}
+using wick::testing::error_of;
 
 TEST(Tensor, FromVectorRoundTrip) {
   Tensor x = iota({2, 3});
