@@ -35,6 +35,8 @@ section() { printf '\n## %s\n\n' "$1" >>"$report"; }
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "- commit: $(cat "$root/COMMIT")"
   echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
+  echo "- CUDA toolkit on the machine: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none)"
+  echo "- PyTorch peer: $(python3 -c 'import torch; print(torch.__version__, "cuDNN", torch.backends.cudnn.version(), "NCCL", ".".join(map(str, torch.cuda.nccl.version())))' 2>/dev/null || echo none)"
 } >"$report"
 section "wick info"
 { echo '```'; "$root/bin/wick" info 2>&1; echo '```'; } >>"$report"
@@ -43,25 +45,50 @@ status=0
 section "tests"
 echo '| program | result |' >>"$report"
 echo '|---|---|' >>"$report"
+# The test programs run side by side (each on a few CPU threads): they share the GPU, and every CUDA
+# test synchronizes its own stream, so they do not disturb each other's results.
+pids=()
 for program in "$root"/bin/wick_*_tests; do
   name=$(basename "$program")
-  "$program" --gtest_brief=1 --gtest_output="xml:$out/$name.xml" >"$out/$name.log" 2>&1
-  rc=$?
+  OMP_NUM_THREADS=4 timeout "${WICK_GPU_TEST_TIMEOUT:-480}" "$program" --gtest_brief=1 \
+    --gtest_output="xml:$out/$name.xml" >"$out/$name.log" 2>&1 &
+  pids+=("$!:$name")
+done
+for entry in "${pids[@]}"; do
+  pid=${entry%%:*}; name=${entry#*:}
+  wait "$pid"; rc=$?
   [ $rc -eq 0 ] || status=1
-  summary=$(grep -E '^\[  (PASSED|FAILED) +\]|tests? from .* ran' "$out/$name.log" | tr '\n' ' ')
+  summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? from .* ran' "$out/$name.log" | tr '\n' ' ')
   echo "| $name | rc=$rc $summary |" >>"$report"
-  grep -E '^\[  FAILED  \]' "$out/$name.log" | head -50 | sed 's/^/    /' >>"$report"
+  grep -E '^\[  FAILED  \]' "$out/$name.log" | head -80 | sed 's/^/    /' >>"$report"
 done
 
 if [ "${WICK_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  # The CUDA tests of the runtime (ops, random, copies) and the engine (gradients, optimizers), each
+  # tool and program in parallel, with a time limit (the tools slow kernels down many times).
   section "compute-sanitizer"
+  declare -A filters=([wick_runtime_tests]='OpsCuda.*:Cuda*:RandomCuda*'
+                      [wick_engine_tests]='GradCuda*:FlatOptimizersCuda*:OptimizerFront.Cuda*')
+  jobs_=()
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$root/bin/wick_runtime_tests" \
-      --gtest_filter='OpsCuda.*:Cuda*' --gtest_brief=1 >"$out/sanitize_$tool.log" 2>&1
-    echo "- $tool: rc=$? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitize_$tool.log") clean summaries)" >>"$report"
+    for name in wick_runtime_tests wick_engine_tests; do
+      log=$out/sanitize_${tool}_$name.log
+      timeout "${WICK_GPU_SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$root/bin/$name" --gtest_filter="${filters[$name]}" --gtest_brief=1 >"$log" 2>&1 &
+      jobs_+=("$!:$tool:$name")
+    done
+  done
+  for entry in "${jobs_[@]}"; do
+    IFS=: read -r pid tool name <<<"$entry"
+    wait "$pid"; rc=$?
+    [ $rc -eq 0 ] || status=1
+    log=$out/sanitize_${tool}_$name.log
+    echo "- $tool on $name: rc=$rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1);" \
+      "$(grep -E '^\[  PASSED|^\[  FAILED|tests? from .* ran' "$log" | tr '\n' ' ')" >>"$report"
   done
 fi
 
+[ "${WICK_GPU_BENCH:-1}" = 1 ] || { echo "report: $report"; exit $status; }
 section "benchmarks"
 for program in "$root"/bin/cuda_*_bench; do
   [ -x "$program" ] || continue

@@ -58,9 +58,13 @@ double scalar_loss(const std::vector<Tensor>& outputs, const std::vector<Tensor>
 }
 
 // Analytic gradients of L = sum_k sum(out_k * w_k) for every differentiable input.
-std::vector<Tensor> analytic_gradients(const GradCase& c, const std::vector<Tensor>& inputs, DType dtype, Device device) {
+// weight_dtype: the projection weights are drawn in `dtype` (rounded) and cast to weight_dtype.
+std::vector<Tensor> analytic_gradients(const GradCase& c, const std::vector<Tensor>& inputs, DType dtype, Device device,
+                                       std::optional<DType> weight_dtype = std::nullopt) {
   std::vector<Tensor> outputs = c.fn(inputs);
   std::vector<Tensor> weights = projection_weights(outputs, dtype, device);
+  if (weight_dtype)
+    for (Tensor& w : weights) w = w.to(*weight_dtype);
   std::vector<Tensor> roots, seeds;
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (!autograd::requires_grad(outputs[k])) continue;
@@ -86,14 +90,39 @@ std::string compare(const std::vector<double>& got, const std::vector<double>& w
   return std::to_string(n_bad) + " of " + std::to_string(got.size()) + " elements off:\n" + report.str();
 }
 
+// ||got - want|| / ||want|| (0 when both are zero).
+double relative_norm_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  if (ref == 0) return diff == 0 ? 0 : INFINITY;
+  return std::sqrt(diff / ref);
+}
+
+// Rounds floating-point tensors to `dtype` and back to f32 (indices and masks unchanged).
+std::vector<Tensor> rounded_through(const std::vector<Tensor>& tensors, DType dtype) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) out.push_back(is_floating(t.dtype()) ? t.to(dtype).to(DType::F32) : t);
+  return out;
+}
+
 class GradCaseTest : public ::testing::Test {
  public:
-  GradCaseTest(GradCase c, bool cuda) : case_(std::move(c)), cuda_(cuda) {}
+  // half: std::nullopt = the f32 checks; BF16/F16 = the 16-bit check on `cuda` or the CPU.
+  GradCaseTest(GradCase c, bool cuda, std::optional<DType> half) : case_(std::move(c)), cuda_(cuda), half_(half) {}
 
   void TestBody() override {
     if (cuda_) {
       if (!case_.run_cuda) GTEST_SKIP() << "CPU-only op";
       if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: CUDA gradient test not run on this machine";
+    }
+    if (half_) {
+      if (!case_.run_half) GTEST_SKIP() << "no 16-bit path";
+      run_half(cuda_ ? Device::cuda(0) : Device::cpu());
+    } else if (cuda_) {
       run_cuda();
     } else {
       run_finite_differences();
@@ -144,8 +173,38 @@ class GradCaseTest : public ::testing::Test {
     }
   }
 
+  // Gradients with every floating input, weight and seed in the 16-bit type vs the CPU's f32 gradients
+  // of the same rounded values.
+  void run_half(Device device) {
+    DType dtype = *half_;
+    std::vector<Tensor> base = make_inputs(case_, DType::F32, Device::cpu());
+    std::vector<Tensor> ref_inputs = rounded_through(base, dtype), half_inputs;
+    for (size_t i = 0; i < base.size(); ++i) {
+      Tensor t = is_floating(base[i].dtype()) ? base[i].to(dtype) : base[i];
+      t = t.to(device);
+      if (case_.inputs[i].differentiable) {
+        autograd::set_requires_grad(ref_inputs[i], true);
+        autograd::set_requires_grad(t, true);
+      }
+      half_inputs.push_back(t);
+    }
+    // Projection weights are drawn in f64 and rounded to the 16-bit type on both sides.
+    std::vector<Tensor> ref = analytic_gradients(case_, ref_inputs, dtype, Device::cpu(), DType::F32);
+    std::vector<Tensor> got = analytic_gradients(case_, half_inputs, dtype, device, dtype);
+    double tol = dtype == DType::BF16 ? case_.bf16_tol : case_.f16_tol;
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t k = 0; k < ref.size(); ++k) {
+      ASSERT_TRUE(got[k].defined()) << case_.name << ": " << dtype_name(dtype) << " gradient " << k << " missing";
+      ASSERT_EQ(got[k].shape(), ref[k].shape());
+      double err = relative_norm_error(got[k].to_vector<double>(), ref[k].to_vector<double>());
+      EXPECT_LE(err, tol) << case_.name << ": " << dtype_name(dtype) << " gradient " << k << " on " << device.str()
+                          << " vs f32: relative norm error " << err;
+    }
+  }
+
   GradCase case_;
   bool cuda_;
+  std::optional<DType> half_;
 };
 
 }  // namespace
@@ -160,7 +219,12 @@ void register_grad_tests() {
       for (bool cuda : {false, true}) {
         std::string suite = std::string(cuda ? "GradCuda." : "GradCheck.") + family;
         ::testing::RegisterTest(suite.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                                [c, cuda]() -> ::testing::Test* { return new GradCaseTest(c, cuda); });
+                                [c, cuda]() -> ::testing::Test* { return new GradCaseTest(c, cuda, std::nullopt); });
+        for (DType half : {DType::BF16, DType::F16}) {
+          std::string half_suite = std::string(cuda ? "GradCuda" : "GradCpu") + (half == DType::BF16 ? "Bf16." : "F16.") + family;
+          ::testing::RegisterTest(half_suite.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                                  [c, cuda, half]() -> ::testing::Test* { return new GradCaseTest(c, cuda, half); });
+        }
       }
     }
   }

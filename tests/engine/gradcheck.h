@@ -1,6 +1,9 @@
 // The table-driven gradient check: every differentiable op is one GradCase entry. On the CPU the
 // analytic gradients (autograd, float64) are compared with central finite differences in float64;
-// on CUDA (when a GPU is present) the analytic f32 gradients are compared with the CPU's.
+// on CUDA (when a GPU is present) the analytic f32 gradients are compared with the CPU's; in bf16 and
+// f16 (on the CPU, and on CUDA when a GPU is present) the analytic gradients are compared with the
+// CPU's f32 gradients of the same rounded inputs by relative norm error, since every op rounds its
+// output to the 16-bit type.
 //
 //   static std::vector<GradCase> my_grad_cases() {
 //     return {{.name = "exp", .inputs = {{.shape = {3, 4}}},
@@ -36,7 +39,9 @@ struct GradCase {
   double eps = 1e-6;              // finite-difference step (float64)
   double atol = 1e-7, rtol = 1e-6;  // analytic vs numeric, float64
   double cuda_atol = 1e-4, cuda_rtol = 1e-3;  // CUDA f32 vs CPU f32 analytic gradients
+  double bf16_tol = 2e-2, f16_tol = 3e-3;     // ||g16 - g32|| / ||g32||, per gradient
   bool run_cuda = true;
+  bool run_half = true;           // false: the op has no bf16/f16 path
 };
 
 void register_grad_cases(const std::string& family, std::vector<GradCase> (*make)());

@@ -28,7 +28,9 @@
 namespace wick {
 namespace {
 
+using ::testing::FloatNear;
 using ::testing::HasSubstr;
+using ::testing::Pointwise;
 
 using wick::testing::error_of;
 
@@ -199,7 +201,10 @@ TEST(Keras, SaveLoadRoundTripGivesIdenticalPredictions) {
   std::vector<float> expected = model->predict(toy.x).to_vector<float>();
   ASSERT_FALSE(bitwise_equal(before, expected));
   restored->load(path);
-  EXPECT_TRUE(bitwise_equal(restored->predict(toy.x, 5).to_vector<float>(), expected));
+  // Bitwise at the same batch size; another batch size changes the matrix shapes the BLAS sees, and
+  // with them its blocking and summation order, so only rounding-level agreement holds.
+  EXPECT_TRUE(bitwise_equal(restored->predict(toy.x).to_vector<float>(), expected));
+  EXPECT_THAT(restored->predict(toy.x, 5).to_vector<float>(), Pointwise(FloatNear(1e-5f), expected));
   ASSERT_TRUE(restored->compiled());  // from the file's metadata
   EXPECT_EQ(restored->compile_options().loss, "cross_entropy");
   EXPECT_DOUBLE_EQ(restored->compile_options().learning_rate, 0.05);
@@ -299,14 +304,15 @@ TEST(Keras, PredictRunsInEvalModeWithoutAGraph) {
   EXPECT_FALSE(autograd::requires_grad(a));
   EXPECT_EQ(autograd::grad_fn(a), nullptr);
   EXPECT_EQ(a.shape(), (Shape{20, 2}));
-  EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), b.to_vector<float>()));  // dropout off
+  // Dropout off: equal up to the summation order that batch size 7 vs 20 gives the BLAS.
+  EXPECT_THAT(a.to_vector<float>(), Pointwise(FloatNear(1e-5f), b.to_vector<float>()));
   EXPECT_TRUE(model->module().is_training());  // restored
   EXPECT_TRUE(autograd::grad_enabled());
   // Equal to an eval-mode forward; a training-mode forward (dropout on) differs and records a graph.
   model->module().eval();
   Tensor eval_out = model->module().forward(toy.x);
   model->module().train();
-  EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), eval_out.to_vector<float>()));
+  EXPECT_TRUE(bitwise_equal(b.to_vector<float>(), eval_out.to_vector<float>()));  // one batch of 20 both times
   Tensor train_out = model->module().forward(toy.x);
   EXPECT_NE(autograd::grad_fn(train_out), nullptr);
   EXPECT_FALSE(bitwise_equal(a.to_vector<float>(), train_out.to_vector<float>()));
