@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "runtime/ops/copy.h"
 #include "runtime/tensor.h"
@@ -53,9 +55,19 @@ inline Tensor prepare_attention_mask(const Tensor& mask, DType additive_dtype, c
 #if WICK_HAS_CUDA
 // The cuDNN SDPA graphs (forward and backward) take bf16/f16 q/k/v, no mask, D and Dv multiples of
 // 8 in [8, 128].
+// WICK_CUDNN_ATTENTION=0 in the environment sends every problem to wick's own kernels (to compare
+// them with cuDNN's, or to run compute-sanitizer's racecheck on wick's kernels alone).
+inline bool cudnn_attention_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("WICK_CUDNN_ATTENTION");
+    return !(value && std::string(value) == "0");
+  }();
+  return enabled && cuda::cudnn_attention_compiled();
+}
+
 inline bool attention_cudnn_eligible(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   int64_t d = q.size(3), dv = v.size(3);
-  return cuda::cudnn_attention_compiled() && (q.dtype() == DType::BF16 || q.dtype() == DType::F16) &&
+  return cudnn_attention_enabled() && (q.dtype() == DType::BF16 || q.dtype() == DType::F16) &&
          !mask.defined() && d % 8 == 0 && dv % 8 == 0 && d >= 8 && dv >= 8 && d <= 128 && dv <= 128 &&
          q.size(2) >= 1 && k.size(2) >= 1 && q.numel() > 0;
 }
