@@ -113,6 +113,13 @@ StepReport Optimizer::step(const autograd::GradientStore& grads, float lr) {
                "\" is ", grad.describe(), ", the parameter ", slot.parameter.describe());
     copy_into(slot.grad, grad);
   }
+  return step_reduced(lr, report.n_missing);
+}
+
+StepReport Optimizer::step_reduced(float lr, int64_t n_missing) {
+  WICK_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer ", name(), ": lr must be finite and >= 0, got ", lr);
+  StepReport report;
+  report.n_missing = n_missing;
   float coefficient = clip(report);
   if (coefficient < 1.0f) {
     copy_into(flat_grad_, mul(flat_grad_, static_cast<double>(coefficient)));

@@ -78,6 +78,11 @@ class Optimizer {
   // buffers and writes the masters back into the parameters. Elements with a non-finite
   // gradient are skipped (docs/optimizers.md). Synchronizes once to read the norm and counts.
   StepReport step(const autograd::GradientStore& grads, float lr);
+  // The same step over gradients already in flat_gradient() (placed and reduced there by
+  // GradientBuckets, engine/distributed/gradient_buckets.h); n_missing is reported as given.
+  StepReport step_reduced(float lr, int64_t n_missing = 0);
+  // The flat f32 gradient buffer [flat_numel()] (padding zero); parameters()[i].grad are views of it.
+  const Tensor& flat_gradient() const { return flat_grad_; }
 
   // Optimizer steps taken (the t of the bias corrections is steps_taken() + 1 at the next step).
   int64_t steps_taken() const { return step_; }

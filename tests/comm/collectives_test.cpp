@@ -14,13 +14,14 @@
 #include "comm/single_group.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tests/comm/test_group.h"
 
 using namespace wick;
 using ::testing::HasSubstr;
 
-namespace {
-
 std::shared_ptr<comm::ProcessGroup> g_group;
+
+namespace {
 
 const std::vector<DType> all_dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32, DType::I64};
 const std::vector<int64_t> sizes = {1, 7, 1000003};

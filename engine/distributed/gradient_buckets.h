@@ -1,0 +1,77 @@
+// Data-parallel gradient reduction overlapped with backward: the optimizer's flat gradient buffer is
+// cut into buckets of whole parameters (about bucket_bytes each); each parameter's gradient is copied
+// into its place the moment backward completes it (a leaf hook), and a bucket's all-reduce starts as
+// soon as its last parameter arrives, while backward goes on with the earlier layers.
+//
+//   GradientBuckets buckets(*optimizer, *group, 25 << 20);
+//   for (int micro = 0; micro < accumulation; ++micro) {
+//     buckets.arm(micro == accumulation - 1);             // reduce only on the last micro-step
+//     autograd::backward(loss(micro), store, micro == 0 ? Overwrite : Accumulate);
+//   }
+//   BucketReport r = buckets.finish(store);                // waits; flat gradient = mean over ranks
+//   StepReport s = optimizer->step_reduced(lr, r.n_missing);
+//
+// docs/distributed.md ("Gradient buckets") describes the rules. The group's device must be the
+// parameters' device (MPI: CPU parameters; NCCL: CUDA parameters).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "engine/autograd/backward.h"
+#include "engine/optim/optimizer.h"
+
+namespace wick {
+
+struct BucketReport {
+  int64_t n_missing = 0;                 // parameters with no gradient (reduced as zeros)
+  int64_t n_buckets = 0;
+  int64_t n_launched_during_backward = 0;  // buckets whose all-reduce started inside backward
+};
+
+class GradientBuckets {
+ public:
+  // Installs a leaf hook on every parameter of `optimizer` (replacing any other). bucket_bytes > 0.
+  GradientBuckets(Optimizer& optimizer, comm::ProcessGroup& group, int64_t bucket_bytes);
+  // Removes the hooks (waiting for collectives still in flight).
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  // armed: the next backward pass reduces buckets as they fill (the last micro-step of an
+  // accumulation); not armed: hooks do nothing (earlier micro-steps only accumulate).
+  void arm(bool armed);
+  // Completes the reduction: parameters whose hook did not fire take their gradient from `store`
+  // (zeros when absent), the remaining buckets are launched, every collective is waited for, and
+  // the flat gradient is divided by the world size. Disarms. Throws WickError(Training) after the
+  // group's timeout, naming the bucket.
+  BucketReport finish(const autograd::GradientStore& store);
+
+  int64_t n_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // The flat range [begin, end) of bucket i.
+  std::pair<int64_t, int64_t> bucket_range(int64_t i) const;
+
+ private:
+  struct Bucket {
+    int64_t begin = 0, end = 0;        // flat range (whole parameters, padding included)
+    std::vector<size_t> slots;         // indices into the optimizer's parameters()
+    int64_t n_ready = 0;
+    std::shared_ptr<comm::Work> work;  // set once launched
+  };
+  void on_ready(size_t slot, const Tensor& grad);
+  void launch(Bucket& bucket);
+  void wait_all();
+
+  Optimizer& optimizer_;
+  comm::ProcessGroup& group_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_slot_;
+  std::vector<bool> slot_ready_;
+  bool armed_ = false;
+  bool in_finish_ = false;
+  int64_t launched_during_backward_ = 0;
+};
+
+}  // namespace wick
