@@ -10,6 +10,7 @@
 
 #include "engine/optim/optimizer.h"
 #include "runtime/error.h"
+#include "runtime/ops/copy.h"
 #include "runtime/safetensors.h"
 
 namespace wick {
@@ -384,6 +385,61 @@ std::vector<OptimizerShard> reshard_optimizer_state(const std::string& checkpoin
   OptimizerLayout layout;
   NamedTensors state = load_optimizer_state(checkpoint_dir, &layout);
   return split_optimizer_state(state, layout, zero_partition(layout.flat_numel, world_size));
+}
+
+}  // namespace wick
+
+namespace wick {
+
+OptimizerShard local_optimizer_shard(const Optimizer& optimizer, int rank, int world_size) {
+  auto [begin, end] = optimizer.owned_range();
+  OptimizerShard shard;
+  shard.rank = rank;
+  shard.world_size = world_size;
+  shard.range = {begin, end};
+  shard.layout = optimizer_layout(optimizer);
+  shard.tensors.emplace_back("step", Tensor::scalar(static_cast<double>(optimizer.steps_taken()), DType::I64));
+  for (const ParameterSlot& slot : optimizer.parameters()) {
+    int64_t piece_begin = std::max(slot.offset, begin) - slot.offset;
+    int64_t piece_end = std::min(slot.offset + slot.numel, end) - slot.offset;
+    if (piece_end <= piece_begin) continue;
+    shard.pieces.push_back({slot.name, piece_begin, piece_end});
+    for (const auto& [state_name, view] : optimizer.state_range(slot, piece_begin, piece_end))
+      shard.tensors.emplace_back(slot.name + "." + state_name, view.to(Device::cpu()).clone());
+  }
+  return shard;
+}
+
+void load_optimizer_shard_into(Optimizer& optimizer, const OptimizerShard& shard) {
+  const char* op = "load_optimizer_shard_into";
+  auto [begin, end] = optimizer.owned_range();
+  WICK_CHECK_KIND(Data, shard.layout == optimizer_layout(optimizer), op, ": ", describe_source(shard),
+                  " was written for another parameter layout or optimizer than this ", optimizer.name(), " one");
+  WICK_CHECK_KIND(Data, shard.range.begin == begin && shard.range.end == end, op, ": ", describe_source(shard),
+                  " holds flat elements [", shard.range.begin, ", ", shard.range.end, ") but this rank owns [", begin,
+                  ", ", end, ")");
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, tensor] : shard.tensors) given[name] = tensor;
+  WICK_CHECK_KIND(Data, given.count("step") != 0, op, ": ", describe_source(shard), " has no \"step\" tensor");
+  int64_t step = given.at("step").to_vector<int64_t>().at(0);
+  // f32 masters come from the parameters; 16-bit ones (and the state) from the shard.
+  for (const ParameterSlot& slot : optimizer.parameters()) copy_into(slot.master, slot.parameter);
+  for (const ParameterSlot& slot : optimizer.parameters()) {
+    int64_t piece_begin = std::max(slot.offset, begin) - slot.offset;
+    int64_t piece_end = std::min(slot.offset + slot.numel, end) - slot.offset;
+    if (piece_end <= piece_begin) continue;
+    for (const auto& [state_name, view] : optimizer.state_range(slot, piece_begin, piece_end)) {
+      std::string name = slot.name + "." + state_name;
+      auto found = given.find(name);
+      WICK_CHECK_KIND(Data, found != given.end(), op, ": ", describe_source(shard), " lacks \"", name, "\"");
+      WICK_CHECK_KIND(Data, found->second.numel() == view.numel() && found->second.dtype() == view.dtype(), op, ": ",
+                      describe_source(shard), ": \"", name, "\" is ", found->second.describe(), ", expected ",
+                      view.numel(), " elements of ", dtype_name(view.dtype()));
+      copy_into(view, found->second.reshape(view.shape()));
+    }
+  }
+  optimizer.set_steps_taken(step);
+  optimizer.gather_and_write_back();
 }
 
 }  // namespace wick

@@ -91,6 +91,15 @@ std::vector<OptimizerShard> split_optimizer_state(const NamedTensors& state, con
 // elements are missing or held twice.
 NamedTensors merge_optimizer_shards(const std::vector<OptimizerShard>& shards);
 
+// A sharded (ZeRO-1) optimizer's own shard: its owned range's state as 1-d CPU copies, in the
+// form split_optimizer_state gives (so shards of a sharded run and of a split state are the same).
+OptimizerShard local_optimizer_shard(const Optimizer& optimizer, int rank, int world_size);
+// Restores a sharded optimizer from its shard (the same layout and range; e.g. one of
+// reshard_optimizer_state's): state, step, and the masters of 16-bit parameters, then re-gathers
+// the masters on every rank (collective: every rank calls it) and writes them into the parameters.
+// Masters of f32 parameters are re-read from the parameters: load the model weights first.
+void load_optimizer_shard_into(Optimizer& optimizer, const OptimizerShard& shard);
+
 // "optimizer.rank<R>-of-<N>.safetensors".
 std::string optimizer_shard_file_name(int rank, int world_size);
 void save_optimizer_shard(const std::string& path, const OptimizerShard& shard);

@@ -88,6 +88,7 @@ Optimizer::Optimizer(const NamedParameters& params, const OptimizerConfig& confi
   }
   flat_master_ = zeros_f32(offset, device_);
   flat_grad_ = zeros_f32(offset, device_);
+  owned_end_ = offset;
   for (ParameterSlot& slot : slots_) {
     slot.master = flat_master_.narrow(0, slot.offset, slot.numel).view(slot.parameter.shape());
     slot.grad = flat_grad_.narrow(0, slot.offset, slot.numel).view(slot.parameter.shape());
@@ -95,8 +96,50 @@ Optimizer::Optimizer(const NamedParameters& params, const OptimizerConfig& confi
   }
 }
 
+std::pair<int64_t, int64_t> Optimizer::owned_region(bool eight_bit) const {
+  int64_t lo = eight_bit ? 0 : n_8bit_flat_, hi = eight_bit ? n_8bit_flat_ : flat_master_.numel();
+  int64_t begin = std::clamp(owned_begin_, lo, hi), end = std::clamp(owned_end_, lo, hi);
+  return {begin, std::max(begin, end)};
+}
+
 Tensor Optimizer::region(const Tensor& flat, bool eight_bit) const {
-  return eight_bit ? flat.narrow(0, 0, n_8bit_flat_) : flat.narrow(0, n_8bit_flat_, flat.numel() - n_8bit_flat_);
+  auto [begin, end] = owned_region(eight_bit);
+  return flat.narrow(0, begin, end - begin);
+}
+
+void Optimizer::shard_state(int64_t begin, int64_t end, MasterGather gather) {
+  const int64_t n = flat_master_.numel(), block = quantization_block_size;
+  WICK_CHECK(step_ == 0, "optimizer ", name(), ": shard_state after ", step_, " steps; shard before the first step");
+  WICK_CHECK(gather != nullptr, "optimizer ", name(), ": shard_state needs a gather function");
+  WICK_CHECK(0 <= begin && begin <= end && end <= n && begin % block == 0 && (end % block == 0 || end == n),
+             "optimizer ", name(), ": shard range [", begin, ", ", end, ") is not a block-aligned range of the ",
+             n, "-element flat buffers");
+  owned_begin_ = begin;
+  owned_end_ = end;
+  gather_ = std::move(gather);
+  allocate_state();
+}
+
+NamedTensors Optimizer::state_range(const ParameterSlot& slot, int64_t begin, int64_t end) const {
+  WICK_CHECK(0 <= begin && begin <= end && end <= slot.numel && slot.offset + begin >= owned_begin_ &&
+                 slot.offset + end <= owned_end_,
+             "optimizer ", name(), ": elements [", begin, ", ", end, ") of \"", slot.name,
+             "\" are not in this rank's range [", owned_begin_, ", ", owned_end_, ")");
+  NamedTensors out;
+  if (is_16bit(slot.parameter.dtype()))
+    out.emplace_back("master", flat_master_.narrow(0, slot.offset + begin, end - begin));
+  for (auto& entry : slot_state(slot, begin, end)) out.push_back(std::move(entry));
+  return out;
+}
+
+void Optimizer::set_steps_taken(int64_t steps) {
+  WICK_CHECK(steps >= 0, "optimizer ", name(), ": steps must be >= 0, got ", steps);
+  step_ = steps;
+}
+
+void Optimizer::gather_and_write_back() {
+  if (gather_) gather_(flat_master_, owned_begin_, owned_end_);
+  write_back();
 }
 
 StepReport Optimizer::step(const autograd::GradientStore& grads, float lr) {
@@ -128,7 +171,7 @@ StepReport Optimizer::step_reduced(float lr, int64_t n_missing) {
   int64_t t = step_ + 1;
   report.n_nonfinite = update(lr, t);
   step_ = t;
-  write_back();
+  gather_and_write_back();
   return report;
 }
 
@@ -163,22 +206,30 @@ int64_t Optimizer::state_bytes(const std::string& parameter_name) const {
   auto found = std::find_if(slots_.begin(), slots_.end(), [&](const auto& s) { return s.name == parameter_name; });
   WICK_CHECK(found != slots_.end(), "optimizer ", name(), ": no parameter \"", parameter_name, "\"");
   int64_t total = 0;
-  for (const auto& [state_name, tensor] : slot_state(*found)) total += static_cast<int64_t>(tensor.nbytes());
+  int64_t begin = std::clamp(owned_begin_ - found->offset, int64_t{0}, found->numel);
+  int64_t end = std::clamp(owned_end_ - found->offset, begin, found->numel);
+  if (end > begin)
+    for (const auto& [state_name, tensor] : slot_state(*found, begin, end)) total += static_cast<int64_t>(tensor.nbytes());
   return total;
 }
 
 NamedTensors Optimizer::state_tensors() const {
+  WICK_CHECK(!sharded(), "optimizer ", name(), ": the state is sharded (ZeRO-1); save it with "
+             "local_optimizer_shard (engine/checkpoint/optimizer_shards.h)");
   NamedTensors out;
   out.emplace_back("step", Tensor::scalar(static_cast<double>(step_), DType::I64));
   for (const ParameterSlot& slot : slots_) {
     if (is_16bit(slot.parameter.dtype())) out.emplace_back(slot.name + ".master", slot.master);
-    for (auto& [state_name, tensor] : slot_state(slot)) out.emplace_back(slot.name + "." + state_name, tensor);
+    for (auto& [state_name, tensor] : slot_state(slot, 0, slot.numel))
+      out.emplace_back(slot.name + "." + state_name, tensor);
   }
   return out;
 }
 
 void Optimizer::load_state(const NamedTensors& tensors) {
   const std::string op = std::string("optimizer ") + name() + " load_state";
+  WICK_CHECK(!sharded(), op, ": the state is sharded (ZeRO-1); load it with load_optimizer_shard_into "
+             "(engine/checkpoint/optimizer_shards.h)");
   NamedTensors expected = state_tensors();
   std::map<std::string, Tensor> given;
   for (const auto& [tensor_name, tensor] : tensors) {
@@ -224,7 +275,7 @@ class SgdOptimizer final : public Optimizer {
                "optimizer sgd: momentum, dampening and weight_decay must be >= 0");
     WICK_CHECK(!config.nesterov || (config.momentum > 0.0f && config.dampening == 0.0f),
                "optimizer sgd: nesterov needs momentum > 0 and dampening 0");
-    if (config.momentum > 0.0f) momentum_ = zeros_f32(flat_master_.numel(), device_);
+    allocate_state();
   }
   const char* name() const override { return "sgd"; }
 
@@ -232,11 +283,17 @@ class SgdOptimizer final : public Optimizer {
   int64_t update(float lr, int64_t t) override {
     SgdHyper hyper{.lr = lr, .momentum = config().momentum, .dampening = config().dampening,
                    .weight_decay = config().weight_decay, .nesterov = config().nesterov, .step = t};
-    return sgd_step(flat_master_, flat_grad_, momentum_, hyper);
+    auto [begin, end] = owned_range();
+    return sgd_step(flat_master_.narrow(0, begin, end - begin), flat_grad_.narrow(0, begin, end - begin), momentum_,
+                    hyper);
   }
-  NamedTensors slot_state(const ParameterSlot& slot) const override {
+  NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const override {
     if (!momentum_.defined()) return {};
-    return {{"momentum", momentum_.narrow(0, slot.offset, slot.numel)}};
+    return {{"momentum", momentum_.narrow(0, slot.offset + begin - owned_range().first, end - begin)}};
+  }
+  void allocate_state() override {
+    auto [begin, end] = owned_range();
+    if (config().momentum > 0.0f) momentum_ = zeros_f32(end - begin, device_);
   }
   void zero_state() override { fill_zero(momentum_); }
 
@@ -249,8 +306,7 @@ class AdamWOptimizer final : public Optimizer {
   AdamWOptimizer(const NamedParameters& params, const OptimizerConfig& config, bool allow_8bit)
       : Optimizer(params, config, [allow_8bit](int64_t n) { return allow_8bit && use_8bit_state(n); }),
         name_(allow_8bit ? "adamw8bit" : "adamw") {
-    state_8bit_ = AdamWState::zeros(n_8bit_flat_, true, device_);
-    state_32bit_ = AdamWState::zeros(flat_master_.numel() - n_8bit_flat_, false, device_);
+    allocate_state();
   }
   const char* name() const override { return name_; }
 
@@ -265,16 +321,24 @@ class AdamWOptimizer final : public Optimizer {
       n_nonfinite += adamw_step(region(flat_master_, false), region(flat_grad_, false), state_32bit_, hyper);
     return n_nonfinite;
   }
-  NamedTensors slot_state(const ParameterSlot& slot) const override {
+  NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const override {
+    const int64_t block_size = quantization_block_size;
     if (slot.eight_bit) {
-      int64_t block = slot.offset / quantization_block_size, n_blocks = n_quantization_blocks(slot.numel);
-      return {{"m_codes", state_8bit_.m_codes.narrow(0, slot.offset, slot.numel)},
-              {"v_codes", state_8bit_.v_codes.narrow(0, slot.offset, slot.numel)},
+      int64_t offset = slot.offset + begin - owned_region(true).first;  // into the owned 8-bit state
+      int64_t block = offset / block_size, n_blocks = (end - begin + block_size - 1) / block_size;
+      return {{"m_codes", state_8bit_.m_codes.narrow(0, offset, end - begin)},
+              {"v_codes", state_8bit_.v_codes.narrow(0, offset, end - begin)},
               {"absmax_m", state_8bit_.absmax_m.narrow(0, block, n_blocks)},
               {"absmax_v", state_8bit_.absmax_v.narrow(0, block, n_blocks)}};
     }
-    int64_t offset = slot.offset - n_8bit_flat_;
-    return {{"m", state_32bit_.m.narrow(0, offset, slot.numel)}, {"v", state_32bit_.v.narrow(0, offset, slot.numel)}};
+    int64_t offset = slot.offset + begin - owned_region(false).first;
+    return {{"m", state_32bit_.m.narrow(0, offset, end - begin)}, {"v", state_32bit_.v.narrow(0, offset, end - begin)}};
+  }
+  void allocate_state() override {
+    auto [b8, e8] = owned_region(true);
+    auto [b32, e32] = owned_region(false);
+    state_8bit_ = AdamWState::zeros(e8 - b8, true, device_);
+    state_32bit_ = AdamWState::zeros(e32 - b32, false, device_);
   }
   void zero_state() override {
     for (const AdamWState* state : {&state_8bit_, &state_32bit_})

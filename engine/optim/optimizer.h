@@ -99,6 +99,28 @@ class Optimizer {
   // The hook for data-parallel training: the clipping norm is sqrt(reducer(local sum)).
   void set_squared_norm_reducer(SquaredNormReducer reducer) { reducer_ = std::move(reducer); }
 
+  // ZeRO-1 (engine/distributed/zero.h sets this up over a process group): keep optimizer state only
+  // for the flat range [begin, end) (multiples of 256, or end == flat_numel()) and update only that
+  // range of the masters; after each update `gather` must make the whole flat master buffer equal on
+  // every rank (an all-gather of every rank's range) before the masters are written back. The
+  // gradient must be whole on every rank (all-reduced). Only before the first step; the state is
+  // reset to zeros. state_tensors()/load_state() then refuse (use the shard functions of
+  // engine/checkpoint/optimizer_shards.h).
+  using MasterGather = std::function<void(const Tensor& flat_master, int64_t begin, int64_t end)>;
+  void shard_state(int64_t begin, int64_t end, MasterGather gather);
+  bool sharded() const { return static_cast<bool>(gather_); }
+  std::pair<int64_t, int64_t> owned_range() const { return {owned_begin_, owned_end_}; }
+  // The state of parameter elements [begin, end) of `slot` as views, names without the parameter
+  // prefix ("m", "v", "m_codes", "absmax_m", ..., and "master" for 16-bit parameters); blockwise
+  // state (absmax) covers the blocks the range touches. The range must lie in owned_range().
+  NamedTensors state_range(const ParameterSlot& slot, int64_t begin, int64_t end) const;
+  // Re-gathers the masters across ranks (sharded) and writes them into the parameters; used after
+  // a shard's state was loaded.
+  void gather_and_write_back();
+  // Sets steps_taken() (restoring a sharded state, engine/checkpoint/optimizer_shards.h).
+  void set_steps_taken(int64_t steps);
+  const Tensor& flat_master() const { return flat_master_; }
+
   // The state as named tensors: "step" (i64 0-d), per parameter "<name>.<state>" (m, v or
   // m_codes, v_codes, absmax_m, absmax_v or momentum, unpadded) and "<name>.master" (f32) for 16-bit
   // parameters, whose f32 master is finer than the parameter. Views of live memory: save them
@@ -119,12 +141,18 @@ class Optimizer {
 
   // The fused update of the whole flat buffer for step t (1-based); returns skipped elements.
   virtual int64_t update(float lr, int64_t t) = 0;
-  // The slot's state as views (names without the parameter prefix).
-  virtual NamedTensors slot_state(const ParameterSlot& slot) const = 0;
+  // Elements [begin, end) of the slot's state as views (names without the parameter prefix); the
+  // range lies in owned_range().
+  virtual NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const = 0;
+  // (Re)allocates all state, zeroed, for the owned part of each region (owned_region).
+  virtual void allocate_state() = 0;
   // Sets all state (padding included) to its initial zeros.
   virtual void zero_state() = 0;
 
-  Tensor region(const Tensor& flat, bool eight_bit) const;  // the 8-bit or 32-bit part of a flat buffer
+  // The owned part of the 8-bit or 32-bit region of a flat buffer (the whole region unsharded).
+  Tensor region(const Tensor& flat, bool eight_bit) const;
+  // [begin, end) in flat elements of the owned part of a region.
+  std::pair<int64_t, int64_t> owned_region(bool eight_bit) const;
   Tensor flat_master_, flat_grad_;  // f32 [flat_numel()] on the parameters' device
   int64_t n_8bit_flat_ = 0;         // elements (with padding) of the 8-bit region, a multiple of 256
   Device device_;
@@ -136,6 +164,8 @@ class Optimizer {
   OptimizerConfig config_;
   std::vector<ParameterSlot> slots_;
   SquaredNormReducer reducer_;
+  MasterGather gather_;
+  int64_t owned_begin_ = 0, owned_end_ = 0;  // [0, flat_numel()) unless sharded
   int64_t step_ = 0;
 };
 

@@ -1,0 +1,24 @@
+// ZeRO-1 over a process group: each rank keeps the optimizer state of one block-aligned slice of
+// the flat buffers (zero_partition, engine/checkpoint/optimizer_shards.h), updates only that slice
+// of the masters, and an all-gather makes the masters whole again before they are written into the
+// parameters. Gradients stay whole on every rank (GradientBuckets all-reduces them).
+//
+//   auto optimizer = make_optimizer("adamw8bit", model.trainable_parameters(), config);
+//   shard_optimizer(*optimizer, *group);                     // before the first step
+//   ... buckets.finish(store); optimizer->step_reduced(lr);  // update own slice, all-gather masters
+//   save_optimizer_shard(dir + "/" + optimizer_shard_file_name(rank, n),
+//                        local_optimizer_shard(*optimizer, rank, n));
+//
+// docs/distributed.md ("ZeRO-1") describes the partition and the memory it saves.
+#pragma once
+
+#include "comm/process_group.h"
+#include "engine/optim/optimizer.h"
+
+namespace wick {
+
+// Shards `optimizer`'s state over `group` (a no-op for a group of one rank). The group's device must
+// be the parameters' device.
+void shard_optimizer(Optimizer& optimizer, comm::ProcessGroup& group);
+
+}  // namespace wick
