@@ -296,7 +296,7 @@ def build_rows(cases, wick, torch_results):
             verdict = "no torch time"
         if w.get("error"):
             verdict = "error: " + str(w["error"])[:60]
-        rows.append((case, fmt(wick_ms, "{:.3f}"), fmt(torch_ms, "{:.3f}"), fmt(ratio, "{:.2f}x"), rate,
+        rows.append((case, fmt(wick_ms, "{:.3f}"), fmt(torch_ms, "{:.3f}"), fmt(ratio, "{:.3f}x"), rate,
                      fmt(pct, "{:.0f}%"), target, verdict))
     return rows
 
