@@ -256,6 +256,28 @@ TEST(OptimizerFront, ClippingScalesByMaxNormOverNorm) {
   EXPECT_FLOAT_EQ(f.to_vector<float>()[0], -12.0f * coefficient);
 }
 
+TEST(OptimizerFront, ClippingNormOfALargeBufferMatchesADoubleSum) {
+  // 300,000 elements: the squared norm is summed in stages of 256-element rows; with a NaN, the
+  // finite elements' norm sets the coefficient.
+  std::vector<float> g = random_values(300000, 61);
+  double squared = 0.0;
+  for (float v : g) squared += static_cast<double>(v) * v;
+  for (bool with_nan : {false, true}) {
+    Tensor p = trainable(std::vector<float>(g.size(), 0.0f), {static_cast<int64_t>(g.size())});
+    std::vector<float> given = g;
+    if (with_nan) given[1] = std::numeric_limits<float>::quiet_NaN();
+    double finite_squared = with_nan ? squared - static_cast<double>(g[1]) * g[1] : squared;
+    GradientStore store;
+    store.add(p, Tensor::from_vector<float>(given, {static_cast<int64_t>(g.size())}), true);
+    auto optimizer = make_optimizer("sgd", {{"p", p}}, {.weight_decay = 0.0f, .max_grad_norm = 1.0f});
+    StepReport report = optimizer->step(store, 1.0f);
+    if (with_nan) EXPECT_TRUE(std::isnan(report.grad_norm));
+    else EXPECT_NEAR(report.grad_norm, std::sqrt(squared), 1e-6 * std::sqrt(squared));
+    double coefficient = 1.0 / (std::sqrt(finite_squared) + 1e-6);
+    EXPECT_NEAR(p.to_vector<float>()[0], -g[0] * coefficient, 1e-6 * std::abs(g[0] * coefficient)) << with_nan;
+  }
+}
+
 TEST(OptimizerFront, SquaredNormReducerHookFeedsClipping) {
   // A reducer standing in for an all-reduce over 4 ranks holding the same gradients: norm doubles.
   Tensor a = trainable({0, 0}, {2});
