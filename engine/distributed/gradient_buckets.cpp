@@ -35,6 +35,7 @@ GradientBuckets::GradientBuckets(Optimizer& optimizer, comm::ProcessGroup& group
     bucket_of_slot_[i] = buckets_.size() - 1;
   }
   slot_ready_.assign(slots.size(), false);
+  next_launch_ = n_buckets() - 1;
   for (size_t i = 0; i < slots.size(); ++i)
     autograd::set_leaf_hook(slots[i].parameter, [this, i](const Tensor&, const Tensor& grad) { on_ready(i, grad); });
 }
@@ -60,6 +61,7 @@ void GradientBuckets::arm(bool armed) {
   std::fill(slot_ready_.begin(), slot_ready_.end(), false);
   for (Bucket& bucket : buckets_) bucket.n_ready = 0;
   launched_during_backward_ = 0;
+  next_launch_ = n_buckets() - 1;
 }
 
 void GradientBuckets::on_ready(size_t slot, const Tensor& grad) {
@@ -70,9 +72,15 @@ void GradientBuckets::on_ready(size_t slot, const Tensor& grad) {
   copy_into(target.grad, grad);
   slot_ready_[slot] = true;
   Bucket& bucket = buckets_[bucket_of_slot_[slot]];
-  if (++bucket.n_ready == static_cast<int64_t>(bucket.slots.size())) {
-    launch(bucket);
+  ++bucket.n_ready;
+  // Launch in a fixed order, the last bucket first (backward completes the last layers first), so
+  // every rank starts the same collectives in the same order whatever order its hooks fire in.
+  while (next_launch_ >= 0) {
+    Bucket& next = buckets_[static_cast<size_t>(next_launch_)];
+    if (next.n_ready != static_cast<int64_t>(next.slots.size())) break;
+    launch(next);
     if (!in_finish_) ++launched_during_backward_;
+    --next_launch_;
   }
 }
 
@@ -125,6 +133,7 @@ BucketReport GradientBuckets::finish(const autograd::GradientStore& store) {
   std::fill(slot_ready_.begin(), slot_ready_.end(), false);
   for (Bucket& bucket : buckets_) bucket.n_ready = 0;
   launched_during_backward_ = 0;
+  next_launch_ = n_buckets() - 1;
   wait_all();
   if (group_.size() > 1) {
     const Tensor& flat = optimizer_.flat_gradient();

@@ -11,6 +11,9 @@
 //   BucketReport r = buckets.finish(store);                // waits; flat gradient = mean over ranks
 //   StepReport s = optimizer->step_reduced(lr, r.n_missing);
 //
+// Buckets are launched in one fixed order on every rank (the last bucket first), so ranks whose
+// hooks fire in another order, or not at all (a skipped micro-step), still issue the same sequence
+// of collectives: call finish() on every rank at every step, before any other collective.
 // docs/distributed.md ("Gradient buckets") describes the rules. The group's device must be the
 // parameters' device (MPI: CPU parameters; NCCL: CUDA parameters).
 #pragma once
@@ -71,6 +74,7 @@ class GradientBuckets {
   std::vector<bool> slot_ready_;
   bool armed_ = false;
   bool in_finish_ = false;
+  int64_t next_launch_ = -1;  // the bucket to launch next (launch order: last bucket first)
   int64_t launched_during_backward_ = 0;
 };
 

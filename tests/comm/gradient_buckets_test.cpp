@@ -88,7 +88,7 @@ void expect_close(const Optimizer& optimizer, const std::map<std::string, std::v
 
 TEST(GradientBuckets, FlatGradientIsTheMeanOverRanksAndBucketsStartInBackward) {
   Net net = make_net();
-  auto optimizer = make_optimizer("adamw", net.parameters(), {.weight_decay = 0.0f});
+  auto optimizer = make_optimizer("adamw", net.parameters(/*with_unused=*/false), {.weight_decay = 0.0f});
   GradientBuckets buckets(*optimizer, *g_group, /*bucket_bytes=*/4096);
   ASSERT_GE(buckets.n_buckets(), 3);  // fc1.weight alone is 18 KB
   EXPECT_EQ(buckets.bucket_range(0).first, 0);
@@ -98,13 +98,13 @@ TEST(GradientBuckets, FlatGradientIsTheMeanOverRanksAndBucketsStartInBackward) {
   buckets.arm(true);
   autograd::backward(loss_of(net, g_group->rank(), 0), store);
   BucketReport report = buckets.finish(store);
-  EXPECT_EQ(report.n_missing, 2);  // unused.weight, unused.bias
+  EXPECT_EQ(report.n_missing, 0);
   EXPECT_GE(report.n_launched_during_backward, 2) << "no bucket started before backward ended";
   expect_close(*optimizer, expected_gradients(net, g_group->size(), 1));
 
   // One step: the same update on every rank.
   StepReport step = optimizer->step_reduced(1e-2f, report.n_missing);
-  EXPECT_EQ(step.n_missing, 2);
+  EXPECT_EQ(step.n_missing, 0);
   for (const auto& [name, tensor] : net.parameters()) {
     Tensor mine = tensor.clone(), root = tensor.clone();
     g_group->broadcast(root, 0);
@@ -135,6 +135,20 @@ TEST(GradientBuckets, AccumulationReducesOnlyTheArmedMicroStep) {
   buckets.arm(false);
   autograd::backward(loss_of(net, g_group->rank(), 0), again);
   report = buckets.finish(again);
+  EXPECT_EQ(report.n_launched_during_backward, 0);
+  expect_close(*optimizer, expected_gradients(net, g_group->size(), 1));
+}
+
+TEST(GradientBuckets, ParametersWithoutGradientsAreReducedAsZerosInFinish) {
+  Net net = make_net();
+  auto optimizer = make_optimizer("adamw", net.parameters(), {.weight_decay = 0.0f});
+  GradientBuckets buckets(*optimizer, *g_group, /*bucket_bytes=*/4096);
+  autograd::GradientStore store;
+  buckets.arm(true);
+  autograd::backward(loss_of(net, g_group->rank(), 0), store);
+  BucketReport report = buckets.finish(store);
+  EXPECT_EQ(report.n_missing, 2);  // unused.weight, unused.bias
+  // The last bucket (launched first) holds the unused layer: nothing can start before finish().
   EXPECT_EQ(report.n_launched_during_backward, 0);
   expect_close(*optimizer, expected_gradients(net, g_group->size(), 1));
 }
