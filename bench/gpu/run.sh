@@ -94,7 +94,9 @@ fi
 
 [ "${WICK_GPU_BENCH:-1}" = 1 ] || { echo "report: $report"; exit $status; }
 section "benchmarks"
-for program in "$root"/bin/cuda_*_bench; do
+# cuda_matmul_bench alone; the PyTorch comparisons below run cuda_ops_bench and cuda_block_bench
+# themselves (bench/gpu/ops_vs_torch.py, block_vs_torch.py) next to PyTorch on the same shapes.
+for program in "$root"/bin/cuda_matmul_bench; do
   [ -x "$program" ] || continue
   name=$(basename "$program")
   "$program" --benchmark_min_time=0.5 >"$out/$name.log" 2>&1
@@ -103,8 +105,8 @@ done
 for script in "$root"/bench/gpu/*.py; do
   [ -f "$script" ] || continue
   name=$(basename "$script" .py)
-  python3 "$script" >"$out/$name.log" 2>&1
-  { echo "### $name"; echo '```'; tail -40 "$out/$name.log"; echo '```'; } >>"$report"
+  python3 "$script" --markdown "$out/$name.md" >"$out/$name.log" 2>&1 || status=1
+  { echo "### $name"; echo; cat "$out/$name.md" 2>/dev/null || { echo '```'; tail -40 "$out/$name.log"; echo '```'; }; } >>"$report"
 done
 echo "report: $report"
 exit $status
