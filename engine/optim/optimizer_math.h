@@ -61,27 +61,24 @@ struct AdamScalars {
 // from index 127. Ties go to the pivot the search ended on (as bitsandbytes' quantize_2D).
 // x is expected in [-1, 1] (signed map) or [0, 1] (unsigned map).
 WICK_HD uint8_t quantize_to_code(const float* map, float x, bool signed_map) {
+  // Branch-free: the comparisons select, so neither CPU nor GPU pays for the data-dependent branches
+  // (random outcomes); the sequence of pivots and the result are those of the branching search.
   int pivot = 127, upper_pivot = 255, lower_pivot = 0;
   float lower = signed_map ? -1.0f : 0.0f, upper = 1.0f;
   float val = map[pivot];
   for (int i = 64; i > 0; i >>= 1) {
-    if (x > val) {
-      lower_pivot = pivot;
-      lower = val;
-      pivot += i;
-    } else {
-      upper_pivot = pivot;
-      upper = val;
-      pivot -= i;
-    }
+    const bool greater = x > val;
+    lower_pivot = greater ? pivot : lower_pivot;
+    lower = greater ? val : lower;
+    upper_pivot = greater ? upper_pivot : pivot;
+    upper = greater ? upper : val;
+    pivot += greater ? i : -i;
     val = map[pivot];
   }
-  if (x > val) {
-    float midpoint = mul_rn(add_rn(upper, val), 0.5f);
-    return static_cast<uint8_t>(x > midpoint ? upper_pivot : pivot);
-  }
-  float midpoint = mul_rn(add_rn(lower, val), 0.5f);
-  return static_cast<uint8_t>(x < midpoint ? lower_pivot : pivot);
+  const bool greater = x > val;
+  const float midpoint = mul_rn(add_rn(greater ? upper : lower, val), 0.5f);
+  const int code = greater ? (x > midpoint ? upper_pivot : pivot) : (x < midpoint ? lower_pivot : pivot);
+  return static_cast<uint8_t>(code);
 }
 
 // Code for `value` in a block whose new absmax is `absmax`. A zero absmax (all-zero block) maps to
