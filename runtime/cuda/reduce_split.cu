@@ -170,7 +170,8 @@ bool reduce_rows_split(ReduceOp op, DType dtype, const void* x, void* out, int64
       constexpr Pass kPass = decltype(pass_tag)::value;
       constexpr Finish kFinish = decltype(finish_tag)::value;
       using O = reduce_output_t<decltype(op_tag)::value, T>;
-      launch_chunks<kPass>(in, n_rows, row_length, plan, centre, partials, s);
+      constexpr bool centred = kPass == Pass::SquaredDeviation || kPass == Pass::ExpDeviation;
+      launch_chunks<kPass>(in, n_rows, row_length, plan, centred ? centre : nullptr, partials, s);
       launch_finish<kPass, kFinish>(partials, n_rows, plan, centre, static_cast<O*>(out), row_length, correction, s);
       launched = true;
     };
