@@ -76,10 +76,12 @@ class MatmulNode : public Node {
 // ---- linear ----
 class LinearNode : public Node {
  public:
-  LinearNode(Tensor x, Tensor weight, bool need_x, bool need_weight, bool has_bias)
-      : x_(std::move(x)), weight_(std::move(weight)), need_x_(need_x), need_weight_(need_weight), has_bias_(has_bias) {}
+  LinearNode(Tensor x, Tensor weight, bool need_x, bool need_weight, bool need_bias)
+      : x_(std::move(x)), weight_(std::move(weight)), need_x_(need_x), need_weight_(need_weight),
+        need_bias_(need_bias) {}
   const char* name() const override { return "linear"; }
   // y = x W^T + b: grad_x = g W, grad_W = g^T x and grad_b = g, each summed over x's leading axes.
+  // Only the gradients asked for are computed (a frozen bias costs no reduction).
   std::vector<Tensor> backward(const std::vector<Tensor>& grad) override {
     const Tensor& g = grad[0];
     int64_t n_out = weight_.size(0), n_in = weight_.size(1);
@@ -87,7 +89,7 @@ class LinearNode : public Node {
     if (need_x_) grad_x = wick::matmul(g, weight_.to(g.dtype()));
     if (need_weight_)
       grad_weight = wick::matmul(g.reshape({-1, n_out}), x_.reshape({-1, n_in}).to(g.dtype()), true, false);
-    if (has_bias_) {
+    if (need_bias_) {
       std::vector<int64_t> leading;
       for (int64_t axis = 0; axis + 1 < g.dim(); ++axis) leading.push_back(axis);
       grad_bias = leading.empty() ? g : wick::sum(g, leading);
@@ -98,7 +100,7 @@ class LinearNode : public Node {
 
  private:
   Tensor x_, weight_;
-  bool need_x_, need_weight_, has_bias_;
+  bool need_x_, need_weight_, need_bias_;
 };
 
 // ---- conv2d ----
@@ -147,8 +149,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = wick::linear(x, weight, bias);
   if (needs_grad({x, weight, bias}))
-    record(std::make_shared<LinearNode>(detach(x), detach(weight), requires_grad(x), requires_grad(weight),
-                                        bias.defined()),
+    record(std::make_shared<LinearNode>(requires_grad(weight) ? detach(x) : Tensor(), detach(weight),
+                                        requires_grad(x), requires_grad(weight), bias.defined() && requires_grad(bias)),
            {x, weight, bias}, out);
   return out;
 }
@@ -158,7 +160,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   Tensor out = wick::conv2d(x, weight, bias, stride, padding, dilation, groups);
   if (needs_grad({x, weight, bias}))
     record(std::make_shared<Conv2dNode>(detach(x), detach(weight), requires_grad(x), requires_grad(weight),
-                                        bias.defined(), stride, padding, dilation, groups),
+                                        bias.defined() && requires_grad(bias), stride, padding, dilation, groups),
            {x, weight, bias}, out);
   return out;
 }

@@ -15,6 +15,9 @@ struct AttentionDims {
   int64_t batch = 0, heads = 0, n_queries = 0, n_keys = 0, head_dim = 0, value_dim = 0;
   // Element strides of q, k, v over [B, H, L, D] and of the mask over [B, H, Lq, Lk] (0 = broadcast).
   int64_t q_strides[4] = {}, k_strides[4] = {}, v_strides[4] = {}, mask_strides[4] = {};
+  // Element strides of out over [B, H, Lq, Dv] for the cuDNN path (all 0: contiguous). The fallback
+  // kernel always writes out contiguous.
+  int64_t out_strides[4] = {};
 };
 
 // Largest head_dim / value_dim the fallback kernel takes (its tiles live in shared memory).
@@ -31,7 +34,7 @@ void attention_forward(DType dtype, const void* q, const void* k, const void* v,
 // True when wick was built with the cuDNN frontend (WICK_HAS_CUDNN_FRONTEND).
 bool cudnn_attention_compiled();
 // cuDNN SDPA for BF16/F16 q/k/v (last stride 1, 16-byte aligned), no mask, optional top-left
-// causal mask; out contiguous [B, H, Lq, Dv], logsumexp [B, H, Lq] f32 (natural log). Graphs are
+// causal mask; out [B, H, Lq, Dv] with dims.out_strides (contiguous when those are 0), logsumexp [B, H, Lq] f32 (natural log). Graphs are
 // built once per shape/stride/dtype/scale and cached. Returns false (having launched nothing) when
 // cuDNN cannot run this configuration, so the caller can fall back to attention_forward.
 bool attention_forward_cudnn(int device, DType dtype, const void* q, const void* k, const void* v,

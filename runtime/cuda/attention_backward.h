@@ -18,6 +18,9 @@ struct AttentionBackwardDims {
   AttentionDims forward;  // shapes, q/k/v strides, mask strides
   // Element strides of the forward's out and of grad_out over [B, H, Lq, Dv].
   int64_t out_strides[4] = {}, grad_out_strides[4] = {};
+  // Element strides of grad_q, grad_k, grad_v written by the cuDNN path (all 0: contiguous). The
+  // fallback kernels write them contiguous.
+  int64_t grad_q_strides[4] = {}, grad_k_strides[4] = {}, grad_v_strides[4] = {};
 };
 
 // Fallback kernels: grad_out/q/k/v/out in `dtype` (F32/F64/BF16/F16) with dims' strides,

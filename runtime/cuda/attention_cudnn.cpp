@@ -66,6 +66,12 @@ std::vector<int64_t> strides_of(const int64_t (&strides)[4]) {
   return {strides[0], strides[1], strides[2], strides[3]};
 }
 
+// `strides` when given (a unit last stride), else those of a contiguous [B, h, l, d] tensor.
+std::vector<int64_t> strides_or_dense(const int64_t (&strides)[4], int64_t h, int64_t l, int64_t d) {
+  if (strides[3] == 1) return strides_of(strides);
+  return {h * l * d, l * d, d, 1};
+}
+
 std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, DType dtype, const AttentionDims& dims, bool causal,
                                               float scale) {
   auto graph = std::make_shared<fe::graph::Graph>();
@@ -95,7 +101,7 @@ std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, DType dtype,
   out->set_output(true)
       .set_uid(out_uid)
       .set_dim({b, h, s_q, dims.value_dim})
-      .set_stride({h * s_q * dims.value_dim, s_q * dims.value_dim, dims.value_dim, 1});
+      .set_stride(strides_or_dense(dims.out_strides, h, s_q, dims.value_dim));
   // Stats: the natural-log logsumexp of the scaled scores per query row, [B, H, Lq, 1] f32.
   stats->set_output(true)
       .set_uid(stats_uid)
@@ -144,12 +150,12 @@ std::shared_ptr<fe::graph::Graph> build_backward_graph(cudnnHandle_t handle, DTy
   if (causal)  // key j kept for query i when j <= i (top-left diagonal, as in the forward)
     options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   auto [grad_q, grad_k, grad_v] = graph->sdpa_backward(q, k, v, o, grad_o, stats, options);
-  grad_q->set_output(true).set_uid(grad_q_uid).set_dim({b, h, s_q, d}).set_stride({h * s_q * d, s_q * d, d, 1});
-  grad_k->set_output(true).set_uid(grad_k_uid).set_dim({b, h, s_kv, d}).set_stride({h * s_kv * d, s_kv * d, d, 1});
-  grad_v->set_output(true)
-      .set_uid(grad_v_uid)
-      .set_dim({b, h, s_kv, dv})
-      .set_stride({h * s_kv * dv, s_kv * dv, dv, 1});
+  grad_q->set_output(true).set_uid(grad_q_uid).set_dim({b, h, s_q, d}).set_stride(
+      strides_or_dense(bd.grad_q_strides, h, s_q, d));
+  grad_k->set_output(true).set_uid(grad_k_uid).set_dim({b, h, s_kv, d}).set_stride(
+      strides_or_dense(bd.grad_k_strides, h, s_kv, d));
+  grad_v->set_output(true).set_uid(grad_v_uid).set_dim({b, h, s_kv, dv}).set_stride(
+      strides_or_dense(bd.grad_v_strides, h, s_kv, dv));
   try {
     if (!graph->build(handle, {fe::HeurMode_t::A}).is_good()) return nullptr;
   } catch (const std::exception&) {
@@ -193,7 +199,7 @@ bool attention_forward_cudnn(int device, DType dtype, const void* q, const void*
   cudnnHandle_t handle = handle_for(device);
   CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)));
   std::vector<int64_t> shape_key = {dims.batch, dims.heads, dims.n_queries, dims.n_keys, dims.head_dim, dims.value_dim};
-  for (const int64_t* strides : {dims.q_strides, dims.k_strides, dims.v_strides})
+  for (const int64_t* strides : {dims.q_strides, dims.k_strides, dims.v_strides, dims.out_strides})
     shape_key.insert(shape_key.end(), strides, strides + 4);
   GraphKey key{device, static_cast<int>(dtype), causal, scale, shape_key};
   CachedGraph entry =
@@ -217,7 +223,8 @@ bool attention_backward_cudnn(int device, DType dtype, const void* grad_out, con
   CUDNN_CHECK(cudnnSetStream(handle, static_cast<cudaStream_t>(stream)));
   const AttentionDims& dims = bd.forward;
   std::vector<int64_t> shape_key = {dims.batch, dims.heads, dims.n_queries, dims.n_keys, dims.head_dim, dims.value_dim};
-  for (const int64_t* strides : {dims.q_strides, dims.k_strides, dims.v_strides, bd.out_strides, bd.grad_out_strides})
+  for (const int64_t* strides : {dims.q_strides, dims.k_strides, dims.v_strides, bd.out_strides, bd.grad_out_strides,
+                                 bd.grad_q_strides, bd.grad_k_strides, bd.grad_v_strides})
     shape_key.insert(shape_key.end(), strides, strides + 4);
   GraphKey key{device, static_cast<int>(dtype), causal, scale, shape_key};
   CachedGraph entry =

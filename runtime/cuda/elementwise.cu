@@ -19,6 +19,52 @@ __global__ void unary_kernel(const T* x, StridedView x_view, bool flat, T* out, 
   }
 }
 
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T values[N];
+};
+
+// Elements per 16-byte vector of T.
+template <typename T>
+constexpr int pack_size() {
+  return sizeof(T) >= 16 ? 1 : 16 / static_cast<int>(sizeof(T));
+}
+
+// Dense operands (a tensor read in order, or a scalar) and output, 16-byte aligned: vectors of
+// pack_size<T>() elements per load, the tail one by one.
+template <BinaryOp kOp, typename T, typename O>
+__global__ void binary_dense_kernel(const T* a, compute_t<T> a_scalar, const T* b, compute_t<T> b_scalar, O* out,
+                                    int64_t n) {
+  constexpr int N = pack_size<T>();
+  int64_t n_packs = n / N;
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t p = first; p < n_packs; p += stride) {
+    Pack<T, N> va, vb;
+    if (a != nullptr) va = reinterpret_cast<const Pack<T, N>*>(a)[p];
+    if (b != nullptr) vb = reinterpret_cast<const Pack<T, N>*>(b)[p];
+    Pack<O, N> result;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      compute_t<T> x = a != nullptr ? convert<compute_t<T>>(va.values[j]) : a_scalar;
+      compute_t<T> y = b != nullptr ? convert<compute_t<T>>(vb.values[j]) : b_scalar;
+      result.values[j] = convert<O>(binary_value<kOp>(x, y));
+    }
+    reinterpret_cast<Pack<O, N>*>(out)[p] = result;
+  }
+  for (int64_t i = n_packs * N + first; i < n; i += stride) {
+    compute_t<T> x = a != nullptr ? convert<compute_t<T>>(a[i]) : a_scalar;
+    compute_t<T> y = b != nullptr ? convert<compute_t<T>>(b[i]) : b_scalar;
+    out[i] = convert<O>(binary_value<kOp>(x, y));
+  }
+}
+
+// Whether `operand` is a scalar or a dense tensor at a 16-byte aligned address.
+bool dense_aligned(const ElementwiseOperand& operand) {
+  return operand.data == nullptr ||
+         (view_is_flat(operand.view) && reinterpret_cast<uintptr_t>(operand.data) % 16 == 0);
+}
+
 template <BinaryOp kOp, typename T, typename O>
 __global__ void binary_kernel(OperandLoader<T> load_a, OperandLoader<T> load_b, O* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -75,6 +121,15 @@ void binary(BinaryOp op, DType dtype, const ElementwiseOperand& a, const Element
     dispatch_binary_op(op, [&](auto op_tag) {
       constexpr BinaryOp kOp = decltype(op_tag)::value;
       using O = std::conditional_t<is_comparison(kOp), uint8_t, T>;
+      if (dense_aligned(a) && dense_aligned(b) && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+        OperandLoader<T> la = make_loader<T>(a), lb = make_loader<T>(b);
+        constexpr int N = pack_size<T>();
+        binary_dense_kernel<kOp, T, O><<<grid_for((n + N - 1) / N), block_size, 0, s>>>(
+            static_cast<const T*>(a.data), la.scalar, static_cast<const T*>(b.data), lb.scalar, static_cast<O*>(out),
+            n);
+        CUDA_CHECK_LAUNCH();
+        return;
+      }
       binary_kernel<kOp, T, O><<<grid_for(n), block_size, 0, s>>>(make_loader<T>(a), make_loader<T>(b),
                                                                    static_cast<O*>(out), n);
       CUDA_CHECK_LAUNCH();

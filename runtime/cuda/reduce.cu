@@ -180,8 +180,9 @@ void launch_rows(int64_t n_rows, int64_t row_length, const Launch& launch) {
 // ---- launchers ----
 
 void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
-                 double correction, void* stream) {
+                 double correction, void* workspace, void* stream) {
   if (n_rows == 0 || row_length == 0) return;
+  if (reduce_rows_split(op, dtype, x, out, n_rows, row_length, correction, workspace, stream)) return;
   auto s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);

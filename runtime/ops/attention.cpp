@@ -56,7 +56,6 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 #if WICK_HAS_CUDA
   cuda::set_device(device.index);
   void* stream = current_stream(device).handle;
-  Tensor out = Tensor::empty({batch, heads, n_q, dv}, q.dtype(), device);
   cuda::AttentionDims dims;
   dims.batch = batch, dims.heads = heads, dims.n_queries = n_q, dims.n_keys = n_k, dims.head_dim = d,
   dims.value_dim = dv;
@@ -66,11 +65,15 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     fill_attention_strides(dims.q_strides, qa.strides());
     fill_attention_strides(dims.k_strides, ka.strides());
     fill_attention_strides(dims.v_strides, va.strides());
+    // out in q's memory order: q from a fused [B, L, 3, H, D] projection gives out as [B, L, H, D] memory.
+    Tensor out = empty_in_layout_of(q, {batch, heads, n_q, dv}, q.dtype());
+    fill_attention_strides(dims.out_strides, out.strides());
     if (cuda::attention_forward_cudnn(device.index, q.dtype(), qa.data(), ka.data(), va.data(), dims, is_causal,
                                       static_cast<float>(softmax_scale), out.data(), logsumexp.data_as<float>(),
                                       stream))
       return {out, logsumexp};
   }
+  Tensor out = Tensor::empty({batch, heads, n_q, dv}, q.dtype(), device);
   WICK_CHECK(d <= cuda::attention_kernel_max_head_dim && dv <= cuda::attention_kernel_max_head_dim, op,
              ": the CUDA attention kernel takes head dims up to ", cuda::attention_kernel_max_head_dim, ", got q ",
              q.describe(), ", v ", v.describe());

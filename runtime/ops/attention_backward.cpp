@@ -77,8 +77,6 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
 #if WICK_HAS_CUDA
   cuda::set_device(device.index);
   void* stream = current_stream(device).handle;
-  Tensor grad_q = Tensor::empty(q.shape(), q.dtype(), device), grad_k = Tensor::empty(k.shape(), q.dtype(), device),
-         grad_v = Tensor::empty(v.shape(), q.dtype(), device);
   if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0 || grad_out.numel() == 0) {
     // Some extent is 0: every gradient is empty or (no keys, empty values) identically 0.
     return {zeros(q.shape(), q.dtype(), device), zeros(k.shape(), q.dtype(), device),
@@ -91,9 +89,15 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
   f.batch = batch, f.heads = heads, f.n_queries = n_q, f.n_keys = n_k, f.head_dim = d, f.value_dim = dv;
   fill_attention_strides(f.mask_strides, m.defined() ? m.strides() : Strides{0, 0, 0, 0});
   if (attention_cudnn_eligible(q, k, v, mask)) {
-    // out and grad_out dense (a gradient may arrive as a broadcast view with zero strides).
+    // out and grad_out read in place (any layout with a unit last stride), except broadcast views
+    // (a gradient may arrive with zero strides). The gradients take the layouts of q, k and v.
     Tensor qa = aligned_for_cudnn(q), ka = aligned_for_cudnn(k), va = aligned_for_cudnn(v),
-           oa = aligned_for_cudnn(o.contiguous()), ga = aligned_for_cudnn(go.contiguous());
+           oa = aligned_for_cudnn(without_broadcast(o)), ga = aligned_for_cudnn(without_broadcast(go));
+    Tensor gq = empty_in_layout_of(q, q.shape(), q.dtype()), gk = empty_in_layout_of(k, k.shape(), q.dtype()),
+           gv = empty_in_layout_of(v, v.shape(), q.dtype());
+    fill_attention_strides(dims.grad_q_strides, gq.strides());
+    fill_attention_strides(dims.grad_k_strides, gk.strides());
+    fill_attention_strides(dims.grad_v_strides, gv.strides());
     fill_attention_strides(f.q_strides, qa.strides());
     fill_attention_strides(f.k_strides, ka.strides());
     fill_attention_strides(f.v_strides, va.strides());
@@ -101,9 +105,11 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
     fill_attention_strides(dims.grad_out_strides, ga.strides());
     if (cuda::attention_backward_cudnn(device.index, q.dtype(), ga.data(), qa.data(), ka.data(), va.data(), oa.data(),
                                        lse.data_as<float>(), dims, is_causal, static_cast<float>(softmax_scale),
-                                       grad_q.data(), grad_k.data(), grad_v.data(), stream))
-      return {grad_q, grad_k, grad_v};
+                                       gq.data(), gk.data(), gv.data(), stream))
+      return {gq, gk, gv};
   }
+  Tensor grad_q = Tensor::empty(q.shape(), q.dtype(), device), grad_k = Tensor::empty(k.shape(), q.dtype(), device),
+         grad_v = Tensor::empty(v.shape(), q.dtype(), device);
   WICK_CHECK(d <= cuda::attention_kernel_max_head_dim && dv <= cuda::attention_kernel_max_head_dim, op,
              ": the CUDA attention backward kernels take head dims up to ", cuda::attention_kernel_max_head_dim,
              ", got q ", q.describe(), ", v ", v.describe());

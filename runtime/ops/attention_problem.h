@@ -6,9 +6,11 @@
 //   if (attention_cudnn_eligible(q, k, v, mask)) ...;   // CUDA builds only
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "runtime/ops/copy.h"
 #include "runtime/tensor.h"
@@ -78,6 +80,31 @@ inline Tensor aligned_for_cudnn(const Tensor& t) {
   bool ok = s[3] == 1 && s[0] % 8 == 0 && s[1] % 8 == 0 && s[2] % 8 == 0 &&
             reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
   return ok ? t : t.clone();
+}
+
+// A view with no zero stride on an axis longer than 1 (a broadcast gradient becomes dense).
+inline Tensor without_broadcast(const Tensor& t) {
+  for (int64_t a = 0; a < t.dim(); ++a)
+    if (t.size(a) > 1 && t.strides()[static_cast<size_t>(a)] == 0) return t.contiguous();
+  return t;
+}
+
+// An uninitialized dense [B, H, L, D] tensor whose first three axes lie in memory in the order of
+// `like`'s strides (the last axis stays innermost): outputs and gradients of attention then share
+// the layout of its inputs, so head permutes around it ([B, L, H, D] <-> [B, H, L, D]) stay views.
+inline Tensor empty_in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
+  std::vector<int64_t> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return like.strides()[static_cast<size_t>(a)] > like.strides()[static_cast<size_t>(b)];
+  });
+  order.push_back(3);
+  Shape permuted;
+  std::vector<int64_t> inverse(4);
+  for (size_t i = 0; i < 4; ++i) {
+    permuted.push_back(shape[static_cast<size_t>(order[i])]);
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return Tensor::empty(permuted, dtype, like.device()).permute(inverse);
 }
 
 inline void fill_attention_strides(int64_t (&to)[4], const Strides& from) {

@@ -88,8 +88,10 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
   } else {
 #if WICK_HAS_CUDA
     cuda::set_device(device.index);
+    int64_t workspace_bytes = cuda::reduce_workspace_bytes(op, plan.n_rows, plan.row_length);
+    Tensor workspace = workspace_bytes > 0 ? Tensor::empty({workspace_bytes}, DType::U8, device) : Tensor();
     cuda::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction,
-                      current_stream(device).handle);
+                      workspace.defined() ? workspace.data() : nullptr, current_stream(device).handle);
 #endif
   }
   return out;

@@ -95,6 +95,9 @@ std::vector<OpCase> binary_cases() {
       binary_case("mul_large_broadcast", mul, mul_ref, {.shape = {300, 130}, .non_contiguous = true},
                   {.shape = {130}}),
       binary_case("add_large_contiguous", add, add_ref, {.shape = {40000}}, {.shape = {40000}}),
+      // Dense operands take 16-byte vectors on CUDA; 2^20 + 5 leaves a tail, the row bias a broadcast.
+      binary_case("mul_dense_vectors", mul, mul_ref, {.shape = {(1 << 20) + 5}}, {.shape = {(1 << 20) + 5}}),
+      binary_case("add_bias_rows", add, add_ref, {.shape = {512, 3, 384}}, {.shape = {384}}),
       binary_case("div", div, [](double a, double b) { return a / b; }, {.shape = {3, 5}, .low = -4, .high = 4},
                   {.shape = {3, 5}, .low = 0.5, .high = 3}),
       // Integer division truncates toward zero; x / 0 == 0.

@@ -100,6 +100,48 @@ std::vector<OpCase> layout_cases() {
                    .run = [](const Inputs& x) { return Outputs{unpatchify(x[0], 2, 4, 6)}; },
                    .reference = [](const RefInputs& x) { return RefOutputs{ref_unpatchify(x[0], 2, 4, 6)}; },
                    .dtypes = floats});
+  // Copies through each CUDA copy kernel: a permute of the last two axes (shared-memory tiles, with
+  // partial tiles and a batch axis), a head permute that keeps the last axis (rows), a broadcast of
+  // one row (rows, stride 0) and a dtype cast of dense data (vectors plus a tail).
+  auto permuted = [](const RefTensor& x, const std::vector<int64_t>& order) {
+    Shape shape;
+    for (int64_t a : order) shape.push_back(x.shape[static_cast<size_t>(a)]);
+    RefTensor out = ref_like(shape);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      std::vector<int64_t> at = coords_of(shape, i), from(at.size());
+      for (size_t a = 0; a < order.size(); ++a) from[static_cast<size_t>(order[a])] = at[a];
+      out.at(i) = x.at(linear_index(x.shape, from));
+    }
+    return out;
+  };
+  cases.push_back({.name = "copy_transpose_tiles",
+                   .inputs = {{.shape = {3, 100, 70}}},
+                   .run = [](const Inputs& x) { return Outputs{x[0].transpose(1, 2).contiguous()}; },
+                   .reference = [permuted](const RefInputs& x) { return RefOutputs{permuted(x[0], {0, 2, 1})}; },
+                   .dtypes = floats});
+  cases.push_back({.name = "copy_head_permute_rows",
+                   .inputs = {{.shape = {2, 64, 6, 32}}},
+                   .run = [](const Inputs& x) { return Outputs{x[0].permute({0, 2, 1, 3}).contiguous()}; },
+                   .reference = [permuted](const RefInputs& x) { return RefOutputs{permuted(x[0], {0, 2, 1, 3})}; },
+                   .dtypes = floats});
+  cases.push_back({.name = "copy_broadcast_row",
+                   .inputs = {{.shape = {1, 300}}},
+                   .run = [](const Inputs& x) { return Outputs{x[0].expand({257, 300}).contiguous()}; },
+                   .reference = [](const RefInputs& x) {
+                     RefTensor out = ref_like({257, 300});
+                     for (int64_t i = 0; i < out.numel(); ++i) out.at(i) = x[0].at(i % 300);
+                     return RefOutputs{out};
+                   },
+                   .dtypes = floats});
+  cases.push_back({.name = "copy_cast_dense",
+                   .inputs = {{.shape = {(1 << 16) + 3}}},
+                   .run = [](const Inputs& x) {
+                     return Outputs{x[0].to(x[0].dtype() == DType::F32 ? DType::BF16 : DType::F32)};
+                   },
+                   .reference = [](const RefInputs& x) { return RefOutputs{x[0]}; },
+                   .dtypes = {DType::F32, DType::BF16},
+                   .cpu_tolerance = {{DType::F32, {1e-2, 8e-3}}},  // f32 -> bf16 rounds
+                   .cuda_tolerance = {{DType::F32, {1e-2, 8e-3}}}});
   return cases;
 }
 WICK_REGISTER_OP_CASES(layout_cases);
