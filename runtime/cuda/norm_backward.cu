@@ -32,7 +32,7 @@ template <typename T, typename S, int kVec, int kItems, int kGroup>
 __global__ void __launch_bounds__(512)
     backward_tiled_kernel(NormProblem p, const T* grad_y, const T* x, const S* mean, const S* rstd, const S* weight,
                           T* grad_x, S* partial_w, S* partial_b, int64_t iterations) {
-  extern __shared__ unsigned char slot_sums[];
+  extern __shared__ __align__(16) unsigned char slot_sums[];
   __shared__ S shared[64];
   const int group = kGroup ? kGroup : static_cast<int>(blockDim.x);
   const int lane = threadIdx.x;
