@@ -299,8 +299,8 @@ void launch_tiled(const NormProblem& p, const RowTiling& t, const T* grad_y, con
     constexpr int kGroup = decltype(group_constant)::value;
     auto kernel = backward_tiled_kernel<T, S, kVec, kTileElements / kVec, kGroup>;
     int64_t d = p.row_size;
-    // Sub-warp and warp groups: 256 threads per block. Block-wide rows: up to 512 threads (several
-    // row slots) when the slots' column sums fit in 48 KiB of shared memory.
+    // Sub-warp and warp groups: 256 threads per block. Block-wide rows: one row slot per block, or
+    // two when fused (below).
     int slots = kGroup ? 256 / kGroup : 1;
     size_t shared_bytes = 0;
     int per_sm = 0;
