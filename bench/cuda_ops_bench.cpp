@@ -35,6 +35,7 @@
 #include "runtime/ops/norm_backward.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax_backward.h"
 
 namespace {
 
@@ -236,13 +237,12 @@ void BM_wick_softmax_fwd(benchmark::State& state) {
   set_bandwidth(state, 2 * kElements * kBf16, ms);
 }
 
-// Reads dy, y; writes dx: 3 N D bf16. The rule of autograd's SoftmaxNode, with the runtime ops it
-// calls: dx = y (dy - sum(dy y)) along the last axis.
+// Reads dy, y; writes dx: 3 N D bf16. What autograd's SoftmaxNode runs: the fused
+// softmax_backward, dx = y (dy - sum(dy y)) along the last axis.
 void BM_wick_softmax_bwd(benchmark::State& state) {
   Tensor y = wick::softmax(random_normal({kRows, kCols}, 1, DType::BF16), -1);
   Tensor dy = random_normal({kRows, kCols}, 4, DType::BF16), dx;
-  std::vector<int64_t> last_axis = {-1};
-  auto body = [&] { dx = wick::mul(y, wick::sub(dy, wick::sum(wick::mul(dy, y), last_axis, /*keepdim=*/true))); };
+  auto body = [&] { dx = wick::softmax_backward(dy, y, -1); };
   body();
   if (!outputs_ok(state, "softmax_bwd", {{"dx", dx}})) return;
   double ms = time_with_events(state, body);

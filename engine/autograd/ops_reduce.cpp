@@ -3,6 +3,7 @@
 #include "engine/autograd/node.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax_backward.h"
 
 namespace wick::autograd {
 namespace {
@@ -133,8 +134,7 @@ class SoftmaxNode : public Node {
   const char* name() const override { return "softmax"; }
   // d softmax(x) = y (g - sum(g y)) along the axis
   std::vector<Tensor> backward(const std::vector<Tensor>& grad) override {
-    Tensor dot = wick::sum(wick::mul(grad[0], out_), {axis_}, /*keepdim=*/true);
-    return {wick::mul(out_, wick::sub(grad[0], dot))};
+    return {wick::softmax_backward(grad[0], out_, axis_)};  // one fused pass over each row
   }
   void release() override { out_ = Tensor(); }
 

@@ -9,9 +9,11 @@
 
 namespace wick::cuda {
 
-// Same contract as cpu::normalize_rows (statistics type float, double for F64). One warp per row
-// for rows up to 1024 wide, else one block (256 or 1024 threads) per row; two passes over the row
-// (mean, then centred squares) with warp-shuffle reductions in the statistics type.
+// Same contract as cpu::normalize_rows (statistics type float, double for F64). Rows up to 16384
+// elements are held in registers (16 per thread; 2, 8 or 32 lanes of a warp per row, or a block of
+// up to 1024 threads), read once with 16-byte loads when the pointers allow, and normalized in two
+// passes over the held values (mean, then centred squares) with warp-shuffle sums. Longer rows are
+// streamed from memory three times by 1024 threads.
 void normalize_rows(const NormProblem& problem, DType dtype, const void* x, const void* weight, const void* bias,
                     void* y, void* mean, void* rstd, void* stream);
 

@@ -11,11 +11,12 @@
 namespace wick::cuda {
 
 // Same contract as cpu::normalize_rows_backward (statistics type float, double for F64; sums in
-// the statistics type). grad_x: one warp per row for rows up to 1024 wide, else one block per row,
-// like the forward. grad_weight / grad_bias: per-block partial sums (layer/RMS: tiles of 32
-// columns by chunks of rows; group norm: one block per sample and channel) written to a scratch
-// buffer, then a second kernel sums the partials of each channel in a fixed order: deterministic,
-// no atomics.
+// the statistics type). Rows up to 8192 elements are held in registers as in the forward, so
+// grad_y and x are read once; layer/RMS norm fold grad_weight / grad_bias into that pass: one wave
+// of blocks, each summing its rows' g * xhat and g per column into one partial row, then a second
+// kernel sums the partial rows in a fixed order (deterministic on a given GPU, no atomics). Group
+// norm (and rows too long for registers) computes the parameter gradients in a separate pass with
+// per-block partials (group norm: one block per sample and channel).
 void normalize_rows_backward(const NormProblem& problem, DType dtype, const void* grad_y, const void* x,
                              const void* mean, const void* rstd, const void* weight, void* grad_x, void* grad_weight,
                              void* grad_bias, void* stream);

@@ -1,0 +1,54 @@
+#include "runtime/ops/softmax_backward.h"
+
+#include "runtime/cpu/softmax_backward.h"
+#include "runtime/error.h"
+#include "runtime/ops/copy.h"
+#include "runtime/shape.h"
+#if WICK_HAS_CUDA
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/softmax_backward.h"
+#endif
+
+namespace wick {
+
+Tensor softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t axis) {
+  const char* op = "softmax_backward";
+  WICK_CHECK(grad_y.defined() && y.defined(), op, ": undefined tensor");
+  WICK_CHECK(is_floating(grad_y.dtype()) && is_floating(y.dtype()), op, ": floating dtypes only, got grad_y ",
+             grad_y.describe(), " and y ", y.describe());
+  WICK_CHECK(grad_y.shape() == y.shape(), op, ": grad_y ", grad_y.describe(), " and y ", y.describe(),
+             " differ in shape");
+  WICK_CHECK(grad_y.device() == y.device(), op, ": grad_y ", grad_y.describe(), " and y ", y.describe(),
+             " on different devices");
+  if (y.dim() == 0) {
+    WICK_CHECK(axis == 0 || axis == -1, op, ": axis ", axis, " is out of range for ", y.describe(), " (rank 0)");
+    return softmax_backward(grad_y.reshape({1}), y.reshape({1}), 0).reshape({});
+  }
+  int64_t a = normalize_axis(axis, y.dim(), op);
+  int64_t last = y.dim() - 1;
+  DType dtype = promote_types(grad_y.dtype(), y.dtype());
+  // The softmax axis last, contiguous, in the result dtype.
+  auto as_rows = [&](const Tensor& t) {
+    Tensor moved = a == last ? t : t.transpose(a, last);
+    return moved.dtype() == dtype ? moved.contiguous() : cast(moved, dtype);
+  };
+  Tensor g_rows = as_rows(grad_y), y_rows = as_rows(y);
+  Tensor out = Tensor::empty(y_rows.shape(), dtype, y.device());
+  int64_t row_length = y_rows.shape()[static_cast<size_t>(last)];
+  int64_t n_rows = row_length == 0 ? 0 : y_rows.numel() / row_length;
+  if (n_rows > 0) {
+    Device device = y.device();
+    if (device.is_cpu()) {
+      cpu::softmax_backward_rows(dtype, g_rows.data(), y_rows.data(), out.data(), n_rows, row_length);
+    } else {
+#if WICK_HAS_CUDA
+      cuda::set_device(device.index);
+      cuda::softmax_backward_rows(dtype, g_rows.data(), y_rows.data(), out.data(), n_rows, row_length,
+                                  current_stream(device).handle);
+#endif
+    }
+  }
+  return a == last ? out : out.transpose(a, last).contiguous();
+}
+
+}  // namespace wick
