@@ -72,12 +72,6 @@ void scale_in_place(const Tensor& g, float coefficient) {
   copy_into(g, mul(g, static_cast<double>(coefficient)));
 }
 
-// True when `grad` is exactly the slot's view of the flat gradient buffer (placed there already).
-bool is_slot_gradient(const Tensor& grad, const Tensor& slot_grad) {
-  return grad.dtype() == DType::F32 && grad.device() == slot_grad.device() && grad.data() == slot_grad.data() &&
-         grad.shape() == slot_grad.shape() && grad.strides() == slot_grad.strides();
-}
-
 // Sum of squares of the finite elements only (NaN and ±Inf count as 0).
 Tensor finite_sum_of_squares(const Tensor& g) {
   Tensor finite = lt(abs(g), std::numeric_limits<double>::infinity());  // false for NaN and ±Inf
@@ -200,7 +194,7 @@ StepReport Optimizer::step(const autograd::GradientStore& grads, float lr) {
     }
     WICK_CHECK(grad.shape() == slot.parameter.shape(), "optimizer ", name(), ": the gradient of \"", slot.name,
                "\" is ", grad.describe(), ", the parameter ", slot.parameter.describe());
-    if (!is_slot_gradient(grad, slot.grad)) copy_into(slot.grad, grad);
+    copy_into(slot.grad, grad);
   }
   return step_reduced(lr, report.n_missing);
 }

@@ -76,9 +76,8 @@ class Optimizer {
   // One step with learning rate lr: gathers the gradients of every parameter from `grads`
   // (missing -> zeros, counted), clips to max_grad_norm, runs the fused update over the flat
   // buffers and writes the masters back into the parameters. Elements with a non-finite
-  // gradient are skipped (docs/optimizers.md). A gradient that already is its slot's view of
-  // flat_gradient() (same memory) is not copied. Synchronizes once at the end to read the norm
-  // and the count; with max_grad_norm > 0 also once before the update (the norm sets the scale).
+  // gradient are skipped (docs/optimizers.md). Synchronizes once at the end to read the norm and
+  // the count; with max_grad_norm > 0 also once before the update (the norm sets the scale).
   StepReport step(const autograd::GradientStore& grads, float lr);
   // The same step over gradients already in flat_gradient() (placed and reduced there by
   // GradientBuckets, engine/distributed/gradient_buckets.h); n_missing is reported as given.
