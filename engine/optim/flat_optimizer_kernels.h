@@ -35,4 +35,11 @@ void adamw8bit_step(float* p, const float* g, uint8_t* m_codes, uint8_t* v_codes
                     float* absmax_v, const float* maps, int64_t n, const optim_math::AdamScalars& s,
                     int64_t* n_nonfinite, void* stream);
 
+// Optimizer::step's gradient passes over the flat f32 gradient buffer:
+// out[r] = the sum of g[256 r + j]^2 over j < 256 for r < n_rows, with the additions, in the same
+// order, that sum(square(g).view({-1, 256}), {1}) makes (bitwise-equal, one pass, no temporary).
+void row_sums_of_squares(const float* g, int64_t n_rows, float* out, void* stream);
+// g[i] *= c in f32 for i < n, in place (bitwise-equal to mul(g, c)).
+void scale(float* g, int64_t n, float c, void* stream);
+
 }  // namespace wick::cuda

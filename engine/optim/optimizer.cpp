@@ -9,9 +9,13 @@
 #include <set>
 
 #include "engine/autograd/node.h"
+#include "engine/optim/flat_optimizer_kernels.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
+#if WICK_HAS_CUDA
+#include "runtime/cuda/cuda_api.h"
+#endif
 
 namespace wick {
 namespace {
@@ -39,6 +43,33 @@ Tensor staged_sum(Tensor t) {
   while (t.numel() > 65536 && t.numel() % quantization_block_size == 0)
     t = sum(t.view({-1, quantization_block_size}), row);
   return sum(t);
+}
+
+// staged_sum(square(g)) for the contiguous flat gradient. On CUDA the first stage (the squares
+// summed over rows of 256) is one pass without the squares' temporary, with the same additions.
+Tensor sum_of_squares(const Tensor& g) {
+#if WICK_HAS_CUDA
+  if (g.device().is_cuda() && g.numel() > 65536 && g.numel() % quantization_block_size == 0) {
+    cuda::set_device(g.device().index);
+    Tensor rows = Tensor::empty({g.numel() / quantization_block_size}, DType::F32, g.device());
+    cuda::row_sums_of_squares(g.data_as<float>(), rows.numel(), rows.data_as<float>(),
+                              current_stream(g.device()).handle);
+    return staged_sum(rows);
+  }
+#endif
+  return staged_sum(square(g));
+}
+
+// g *= coefficient in place (f32, as mul(g, coefficient)); on CUDA one pass without a temporary.
+void scale_in_place(const Tensor& g, float coefficient) {
+#if WICK_HAS_CUDA
+  if (g.device().is_cuda()) {
+    cuda::set_device(g.device().index);
+    cuda::scale(g.data_as<float>(), g.numel(), coefficient, current_stream(g.device()).handle);
+    return;
+  }
+#endif
+  copy_into(g, mul(g, static_cast<double>(coefficient)));
 }
 
 // Sum of squares of the finite elements only (NaN and ±Inf count as 0).
@@ -172,28 +203,37 @@ StepReport Optimizer::step_reduced(float lr, int64_t n_missing) {
   WICK_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer ", name(), ": lr must be finite and >= 0, got ", lr);
   StepReport report;
   report.n_missing = n_missing;
-  float coefficient = clip(report);
-  if (coefficient < 1.0f) {
-    copy_into(flat_grad_, mul(flat_grad_, static_cast<double>(coefficient)));
-    report.clipped = true;
+  auto reduced = [&](Tensor local) { return reducer_ ? reducer_(local) : local; };
+  // The squared norm stays on the device until the end unless clipping needs it now; the skipped
+  // elements are counted on the device too: one synchronization without clipping, two with.
+  Tensor squared = reduced(sum_of_squares(flat_grad_));
+  if (config_.max_grad_norm > 0.0f) {
+    report.grad_norm = static_cast<float>(std::sqrt(squared.item()));
+    float coefficient = clip_coefficient(report.grad_norm);
+    if (coefficient < 1.0f) {
+      scale_in_place(flat_grad_, coefficient);
+      report.clipped = true;
+    }
   }
   int64_t t = step_ + 1;
-  report.n_nonfinite = update(lr, t);
+  Tensor n_nonfinite = Tensor::scalar(0.0, DType::I64, device_);
+  update(lr, t, n_nonfinite);
   step_ = t;
   gather_and_write_back();
+  if (config_.max_grad_norm <= 0.0f) report.grad_norm = static_cast<float>(std::sqrt(squared.item()));
+  report.n_nonfinite = static_cast<int64_t>(n_nonfinite.item());
   return report;
 }
 
-// Computes the global norm into report.grad_norm and returns the clipping coefficient (>= 1: none).
-// As torch.nn.utils.clip_grad_norm_: coefficient = max_norm / (norm + 1e-6) in f32. When the norm
-// is non-finite, the coefficient uses the norm of the finite elements (the others are skipped).
-float Optimizer::clip(StepReport& report) {
-  auto reduced = [&](Tensor local) { return reducer_ ? reducer_(local) : local; };
-  double squared = reduced(staged_sum(square(flat_grad_))).item();
-  report.grad_norm = static_cast<float>(std::sqrt(squared));
-  if (config_.max_grad_norm <= 0.0f) return 1.0f;
-  float norm = report.grad_norm;
-  if (!std::isfinite(norm)) norm = static_cast<float>(std::sqrt(reduced(finite_sum_of_squares(flat_grad_)).item()));
+// As torch.nn.utils.clip_grad_norm_: coefficient = max_norm / (norm + 1e-6) in f32 (>= 1: no
+// clipping). When the norm is non-finite, the coefficient uses the norm of the finite elements
+// (the others are skipped).
+float Optimizer::clip_coefficient(float grad_norm) {
+  float norm = grad_norm;
+  if (!std::isfinite(norm)) {
+    Tensor local = finite_sum_of_squares(flat_grad_);
+    norm = static_cast<float>(std::sqrt((reducer_ ? reducer_(local) : local).item()));
+  }
   return config_.max_grad_norm / (norm + 1e-6f);
 }
 
@@ -289,12 +329,12 @@ class SgdOptimizer final : public Optimizer {
   const char* name() const override { return "sgd"; }
 
  protected:
-  int64_t update(float lr, int64_t t) override {
+  void update(float lr, int64_t t, const Tensor& n_nonfinite) override {
     SgdHyper hyper{.lr = lr, .momentum = config().momentum, .dampening = config().dampening,
                    .weight_decay = config().weight_decay, .nesterov = config().nesterov, .step = t};
     auto [begin, end] = owned_range();
-    return sgd_step(flat_master_.narrow(0, begin, end - begin), flat_grad_.narrow(0, begin, end - begin), momentum_,
-                    hyper);
+    sgd_step(flat_master_.narrow(0, begin, end - begin), flat_grad_.narrow(0, begin, end - begin), momentum_, hyper,
+             n_nonfinite);
   }
   NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const override {
     if (!momentum_.defined()) return {};
@@ -320,15 +360,13 @@ class AdamWOptimizer final : public Optimizer {
   const char* name() const override { return name_; }
 
  protected:
-  int64_t update(float lr, int64_t t) override {
+  void update(float lr, int64_t t, const Tensor& n_nonfinite) override {
     AdamWHyper hyper{.lr = lr, .beta1 = config().beta1, .beta2 = config().beta2, .eps = config().eps,
                      .weight_decay = config().weight_decay, .step = t};
-    int64_t n_nonfinite = 0;
     if (state_8bit_.numel() > 0)
-      n_nonfinite += adamw_step(region(flat_master_, true), region(flat_grad_, true), state_8bit_, hyper);
+      adamw_step(region(flat_master_, true), region(flat_grad_, true), state_8bit_, hyper, n_nonfinite);
     if (state_32bit_.numel() > 0)
-      n_nonfinite += adamw_step(region(flat_master_, false), region(flat_grad_, false), state_32bit_, hyper);
-    return n_nonfinite;
+      adamw_step(region(flat_master_, false), region(flat_grad_, false), state_32bit_, hyper, n_nonfinite);
   }
   NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const override {
     const int64_t block_size = quantization_block_size;

@@ -76,7 +76,8 @@ class Optimizer {
   // One step with learning rate lr: gathers the gradients of every parameter from `grads`
   // (missing -> zeros, counted), clips to max_grad_norm, runs the fused update over the flat
   // buffers and writes the masters back into the parameters. Elements with a non-finite
-  // gradient are skipped (docs/optimizers.md). Synchronizes once to read the norm and counts.
+  // gradient are skipped (docs/optimizers.md). Synchronizes once at the end to read the norm and
+  // the count; with max_grad_norm > 0 also once before the update (the norm sets the scale).
   StepReport step(const autograd::GradientStore& grads, float lr);
   // The same step over gradients already in flat_gradient() (placed and reduced there by
   // GradientBuckets, engine/distributed/gradient_buckets.h); n_missing is reported as given.
@@ -139,8 +140,9 @@ class Optimizer {
   // Lays out the flat buffers; eight_bit(n) says which parameters keep 8-bit state.
   Optimizer(const NamedParameters& params, const OptimizerConfig& config, const std::function<bool(int64_t)>& eight_bit);
 
-  // The fused update of the whole flat buffer for step t (1-based); returns skipped elements.
-  virtual int64_t update(float lr, int64_t t) = 0;
+  // The fused update of the owned flat range for step t (1-based); adds the skipped elements to
+  // n_nonfinite (an i64 0-d tensor on the parameters' device) without synchronizing.
+  virtual void update(float lr, int64_t t, const Tensor& n_nonfinite) = 0;
   // Elements [begin, end) of the slot's state as views (names without the parameter prefix); the
   // range lies in owned_range().
   virtual NamedTensors slot_state(const ParameterSlot& slot, int64_t begin, int64_t end) const = 0;
@@ -158,7 +160,7 @@ class Optimizer {
   Device device_;
 
  private:
-  float clip(StepReport& report);
+  float clip_coefficient(float grad_norm);
   void write_back();
 
   OptimizerConfig config_;

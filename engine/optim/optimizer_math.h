@@ -91,6 +91,61 @@ WICK_HD uint8_t requantize(const float* map, float value, float absmax, bool sig
   return static_cast<uint8_t>(code & 0xff);
 }
 
+// ---- the same search over a breadth-first search tree (the CUDA kernel's shared-memory layout) ----
+// quantize_to_code visits pivot 127 (level 0), then 63 or 191 (level 1), ..., and ends on an even
+// index (level 7). Stored level by level, tree[2^l - 1 + k] = map[(2k + 1)·2^(7-l) - 1] for
+// l = 0..7, k < 2^l (255 entries), the nodes one level reads are adjacent words, so the lanes of
+// a warp hit few shared-memory banks. The children of node j are 2j + 1 (x <= value) and 2j + 2.
+
+// The map index stored at tree[t], t in [0, 255).
+WICK_HD int search_tree_map_index(int t) {
+  int level = 0;
+  while ((2 << level) <= t + 1) ++level;
+  int k = t + 1 - (1 << level);
+  return ((2 * k + 1) << (7 - level)) - 1;
+}
+
+// requantize(map, value, absmax, signed_map), with the search reading `tree` (the layout above)
+// and map_last = map[255] (the code 255 is returned but never visited). The same comparisons on
+// the same values: the same code for every input. The final pivot p = 2·(node - 127) is a leaf;
+// its in-order neighbours p - 1 and p + 1 are the last ancestors the search went right and left
+// from (quantize_to_code's lower_pivot and upper_pivot), or absent at p = 0 and p = 254, where
+// quantize_to_code keeps its initial 0 and 255 and its initial bounds.
+WICK_HD uint8_t requantize_tree(const float* tree, float map_last, float value, float absmax, bool signed_map) {
+  float x = absmax > 0.0f ? value / absmax : 0.0f;
+  float lower = signed_map ? -1.0f : 0.0f, upper = 1.0f;
+  int node = 0;
+  float val = tree[0];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int level = 0; level < 7; ++level) {
+    bool right = x > val;
+    if (right) lower = val;
+    else upper = val;
+    node = 2 * node + (right ? 2 : 1);
+    val = tree[node];
+  }
+  int pivot = 2 * (node - 127);
+  int code = pivot;
+  float code_value = val;
+  if (x > val) {
+    float midpoint = mul_rn(add_rn(upper, val), 0.5f);
+    if (x > midpoint) {
+      code = pivot + 1;
+      code_value = pivot == 254 ? map_last : upper;
+    }
+  } else {
+    float midpoint = mul_rn(add_rn(lower, val), 0.5f);
+    if (x < midpoint && pivot > 0) {
+      code = pivot - 1;
+      code_value = lower;
+    }
+  }
+  if (signed_map && sign_bit(code_value) != sign_bit(value)) code += value > 0.0f ? 1 : -1;
+  return static_cast<uint8_t>(code & 0xff);
+}
+
 // ---- Adam moment updates (both variants) ----
 
 // bitsandbytes' order: v = v*beta2 + ((1-beta2)*g)*g; m = m*beta1 + (1-beta1)*g.

@@ -20,6 +20,9 @@
 #include "engine/autograd/node.h"
 #include "engine/optim/flat_optimizers.h"
 #include "engine/optim/optimizer.h"
+#include "runtime/ops/copy.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/reduce.h"
 #include "runtime/safetensors.h"
 
 namespace wick {
@@ -485,6 +488,39 @@ TEST(OptimizerFront, LoadStateValidatesNamesShapesAndDtypes) {
 
 namespace wick {
 namespace {
+
+TEST(OptimizerFront, CudaNormAndClippingPassesEqualTheTensorOps) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  // On CUDA the squared norm's first stage and the clipping scale are fused passes over the flat
+  // gradient: the norm must equal staged sums of square() and the clipped gradient mul(), bitwise.
+  // 2 parameters of 150,000 and 140,001 elements: 290,048 flat elements, more than 65,536.
+  Device gpu = Device::cuda(0);
+  std::vector<float> ga = random_values(150000, 81), gb = random_values(140001, 82);
+  Tensor a = Tensor::from_vector<float>(std::vector<float>(ga.size(), 0.5f), {150000}).to(gpu);
+  Tensor b = Tensor::from_vector<float>(std::vector<float>(gb.size(), 0.5f), {140001}).to(gpu);
+  autograd::set_requires_grad(a, true, "a");
+  autograd::set_requires_grad(b, true, "b");
+  for (float max_norm : {0.0f, 1.0f}) {
+    SCOPED_TRACE(max_norm);
+    auto optimizer = make_optimizer("adamw", {{"a", a}, {"b", b}}, {.max_grad_norm = max_norm});
+    ASSERT_EQ(optimizer->flat_numel(), 290048);
+    GradientStore store;
+    store.add(a, Tensor::from_vector<float>(ga, {150000}).to(gpu), true);
+    store.add(b, Tensor::from_vector<float>(gb, {140001}).to(gpu), true);
+    StepReport report = optimizer->step(store, 1e-3f);
+    // The flat gradient as the step saw it: both gradients at their offsets, zero padding.
+    Tensor flat = Tensor::empty({290048}, DType::F32, gpu);
+    copy_into(flat, Tensor::scalar(0.0));
+    copy_into(flat.narrow(0, 0, 150000), store.get(a));
+    copy_into(flat.narrow(0, optimizer->parameters()[1].offset, 140001), store.get(b));
+    Tensor squared = sum(sum(square(flat).view({-1, 256}), {1}));
+    float want_norm = static_cast<float>(std::sqrt(squared.item()));
+    EXPECT_EQ(bits({report.grad_norm}), bits({want_norm}));
+    EXPECT_EQ(report.clipped, max_norm > 0.0f);
+    Tensor want_grad = max_norm > 0.0f ? mul(flat, static_cast<double>(max_norm / (want_norm + 1e-6f))) : flat;
+    EXPECT_EQ(bytes_of(optimizer->flat_gradient().to(Device::cpu())), bytes_of(want_grad.to(Device::cpu())));
+  }
+}
 
 TEST(OptimizerFront, CudaMatchesCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

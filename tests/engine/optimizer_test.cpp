@@ -143,6 +143,50 @@ TEST(QuantizationMaps, RequantizeIsNearestCode) {
   }
 }
 
+// The CUDA kernel's search over the breadth-first tree gives requantize's code for every value:
+// the code is piecewise constant in x with breaks only at map entries and midpoints, so those,
+// one ulp either side, the ends, zeros of both signs, out-of-range values and random values (at
+// several absmax) cover every branch.
+TEST(QuantizationMaps, TreeSearchEqualsRequantize) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int signed_map = 0; signed_map < 2; ++signed_map) {
+    SCOPED_TRACE(signed_map ? "signed" : "unsigned");
+    const float* map = signed_map ? signed_dynamic_map().data() : unsigned_dynamic_map().data();
+    float tree[256] = {};
+    std::vector<int> visits(256, 0);
+    for (int t = 0; t < 255; ++t) {
+      int index = optim_math::search_tree_map_index(t);
+      ASSERT_TRUE(index >= 0 && index < 255) << "tree entry " << t;
+      visits[index] += 1;
+      tree[t] = map[index];
+    }
+    for (int i = 0; i < 255; ++i) ASSERT_EQ(visits[i], 1) << "map index " << i << " must sit once in the tree";
+    std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 1e-30f, -1e-30f};
+    for (int i = 0; i < 256; ++i) {
+      float breaks[3] = {map[i], i < 255 ? (map[i] + map[i + 1]) * 0.5f : 1.0f, i > 0 ? (map[i - 1] + map[i]) * 0.5f : -1.0f};
+      for (float b : breaks)
+        for (float x : {b, std::nextafter(b, 2.0f), std::nextafter(b, -2.0f)}) {
+          xs.push_back(x);
+          xs.push_back(-x);
+        }
+    }
+    for (int trial = 0; trial < 100000; ++trial) xs.push_back(uniform(rng) * (trial % 4 == 1 ? 1e-4f : 1.0f));
+    int64_t checked = 0;
+    for (float absmax : {1.0f, 0.0f, 0.37f, 3.5e-6f}) {
+      for (float x : xs) {
+        float value = absmax > 0.0f ? x * absmax : x;
+        uint8_t want = optim_math::requantize(map, value, absmax, signed_map != 0);
+        uint8_t got = optim_math::requantize_tree(tree, map[255], value, absmax, signed_map != 0);
+        ASSERT_EQ(int(got), int(want)) << "value " << value << " (bits " << std::hex << bits_of(value) << std::dec
+                                       << ") absmax " << absmax;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 400000);
+  }
+}
+
 // ---- 8-bit AdamW against bitsandbytes' own implementation ----
 
 std::vector<float> dequantize(const std::vector<uint8_t>& codes, const std::vector<float>& absmax, bool signed_map) {
@@ -601,6 +645,48 @@ TEST(FlatOptimizersCuda, MatchCpu) {
     sgd_step(p_gpu, f32_tensor(g, gpu), b_gpu, sgd);
   }
   EXPECT_LE(relative_to_max(p_gpu.to_vector<float>(), p_cpu.to_vector<float>()), 1e-6);
+}
+
+// The 8-bit kernel bitwise against the CPU over 10 steps with NaN gradients: parameters, codes,
+// absmax and counts, for 16-byte-aligned buffers (the vector path) and buffers one element off
+// (element-wise loads), whole and partial last blocks, and fewer elements than one block.
+TEST(FlatOptimizersCuda, EightBitBitwiseEqualToCpuAlignedAndNot) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  Device gpu = Device::cuda(0);
+  for (int64_t n : {int64_t(100000 + 37), int64_t(256 * 300), int64_t(77)}) {
+    for (int64_t shift : {0, 1}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(shift));
+      const int64_t n_blocks = n_quantization_blocks(n);
+      std::vector<float> p0 = random_vector(n + shift, 1.0f, 81);
+      Tensor p_cpu = f32_tensor(p0).narrow(0, shift, n), p_gpu = f32_tensor(p0, gpu).narrow(0, shift, n);
+      auto codes = [&](Device d) { return AdamWState::zeros(n + shift, true, d).m_codes.narrow(0, shift, n); };
+      Tensor mc_cpu = codes(Device::cpu()), vc_cpu = codes(Device::cpu()), mc_gpu = codes(gpu), vc_gpu = codes(gpu);
+      AdamWState cpu_state = AdamWState::zeros(n, true, Device::cpu()), gpu_state = AdamWState::zeros(n, true, gpu);
+      AdamWHyper hyper;
+      int64_t count_cpu = 0, count_gpu = 0;
+      for (int64_t t = 1; t <= 10; ++t) {
+        std::vector<float> g = random_vector(n + shift, 0.1f, 400 + uint32_t(t));
+        g[static_cast<size_t>((t * 977) % n + shift)] = t % 2 ? std::numeric_limits<float>::quiet_NaN()
+                                                                : std::numeric_limits<float>::infinity();
+        hyper.step = t;
+        Tensor g_cpu = f32_tensor(g).narrow(0, shift, n), g_gpu = f32_tensor(g, gpu).narrow(0, shift, n);
+        count_cpu += adamw8bit_step(p_cpu, g_cpu, mc_cpu, vc_cpu, cpu_state.absmax_m, cpu_state.absmax_v, hyper);
+        count_gpu += adamw8bit_step(p_gpu, g_gpu, mc_gpu, vc_gpu, gpu_state.absmax_m, gpu_state.absmax_v, hyper);
+      }
+      EXPECT_EQ(count_cpu, 10);
+      EXPECT_EQ(count_gpu, 10);
+      auto bitwise_equal = [](const Tensor& a, const Tensor& b) {
+        Tensor ca = a.to(Device::cpu()).contiguous(), cb = b.to(Device::cpu()).contiguous();
+        return ca.nbytes() == cb.nbytes() && std::memcmp(ca.data(), cb.data(), ca.nbytes()) == 0;
+      };
+      EXPECT_TRUE(bitwise_equal(p_gpu, p_cpu)) << "parameters";
+      EXPECT_TRUE(bitwise_equal(mc_gpu, mc_cpu)) << "m codes";
+      EXPECT_TRUE(bitwise_equal(vc_gpu, vc_cpu)) << "v codes";
+      EXPECT_TRUE(bitwise_equal(gpu_state.absmax_m, cpu_state.absmax_m)) << "absmax_m of " << n_blocks << " blocks";
+      EXPECT_TRUE(bitwise_equal(gpu_state.absmax_v, cpu_state.absmax_v)) << "absmax_v";
+      EXPECT_GT(cpu_state.absmax_m.to_vector<float>()[0], 0.0f);
+    }
+  }
 }
 
 // ---- 500-step drift: 8-bit vs 32-bit AdamW on a two-layer linear regression ----
