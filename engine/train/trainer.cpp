@@ -67,7 +67,8 @@ class Trainer {
  private:
   void setup();
   void restore(const fs::path& dir, DistributedSampler& sampler);
-  void train_step(int64_t step);
+  // Runs one optimizer step; false when it was skipped for a non-finite loss.
+  bool train_step(int64_t step);
   void save(int64_t step);
   bool rank0() const { return group_->rank() == 0; }
   int64_t global_batch() const { return config_.train.batch_size * group_->size(); }
@@ -161,7 +162,7 @@ void Trainer::restore(const fs::path& dir, DistributedSampler& sampler) {
   }
 }
 
-void Trainer::train_step(int64_t step) {
+bool Trainer::train_step(int64_t step) {
   const TrainSection& t = config_.train;
   const double lr = schedule_->lr_at(step - 1);
   const auto seed = static_cast<uint64_t>(t.seed);
@@ -224,6 +225,7 @@ void Trainer::train_step(int64_t step) {
                   " non-finite losses in a row (train.max_nonfinite_steps = ", t.max_nonfinite_steps,
                   "); the run stops. The last checkpoint under ", checkpoints_dir(run_dir_).string(),
                   " is unchanged; lower train.lr or check the data");
+  return std::isfinite(entry.loss);
 }
 
 void Trainer::save(int64_t step) {
@@ -273,8 +275,9 @@ TrainResult Trainer::run() {
   }
   model_->train();
   for (int64_t step = start_step_ + 1; step <= last; ++step) {
-    train_step(step);
-    if ((config_.save.every > 0 && step % config_.save.every == 0) || step == last) save(step);
+    // A skipped step changed nothing: no checkpoint for it (the previous one holds the same weights).
+    const bool stepped = train_step(step);
+    if (stepped && ((config_.save.every > 0 && step % config_.save.every == 0) || step == last)) save(step);
   }
   if (log_) log_->finish();
   if (rank0()) {
