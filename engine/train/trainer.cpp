@@ -1,5 +1,7 @@
 #include "engine/train/trainer.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -201,8 +203,8 @@ bool Trainer::train_step(int64_t step) {
     ++skipped_;
     ++nonfinite_in_a_row_;
     if (rank0())
-      std::fprintf(stderr, "\nwick: warning: step %lld: non-finite loss, step skipped (%lld in a row; the run stops at %lld)\n",
-                   static_cast<long long>(step), static_cast<long long>(nonfinite_in_a_row_),
+      std::fprintf(stderr, "%swick: warning: step %lld: non-finite loss, step skipped (%lld in a row; the run stops at %lld)\n",
+                   options_.progress && ::isatty(::fileno(stderr)) ? "\n" : "", static_cast<long long>(step), static_cast<long long>(nonfinite_in_a_row_),
                    static_cast<long long>(t.max_nonfinite_steps));
   } else {
     nonfinite_in_a_row_ = 0;
@@ -260,6 +262,13 @@ TrainResult Trainer::run() {
   const TrainSection& t = config_.train;
   const int64_t last = options_.stop_after_step > 0 ? std::min(options_.stop_after_step, t.steps) : t.steps;
   result_.first_step = start_step_ + 1;
+  result_.skipped_steps = skipped_;
+  if (start_step_ >= last) {
+    if (rank0())
+      std::fprintf(stderr, "wick train: %s: the run is at step %lld of %lld already; nothing to do\n",
+                   config_.name.c_str(), static_cast<long long>(start_step_), static_cast<long long>(t.steps));
+    return result_;
+  }
   if (rank0()) {
     write_text_file(run_dir_ / "config.yaml", to_yaml(config_));
     log_ = std::make_unique<RunLog>(run_dir_, RunLogOptions{.total_steps = t.steps, .first_step = start_step_ + 1,
