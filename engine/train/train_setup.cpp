@@ -67,7 +67,8 @@ TrainingData open_training_data(const TrainConfig& config, bool validate) {
       std::string problems;
       for (size_t i = 0; i < std::min<size_t>(3, report.errors.size()); ++i)
         problems += (i ? "; " : "") + report.errors[i];
-      WICK_FAIL(Data, d.path, ": the dataset is invalid (", report.errors.size(), " problems): ", problems,
+      WICK_FAIL(Data, d.path, ": the dataset is invalid (", report.errors.size(),
+                report.errors.size() == 1 ? " problem): " : " problems): ", problems,
                 report.errors.size() > 3 ? "; ..." : "", " (wick dataset inspect ", d.path, " lists them all)");
     }
   }
