@@ -4,12 +4,15 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/fashion_pack.h"
+#include "engine/train/model_factory.h"
+#include "engine/train/train_setup.h"
 #include "models/diffusion/samplers.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
 #include "runtime/ops/random.h"
 #include "runtime/philox.h"
+#include "runtime/safetensors.h"
 
 namespace wick {
 namespace {
@@ -160,6 +163,92 @@ Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& d
   Tensor pixels = unpack_latents_2x2(raw);               // [-1, 1]
   Tensor unit = mul(add(pixels, 1.0), 0.5);              // [0, 1]
   return minimum(maximum(unit, 0.0), 1.0).contiguous();
+}
+
+// ---- trained runs ----
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The config of the run whose checkpoint `weights` names (<run>/checkpoints/<step>), when it is there.
+std::optional<TrainConfig> config_of_checkpoint(const std::string& weights) {
+  fs::path path(weights);
+  if (path.has_filename() && path.parent_path().filename() == "checkpoints") {
+    fs::path config = path.parent_path().parent_path() / "config.yaml";
+    if (fs::exists(config)) return parse_config_file(config.string());
+  }
+  return std::nullopt;
+}
+
+TrainConfig lora_training_config(const std::string& path) {
+  WICK_CHECK_KIND(Config, fs::is_regular_file(path), "--lora ", path, ": no such file");
+  SafetensorsFile file = SafetensorsFile::open(path);
+  auto found = file.metadata().find("wick_config");
+  WICK_CHECK_KIND(Data, found != file.metadata().end(), path,
+                  ": no wick_config metadata (not written by wick train), so its network settings are unknown");
+  return parse_config_string(found->second, path + " (wick_config metadata)");
+}
+
+}  // namespace
+
+TrainedRun locate_run(const std::string& source, const std::string& lora_override) {
+  WICK_CHECK_KIND(Config, fs::exists(source), source, ": no such run directory or config file");
+  TrainedRun run;
+  if (fs::is_directory(source)) {
+    fs::path config = fs::path(source) / "config.yaml";
+    WICK_CHECK_KIND(Config, fs::exists(config), source, ": not a run directory (no config.yaml; train it with wick train)");
+    run.config = parse_config_file(config.string());
+    run.run_dir = source;
+  } else {
+    run.config = parse_config_file(source);
+    run.run_dir = fs::path(run.config.output_dir) / run.config.name;
+  }
+  const TrainConfig& c = run.config;
+  WICK_CHECK_KIND(Config, !c.datasets.empty(), source, ": the config names no dataset");
+  run.dataset = LatentDataset::open(c.datasets[0].path);
+  run.device = select_device(c);
+  if (c.network.type == NetworkType::Full) {
+    fs::path latest = run.run_dir / "checkpoints" / "latest";
+    if (fs::exists(latest)) {
+      run.base_weights = latest.string();
+      run.base_config = c;
+    } else {
+      WICK_CHECK_KIND(Config, !c.model.name_or_path.empty(), run.run_dir.string(),
+                      ": no trained weights (checkpoints/latest is missing; run wick train first)");
+      run.base_weights = c.model.name_or_path;
+      run.base_config = config_of_checkpoint(run.base_weights);
+    }
+  } else {
+    WICK_CHECK_KIND(Config, !c.model.name_or_path.empty(), source, ": a ", network_type_name(c.network.type),
+                    " run needs model.name_or_path (its base weights)");
+    run.base_weights = c.model.name_or_path;
+    run.base_config = config_of_checkpoint(run.base_weights);
+    run.lora = (run.run_dir / "lora" / (c.name + ".safetensors")).string();
+    run.lora_config = c;
+  }
+  WICK_CHECK_KIND(Config, fs::exists(run.base_weights), run.base_weights, ": base weights not found");
+  if (!lora_override.empty()) {
+    run.lora_config = lora_training_config(lora_override);
+    run.lora = lora_override;
+  }
+  WICK_CHECK_KIND(Config, run.lora.empty() || fs::exists(run.lora), run.lora,
+                  ": LoRA file not found (the run saves it at its checkpoints)");
+  WICK_CHECK_KIND(Config, !run.lora_config || run.lora_config->network.type != NetworkType::Full, run.lora,
+                  ": its config says network.type full; that is not an adapter file");
+  return run;
+}
+
+std::shared_ptr<DiT> build_trained_model(const TrainedRun& run, bool with_lora) {
+  TrainConfig config = run.config;
+  config.model.name_or_path = run.base_weights;
+  config.network = NetworkConfig{};  // full: every weight from base_weights
+  const bool lora = with_lora && !run.lora.empty();
+  if (lora) config.network = run.lora_config->network;
+  std::shared_ptr<DiT> model = build_model(config, *run.dataset, run.device);
+  if (lora) load_lora(*model, run.lora);
+  model->eval();
+  return model;
 }
 
 }  // namespace wick

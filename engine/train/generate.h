@@ -6,11 +6,17 @@
 //   Tensor latents = generate_latents(*model, config, encoder, {"Bag", "Ankle boot"}, 20, 3.0, 7);
 //   Tensor images = latents_to_images(latents, dataset->attributes());   // f32 [2, 1, 28, 28] in [0, 1]
 //
+//   TrainedRun run = locate_run("output/quickstart_lora", "");       // config, dataset, weights, LoRA
+//   std::shared_ptr<DiT> tuned = build_trained_model(run, true);      // base + the run's LoRA
+//
 // Image i of a call draws its starting noise from derive_stream(seed, i, 0, RngPurpose::Noise), so it
 // is the same image whatever the number of captions after it or the batch it lands in.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +62,30 @@ Tensor generate_latents(DiT& model, const TrainConfig& config, const HashedTextE
 // vae_shift_factor, unpacked 2x2 (unpack_latents_2x2), mapped from [-1, 1] to [0, 1] and clamped.
 // Other families need a VAE decoder, which wick does not have: WickError (Config).
 Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& data);
+
+// ---- trained runs (what `wick sample` and `wick eval` load) ----
+struct TrainedRun {
+  std::filesystem::path run_dir;      // <output_dir>/<name>
+  TrainConfig config;                 // the run's config (run_dir/config.yaml, or the config file given)
+  std::shared_ptr<LatentDataset> dataset;  // config.datasets[0]
+  Device device;
+  std::string base_weights;           // weights of the model without adapters (a file or checkpoint dir)
+  std::optional<TrainConfig> base_config;  // the config that trained the base, when found
+  std::string lora;                   // LoRA/DoRA file to apply ("" = none)
+  std::optional<TrainConfig> lora_config;  // the config that trained the LoRA (its network section is used)
+};
+
+// source: a run directory holding config.yaml, or a config file (run directory <output_dir>/<name>).
+// Full runs: base_weights = run_dir/checkpoints/latest, else model.name_or_path (Config error when
+// neither exists: nothing trained). lora/dora runs: base_weights = model.name_or_path, lora =
+// run_dir/lora/<name>.safetensors. lora_override (a file written by save_lora, whose wick_config
+// metadata gives its network settings) replaces the run's LoRA or adds one to a full run. The base's
+// config is looked up as <run>/config.yaml when base_weights is <run>/checkpoints/<step>. Every
+// missing file is a Config error naming it.
+TrainedRun locate_run(const std::string& source, const std::string& lora_override);
+
+// The DiT of the run on run.device in evaluation mode: the base weights, plus the LoRA when
+// with_lora and run.lora is set.
+std::shared_ptr<DiT> build_trained_model(const TrainedRun& run, bool with_lora);
 
 }  // namespace wick
