@@ -24,6 +24,7 @@
 #include "engine/train/objective.h"
 #include "engine/train/train_checkpoint.h"
 #include "engine/train/train_log.h"
+#include "engine/train/train_samples.h"
 #include "engine/train/train_setup.h"
 #include "runtime/philox.h"
 
@@ -73,6 +74,8 @@ class Trainer {
   bool train_step(int64_t step);
   void save(int64_t step);
   bool rank0() const { return group_->rank() == 0; }
+  // Ends the progress bar's line before a message when the bar is drawn in place.
+  const char* line_break() const { return options_.progress && ::isatty(::fileno(stderr)) ? "\n" : ""; }
   int64_t global_batch() const { return config_.train.batch_size * group_->size(); }
 
   TrainConfig config_;
@@ -108,6 +111,7 @@ void Trainer::setup() {
   result_.run_dir = run_dir_;
   if (rank0()) check_output_directory(run_dir_, options_.resume);
   data_ = open_training_data(config_, /*validate=*/true);
+  check_sampling(config_, data_);
   compute_ = compute_dtype(config_);
   model_ = build_model(config_, *data_.dataset, device_);
   if (rank0() && !config_.model.name_or_path.empty())
@@ -204,7 +208,7 @@ bool Trainer::train_step(int64_t step) {
     ++nonfinite_in_a_row_;
     if (rank0())
       std::fprintf(stderr, "%swick: warning: step %lld: non-finite loss, step skipped (%lld in a row; the run stops at %lld)\n",
-                   options_.progress && ::isatty(::fileno(stderr)) ? "\n" : "", static_cast<long long>(step), static_cast<long long>(nonfinite_in_a_row_),
+                   line_break(), static_cast<long long>(step), static_cast<long long>(nonfinite_in_a_row_),
                    static_cast<long long>(t.max_nonfinite_steps));
   } else {
     nonfinite_in_a_row_ = 0;
@@ -287,6 +291,10 @@ TrainResult Trainer::run() {
     // A skipped step changed nothing: no checkpoint for it (the previous one holds the same weights).
     const bool stepped = train_step(step);
     if (stepped && ((config_.save.every > 0 && step % config_.save.every == 0) || step == last)) save(step);
+    if (config_.sample.every > 0 && (step % config_.sample.every == 0 || step == t.steps) && rank0()) {
+      result_.sample_grids.push_back(write_sample_grid(*model_, config_, data_, run_dir_, step, log_.get()));
+      std::fprintf(stderr, "%swick train: samples %s\n", line_break(), result_.sample_grids.back().c_str());
+    }
   }
   if (log_) log_->finish();
   if (rank0()) {

@@ -15,6 +15,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/train_config.h"
+#include "engine/logging/image.h"
 #include "engine/logging/metrics_log.h"
 #include "engine/train/trainer.h"
 #include "runtime/safetensors.h"
@@ -192,6 +193,43 @@ TEST(TrainLoop, NonFiniteLossesAreSkippedThenStopTheRunWithTheLastCheckpointInta
   EXPECT_EQ(fs::read_symlink(checkpoints_dir(run) / "latest"), fs::path("step_00000001"));
   EXPECT_TRUE(verify_checkpoint(checkpoints_dir(run) / "step_00000001").valid());
   EXPECT_FALSE(fs::exists(checkpoints_dir(run) / "step_00000002"));
+}
+
+TEST(TrainLoop, SampleGridsAreWrittenEverySampleEverySteps) {
+  fs::path dir = temp_dir("samples");
+  TrainConfig config = run_config(dir, synthetic(dir), {"train.steps=6", "sample.every=3", "sample.n_per_class=2",
+                                                        "sample.steps=4", "sample.prompts=[wide stripes]"});
+  TrainResult r = train(config, quiet());
+  ASSERT_EQ(r.sample_grids.size(), 2u);
+  EXPECT_EQ(r.sample_grids[0], dir / "run" / "samples" / "step_3.png");
+  EXPECT_EQ(r.sample_grids[1], dir / "run" / "samples" / "step_6.png");
+  Image grid = load_png(r.sample_grids[1].string());
+  // 3 class rows of 2 cells and a row for the prompt; 16x16 images (4x8x8 latents unpacked) scaled by 2.
+  EXPECT_EQ(grid.width, 2 * (32 + 2) + 2);
+  EXPECT_GT(grid.height, 4 * (32 + 2));
+  EXPECT_EQ(grid.channels, 1);
+  // The dark stripes of generated images and the white padding both appear.
+  int64_t dark = 0;
+  for (uint8_t p : grid.pixels) dark += p < 64;
+  EXPECT_GT(dark, 0);
+
+  std::string unlabelled = (dir / "unlabelled.h5").string();
+  {
+    LatentDatasetWriter writer(unlabelled, {.model_family = "fashion-dit", .latent_channels = 4,
+                                            .text_encoder = HashedTextEncoder::name});
+    HashedTextEncoder encoder(8, 16);
+    TextEncoding text = encoder.encode({"a", "b"});
+    writer.append({.latents = Tensor::from_vector<float>(std::vector<float>(2 * 4 * 8 * 8, 0.5f), {2, 4, 8, 8}),
+                   .text_embeds = text.embeds, .text_pooled = text.pooled, .text_mask = text.mask,
+                   .captions = {"a", "b"}});
+  }
+  try {
+    train(run_config(dir / "u", unlabelled, {"sample.every=3", "sample.n_per_class=2"}), quiet());
+    ADD_FAILURE() << "no error";
+  } catch (const WickError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config);
+    EXPECT_THAT(e.what(), HasSubstr("has no labels"));
+  }
 }
 
 // Runs `config` and returns the error, checking that it is of `kind`.
