@@ -10,6 +10,9 @@ void add_info_command(CLI::App& app);
 void add_dataset_command(CLI::App& app);
 void add_checkpoint_command(CLI::App& app);  // launch/checkpoint_cmd.cpp
 void add_example_command(CLI::App& app);
+void add_sample_command(CLI::App& app);  // launch/sample_cmd.cpp
+void add_eval_command(CLI::App& app);    // launch/eval_cmd.cpp
+void add_train_command(CLI::App& app);       // launch/train_cmd.cpp
 
 int exit_status();
 void set_exit_status(int status);

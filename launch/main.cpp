@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   wick::launch::add_dataset_command(app);
   wick::launch::add_checkpoint_command(app);
   wick::launch::add_example_command(app);
+  wick::launch::add_sample_command(app);
+  wick::launch::add_eval_command(app);
+  wick::launch::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -29,6 +29,26 @@ Tensor pack_images_2x2(const Tensor& images) {
   return out;
 }
 
+Tensor unpack_latents_2x2(const Tensor& latents) {
+  WICK_CHECK(latents.dim() == 4 && latents.size(1) % 4 == 0 && latents.size(1) > 0 && is_floating(latents.dtype()),
+             "unpack_latents_2x2: expected floating latents [N, 4c, h, w], got ", latents.describe());
+  Tensor source = latents.to(Device::cpu()).to(DType::F32).contiguous();
+  const int64_t n = latents.size(0), c = latents.size(1) / 4, h = latents.size(2), w = latents.size(3);
+  Tensor out = Tensor::empty({n, c, 2 * h, 2 * w}, DType::F32);
+  const float* in = source.data_as<float>();
+  float* dst = out.data_as<float>();
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t dy = 0; dy < 2; ++dy)
+        for (int64_t dx = 0; dx < 2; ++dx) {
+          const float* plane = in + ((s * 4 * c + k * 4 + dy * 2 + dx) * h) * w;
+          float* image = dst + (s * c + k) * (2 * h) * (2 * w);
+          for (int64_t i = 0; i < h; ++i)
+            for (int64_t j = 0; j < w; ++j) image[(2 * i + dy) * (2 * w) + 2 * j + dx] = plane[i * w + j];
+        }
+  return out;
+}
+
 PackSummary pack_fashion_mnist(const PackOptions& options) {
   WICK_CHECK_KIND(Config, options.split == "train" || options.split == "test", "dataset pack: --split must be train or test, got '",
                   options.split, "'");

@@ -4,6 +4,7 @@
 // class names as captions, hashed word embeddings, labels.
 //
 //   PackSummary s = pack_fashion_mnist({.out = "data/fashion.h5", .split = "train", .limit = 200});
+//   Tensor pixels = unpack_latents_2x2(latents);        // [N, 4, 14, 14] -> [N, 1, 28, 28], same values
 #pragma once
 
 #include <cstdint>
@@ -30,5 +31,8 @@ PackSummary pack_fashion_mnist(const PackOptions& options);
 
 // images f32 [N, 784] in [0, 1] -> latents f32 [N, 4, 14, 14] in [-1, 1] (the packing above).
 Tensor pack_images_2x2(const Tensor& images);
+// The inverse layout: latents [N, 4c, h, w] (any float dtype, any device) -> f32 [N, c, 2h, 2w] on the
+// CPU with image[k, 2i + dy, 2j + dx] = latent[k*4 + dy*2 + dx, i, j]; values are not rescaled.
+Tensor unpack_latents_2x2(const Tensor& latents);
 
 }  // namespace wick

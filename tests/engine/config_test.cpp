@@ -58,13 +58,13 @@ TEST(Config, QuickstartParses) {
   EXPECT_EQ(c.name, "quickstart");
   EXPECT_EQ(c.output_dir, "output");
   EXPECT_EQ(c.model.arch, Arch::Dit);
-  EXPECT_EQ(c.model.hidden_size, 128);
-  EXPECT_EQ(c.model.depth, 4);
+  EXPECT_EQ(c.model.hidden_size, 96);
+  EXPECT_EQ(c.model.depth, 3);
   EXPECT_EQ(c.model.num_heads, 4);
   EXPECT_EQ(c.model.patch_size, 2);
   EXPECT_EQ(c.network.type, NetworkType::Full);
-  EXPECT_EQ(c.train.batch_size, 64);
-  EXPECT_EQ(c.train.steps, 1500);
+  EXPECT_EQ(c.train.batch_size, 32);
+  EXPECT_EQ(c.train.steps, 1200);
   EXPECT_EQ(c.train.lr, 1e-3);
   EXPECT_EQ(c.train.optimizer, "adamw");
   EXPECT_EQ(c.train.lr_scheduler, "cosine");
@@ -73,7 +73,7 @@ TEST(Config, QuickstartParses) {
   EXPECT_EQ(c.datasets[0].path, "data/fashion.h5");
   EXPECT_EQ(c.datasets[0].exclude_labels, std::vector<int64_t>{9});
   EXPECT_EQ(c.datasets[0].caption_dropout, 0.1);  // inherited from train.caption_dropout
-  EXPECT_EQ(c.sample.n_per_class, 8);
+  EXPECT_EQ(c.sample.n_per_class, 4);
   EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);  // auto -> euler for flowmatch
   expect_round_trip(c);
 }
@@ -83,7 +83,7 @@ TEST(Config, QuickstartLoraParses) {
   EXPECT_EQ(c.network.type, NetworkType::Lora);
   EXPECT_EQ(c.network.linear, 8);
   EXPECT_EQ(c.network.linear_alpha, 8.0);
-  EXPECT_EQ(c.network.target, (std::vector<std::string>{"*attn*", "*mlp*"}));
+  EXPECT_EQ(c.network.target, (std::vector<std::string>{"context_embedder", "y_embedder.*"}));
   EXPECT_EQ(c.model.name_or_path, "output/quickstart/checkpoints/latest");
   ASSERT_EQ(c.datasets.size(), 1u);
   EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});

@@ -1,0 +1,254 @@
+#include "engine/train/generate.h"
+
+#include <algorithm>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/data/fashion_pack.h"
+#include "engine/train/model_factory.h"
+#include "engine/train/train_setup.h"
+#include "models/diffusion/samplers.h"
+#include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/join.h"
+#include "runtime/ops/random.h"
+#include "runtime/philox.h"
+#include "runtime/safetensors.h"
+
+namespace wick {
+namespace {
+
+// Puts a module in evaluation mode and gives it back its training flag on scope exit.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) { module_.eval(); }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
+Device model_device(const DiT& model) {
+  auto parameters = model.named_parameters();
+  return parameters.empty() ? Device::cpu() : parameters.front().second.device();
+}
+
+std::string with_trigger(std::string caption, const std::string& trigger_word) {
+  const std::string marker = "[trigger]";
+  for (size_t at = caption.find(marker); at != std::string::npos; at = caption.find(marker, at + trigger_word.size()))
+    caption.replace(at, marker.size(), trigger_word);
+  return caption;
+}
+
+diffusion::Conditioning encode_on(const HashedTextEncoder& encoder, const std::vector<std::string>& captions,
+                                  Device device) {
+  TextEncoding text = encoder.encode(captions);
+  return {text.embeds.to(device), text.mask.to(device), text.pooled.to(device)};
+}
+
+// The noise of images first .. first + n - 1: image i from derive_stream(seed, i, 0, Noise).
+Tensor image_noise(const Shape& image_shape, int64_t first, int64_t n, uint64_t seed, Device device) {
+  std::vector<Tensor> parts;
+  parts.reserve(static_cast<size_t>(n));
+  for (int64_t i = first; i < first + n; ++i)
+    parts.push_back(randn(image_shape, derive_stream(seed, static_cast<uint64_t>(i), 0, RngPurpose::Noise),
+                          DType::F32, device));
+  return stack(parts, 0);
+}
+
+SamplerKind resolved_sampler(const TrainConfig& config) {
+  SamplerKind natural = config.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
+  SamplerKind asked = config.sample.sampler;
+  WICK_CHECK_KIND(Config, asked == SamplerKind::Auto || asked == natural, "sample.sampler: ", sampler_name(asked),
+                  " does not fit train.noise_scheduler ", noise_scheduler_name(config.train.noise_scheduler),
+                  " (use ", sampler_name(natural), " or auto)");
+  return natural;
+}
+
+}  // namespace
+
+HashedTextEncoder dataset_text_encoder(const LatentDataset& dataset) {
+  const std::string& name = dataset.attributes().text_encoder;
+  WICK_CHECK_KIND(Data, name == HashedTextEncoder::name, dataset.path(), ": text_encoder is '", name,
+                  "'; only captions of '", HashedTextEncoder::name, "' can be encoded for sampling");
+  WICK_CHECK_KIND(Data, dataset.pooled_dim() == dataset.text_dim(), dataset.path(), ": pooled width ",
+                  dataset.pooled_dim(), " differs from the text width ", dataset.text_dim(), " of ",
+                  HashedTextEncoder::name);
+  return HashedTextEncoder(dataset.text_length(), dataset.text_dim());
+}
+
+diffusion::Denoiser dit_denoiser(DiT& model, NoiseScheduler scheduler, DType compute_dtype) {
+  const double t_scale = scheduler == NoiseScheduler::Ddpm ? 1.0 / 1000.0 : 1.0;
+  return [&model, t_scale, compute_dtype](const Tensor& x, const Tensor& t, const diffusion::Conditioning& cond) {
+    Tensor model_t = t_scale == 1.0 ? t : mul(t, t_scale);
+    Tensor out = model.forward(x.to(compute_dtype), model_t, cond.context, cond.context_mask, cond.pooled);
+    return out.to(DType::F32);
+  };
+}
+
+DType generation_dtype(const DiT& model, const TrainConfig& config) {
+  switch (config.train.mixed_precision) {
+    case MixedPrecision::BF16: return DType::BF16;
+    case MixedPrecision::FP16: return DType::F16;
+    case MixedPrecision::No: break;
+  }
+  return model.config().dtype;
+}
+
+Tensor generate_latents(DiT& model, const TrainConfig& config, const HashedTextEncoder& encoder,
+                        const std::vector<std::string>& captions, int64_t steps, double guidance, uint64_t seed) {
+  WICK_CHECK_KIND(Config, steps >= 1, "generate: steps must be >= 1, got ", steps);
+  WICK_CHECK_KIND(Config, guidance >= 0.0, "generate: guidance must be >= 0, got ", guidance);
+  const DiTConfig& dit = model.config();
+  WICK_CHECK_KIND(Config, encoder.dim() == dit.text_dim, "generate: the text encoder gives ", encoder.dim(),
+                  "-wide embeddings, the model takes text_dim ", dit.text_dim);
+  WICK_CHECK_KIND(Config, dit.pooled_dim == 0 || dit.pooled_dim == encoder.dim(), "generate: the model's pooled_dim ",
+                  dit.pooled_dim, " differs from the text encoder's width ", encoder.dim());
+  const SamplerKind sampler = resolved_sampler(config);
+  const Device device = model_device(model);
+  const Shape image_shape = {dit.in_channels, dit.input_size, dit.input_size};
+  const int64_t n = static_cast<int64_t>(captions.size());
+  if (n == 0) return Tensor::empty({0, dit.in_channels, dit.input_size, dit.input_size}, DType::F32);
+
+  EvalModeGuard eval_mode(model);
+  autograd::NoGradGuard no_grad;
+  diffusion::Denoiser denoiser = dit_denoiser(model, config.train.noise_scheduler, generation_dtype(model, config));
+  const diffusion::DdpmSchedule schedule = diffusion::DdpmSchedule::scaled_linear();
+  const std::string negative = with_trigger(config.sample.negative_prompt, config.trigger_word);
+
+  std::vector<Tensor> outputs;
+  for (int64_t first = 0; first < n; first += generate_batch_size) {
+    const int64_t count = std::min(generate_batch_size, n - first);
+    std::vector<std::string> batch_captions;
+    for (int64_t i = first; i < first + count; ++i)
+      batch_captions.push_back(with_trigger(captions[static_cast<size_t>(i)], config.trigger_word));
+    diffusion::Conditioning cond = encode_on(encoder, batch_captions, device);
+    diffusion::GuidanceConfig guide;
+    guide.scale = guidance;
+    if (guidance != 1.0)
+      guide.uncond = encode_on(encoder, std::vector<std::string>(static_cast<size_t>(count), negative), device);
+    Tensor noise = image_noise(image_shape, first, count, seed, device);
+    Tensor latents;
+    if (sampler == SamplerKind::Euler) {
+      diffusion::FlowSamplerConfig flow;
+      flow.n_steps = steps;
+      if (config.train.timestep_shift != 1.0) {
+        flow.shift = diffusion::SigmaShift::Constant;
+        flow.shift_value = config.train.timestep_shift;
+      }
+      flow.guidance = guide;
+      latents = diffusion::sample_flow_euler(denoiser, noise, cond, flow);
+    } else {
+      diffusion::DdimConfig ddim;
+      ddim.n_steps = steps;
+      ddim.guidance = guide;
+      latents = diffusion::sample_ddim(denoiser, noise, cond, schedule, ddim);
+    }
+    outputs.push_back(latents.to(DType::F32).to(Device::cpu()));
+  }
+  return outputs.size() == 1 ? outputs.front().contiguous() : concat(outputs, 0);
+}
+
+Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& data) {
+  WICK_CHECK_KIND(Config, data.model_family == "fashion-dit", "latents_to_images: model family '", data.model_family,
+                  "' needs a VAE decoder, which wick does not have (only pixel-packed 'fashion-dit' latents decode)");
+  WICK_CHECK(latents.dim() == 4 && latents.size(1) == data.latent_channels && latents.size(1) % 4 == 0,
+             "latents_to_images: expected latents [N, ", data.latent_channels, ", h, w], got ", latents.describe());
+  WICK_CHECK_KIND(Data, data.vae_scaling_factor != 0.0, "latents_to_images: vae_scaling_factor is 0");
+  Tensor raw = latents.to(Device::cpu()).to(DType::F32);
+  // The model sees (latent − shift)·scaling; undo it before unpacking the pixels.
+  raw = add(div(raw, data.vae_scaling_factor), data.vae_shift_factor);
+  Tensor pixels = unpack_latents_2x2(raw);               // [-1, 1]
+  Tensor unit = mul(add(pixels, 1.0), 0.5);              // [0, 1]
+  return minimum(maximum(unit, 0.0), 1.0).contiguous();
+}
+
+// ---- trained runs ----
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The config of the run whose checkpoint `weights` names (<run>/checkpoints/<step>), when it is there.
+std::optional<TrainConfig> config_of_checkpoint(const std::string& weights) {
+  fs::path path(weights);
+  if (path.has_filename() && path.parent_path().filename() == "checkpoints") {
+    fs::path config = path.parent_path().parent_path() / "config.yaml";
+    if (fs::exists(config)) return parse_config_file(config.string());
+  }
+  return std::nullopt;
+}
+
+TrainConfig lora_training_config(const std::string& path) {
+  WICK_CHECK_KIND(Config, fs::is_regular_file(path), "--lora ", path, ": no such file");
+  SafetensorsFile file = SafetensorsFile::open(path);
+  auto found = file.metadata().find("wick_config");
+  WICK_CHECK_KIND(Data, found != file.metadata().end(), path,
+                  ": no wick_config metadata (not written by wick train), so its network settings are unknown");
+  return parse_config_string(found->second, path + " (wick_config metadata)");
+}
+
+}  // namespace
+
+TrainedRun locate_run(const std::string& source, const std::string& lora_override) {
+  WICK_CHECK_KIND(Config, fs::exists(source), source, ": no such run directory or config file");
+  TrainedRun run;
+  if (fs::is_directory(source)) {
+    fs::path config = fs::path(source) / "config.yaml";
+    WICK_CHECK_KIND(Config, fs::exists(config), source, ": not a run directory (no config.yaml; train it with wick train)");
+    run.config = parse_config_file(config.string());
+    run.run_dir = source;
+  } else {
+    run.config = parse_config_file(source);
+    run.run_dir = fs::path(run.config.output_dir) / run.config.name;
+  }
+  const TrainConfig& c = run.config;
+  WICK_CHECK_KIND(Config, !c.datasets.empty(), source, ": the config names no dataset");
+  run.dataset = LatentDataset::open(c.datasets[0].path);
+  run.device = select_device(c);
+  if (c.network.type == NetworkType::Full) {
+    fs::path latest = run.run_dir / "checkpoints" / "latest";
+    if (fs::exists(latest)) {
+      run.base_weights = latest.string();
+      run.base_config = c;
+    } else {
+      WICK_CHECK_KIND(Config, !c.model.name_or_path.empty(), run.run_dir.string(),
+                      ": no trained weights (checkpoints/latest is missing; run wick train first)");
+      run.base_weights = c.model.name_or_path;
+      run.base_config = config_of_checkpoint(run.base_weights);
+    }
+  } else {
+    WICK_CHECK_KIND(Config, !c.model.name_or_path.empty(), source, ": a ", network_type_name(c.network.type),
+                    " run needs model.name_or_path (its base weights)");
+    run.base_weights = c.model.name_or_path;
+    run.base_config = config_of_checkpoint(run.base_weights);
+    run.lora = (run.run_dir / "lora" / (c.name + ".safetensors")).string();
+    run.lora_config = c;
+  }
+  WICK_CHECK_KIND(Config, fs::exists(run.base_weights), run.base_weights, ": base weights not found");
+  if (!lora_override.empty()) {
+    run.lora_config = lora_training_config(lora_override);
+    run.lora = lora_override;
+  }
+  WICK_CHECK_KIND(Config, run.lora.empty() || fs::exists(run.lora), run.lora,
+                  ": LoRA file not found (the run saves it at its checkpoints)");
+  WICK_CHECK_KIND(Config, !run.lora_config || run.lora_config->network.type != NetworkType::Full, run.lora,
+                  ": its config says network.type full; that is not an adapter file");
+  return run;
+}
+
+std::shared_ptr<DiT> build_trained_model(const TrainedRun& run, bool with_lora) {
+  TrainConfig config = run.config;
+  config.model.name_or_path = run.base_weights;
+  config.network = NetworkConfig{};  // full: every weight from base_weights
+  const bool lora = with_lora && !run.lora.empty();
+  if (lora) config.network = run.lora_config->network;
+  std::shared_ptr<DiT> model = build_model(config, *run.dataset, run.device);
+  if (lora) load_lora(*model, run.lora);
+  model->eval();
+  return model;
+}
+
+}  // namespace wick

@@ -1,0 +1,91 @@
+// Sampling images from a DiT: captions -> hashed text embeddings -> Euler (flow matching) or DDIM
+// (ε-prediction) with classifier-free guidance -> latents -> pixels.
+//
+//   auto dataset = LatentDataset::open("data/fashion.h5");
+//   HashedTextEncoder encoder = dataset_text_encoder(*dataset);          // L, D from the file
+//   Tensor latents = generate_latents(*model, config, encoder, {"Bag", "Ankle boot"}, 20, 3.0, 7);
+//   Tensor images = latents_to_images(latents, dataset->attributes());   // f32 [2, 1, 28, 28] in [0, 1]
+//
+//   TrainedRun run = locate_run("output/quickstart_lora", "");       // config, dataset, weights, LoRA
+//   std::shared_ptr<DiT> tuned = build_trained_model(run, true);      // base + the run's LoRA
+//
+// Image i of a call draws its starting noise from derive_stream(seed, i, 0, RngPurpose::Noise), so it
+// is the same image whatever the number of captions after it or the batch it lands in.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/config/train_config.h"
+#include "engine/data/hashed_text_encoder.h"
+#include "engine/data/latent_dataset.h"
+#include "models/diffusion/denoiser.h"
+#include "models/dit/dit.h"
+
+namespace wick {
+
+// Images per model forward in generate_latents (the guided forward runs twice as many).
+inline constexpr int64_t generate_batch_size = 64;
+
+// The hashed word encoder with the settings of the dataset's embeddings (L = text_length(),
+// D = text_dim()). A file whose `text_encoder` attribute names another encoder, or whose pooled
+// width differs from D, throws WickError (Data): its captions cannot be re-encoded here.
+HashedTextEncoder dataset_text_encoder(const LatentDataset& dataset);
+
+// The DiT as a diffusion::Denoiser for `scheduler`, computing in `compute_dtype` and returning f32.
+// FlowMatch: t is σ in [0, 1], passed as is. Ddpm: t is the timestep 0..999, passed as t / 1000 (the
+// DiT embeds t·1000, so its embedder sees the timestep itself). Training and sampling use the same
+// mapping. The model is held by reference: it must outlive the returned function.
+diffusion::Denoiser dit_denoiser(DiT& model, NoiseScheduler scheduler, DType compute_dtype);
+
+// The dtype the model computes in for `config`: bf16 / f16 under train.mixed_precision, else the
+// DiT's parameter dtype.
+DType generation_dtype(const DiT& model, const TrainConfig& config);
+
+// Latents f32 [N, C, H, W] on the CPU for N captions (C = in_channels, H = W = input_size).
+// Captions go through `encoder` ("[trigger]" replaced by config.trigger_word); an empty caption is
+// the unconditional input. Guidance g != 1 mixes in the prediction for config.sample.negative_prompt
+// (empty by default = unconditional). The sampler follows config.train.noise_scheduler: flowmatch ->
+// Euler with the SD3 shift config.train.timestep_shift (none when 1), ddpm -> DDIM (scaled-linear
+// schedule); config.sample.sampler must agree (auto or the matching one). Runs in evaluation mode
+// without recording a graph, in batches of generate_batch_size, and restores the training flag.
+// steps >= 1, guidance >= 0; encoder.dim() must equal the model's text_dim.
+Tensor generate_latents(DiT& model, const TrainConfig& config, const HashedTextEncoder& encoder,
+                        const std::vector<std::string>& captions, int64_t steps, double guidance, uint64_t seed);
+
+// Latents [N, 4c, h, w] (any float dtype, any device) of a pixel-packed dataset (model_family
+// "fashion-dit") -> images f32 [N, c, 2h, 2w] on the CPU in [0, 1]: latent / vae_scaling_factor +
+// vae_shift_factor, unpacked 2x2 (unpack_latents_2x2), mapped from [-1, 1] to [0, 1] and clamped.
+// Other families need a VAE decoder, which wick does not have: WickError (Config).
+Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& data);
+
+// ---- trained runs (what `wick sample` and `wick eval` load) ----
+struct TrainedRun {
+  std::filesystem::path run_dir;      // <output_dir>/<name>
+  TrainConfig config;                 // the run's config (run_dir/config.yaml, or the config file given)
+  std::shared_ptr<LatentDataset> dataset;  // config.datasets[0]
+  Device device;
+  std::string base_weights;           // weights of the model without adapters (a file or checkpoint dir)
+  std::optional<TrainConfig> base_config;  // the config that trained the base, when found
+  std::string lora;                   // LoRA/DoRA file to apply ("" = none)
+  std::optional<TrainConfig> lora_config;  // the config that trained the LoRA (its network section is used)
+};
+
+// source: a run directory holding config.yaml, or a config file (run directory <output_dir>/<name>).
+// Full runs: base_weights = run_dir/checkpoints/latest, else model.name_or_path (Config error when
+// neither exists: nothing trained). lora/dora runs: base_weights = model.name_or_path, lora =
+// run_dir/lora/<name>.safetensors. lora_override (a file written by save_lora, whose wick_config
+// metadata gives its network settings) replaces the run's LoRA or adds one to a full run. The base's
+// config is looked up as <run>/config.yaml when base_weights is <run>/checkpoints/<step>. Every
+// missing file is a Config error naming it.
+TrainedRun locate_run(const std::string& source, const std::string& lora_override);
+
+// The DiT of the run on run.device in evaluation mode: the base weights, plus the LoRA when
+// with_lora and run.lora is set.
+std::shared_ptr<DiT> build_trained_model(const TrainedRun& run, bool with_lora);
+
+}  // namespace wick

@@ -1,0 +1,116 @@
+#include "engine/train/objective.h"
+
+#include <algorithm>
+
+#include "engine/autograd/ops_view.h"
+#include "runtime/ops/creation.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/philox.h"
+
+namespace wick {
+namespace {
+
+std::vector<uint64_t> as_unsigned(const std::vector<int64_t>& ids) {
+  return std::vector<uint64_t>(ids.begin(), ids.end());
+}
+
+}  // namespace
+
+diffusion::FlowMatchingConfig flow_matching_config(const TrainConfig& config) {
+  const TrainSection& t = config.train;
+  diffusion::FlowMatchingConfig flow;
+  flow.sampling = t.timestep_sampling == TimestepSampling::LogitNormal ? diffusion::SigmaSampling::LogitNormal
+                                                                       : diffusion::SigmaSampling::Uniform;
+  flow.logit_mean = t.logit_mean;
+  flow.logit_std = t.logit_std;
+  flow.shift = t.timestep_shift != 1.0 ? diffusion::SigmaShift::Constant : diffusion::SigmaShift::None;
+  flow.shift_value = t.timestep_shift;
+  flow.noise_offset = t.noise_offset;
+  return flow;
+}
+
+double flow_min_snr_weight(double sigma, double gamma) {
+  const double one_minus = 1.0 - sigma;
+  return std::min(one_minus * one_minus, gamma * sigma * sigma);
+}
+
+Objective::Objective(const TrainConfig& config)
+    : scheduler_(config.train.noise_scheduler),
+      seed_(static_cast<uint64_t>(config.train.seed)),
+      min_snr_gamma_(config.train.min_snr_gamma),
+      flow_(flow_matching_config(config)),
+      ddpm_schedule_(diffusion::DdpmSchedule::scaled_linear()) {
+  ddpm_.min_snr_gamma = config.train.min_snr_gamma;
+  ddpm_.noise_offset = config.train.noise_offset;
+}
+
+Tensor Objective::scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes) {
+  Tensor x = latents.to(DType::F32);
+  if (attributes.vae_shift_factor != 0.0) x = sub(x, attributes.vae_shift_factor);
+  if (attributes.vae_scaling_factor != 1.0) x = mul(x, attributes.vae_scaling_factor);
+  return x;
+}
+
+ObjectiveBatch Objective::make(const Tensor& x0, const std::vector<int64_t>& ids, int64_t epoch) const {
+  WICK_CHECK(x0.dim() == 4 && x0.size(0) == static_cast<int64_t>(ids.size()), "Objective: latents ", x0.describe(),
+             " do not match ", ids.size(), " sample ids");
+  const auto e = static_cast<uint64_t>(epoch);
+  ObjectiveBatch out;
+  if (scheduler_ == NoiseScheduler::FlowMatch) {
+    diffusion::FlowMatchingBatch b = diffusion::make_flow_batch(x0, as_unsigned(ids), e, seed_, flow_);
+    out.x_t = b.x_t;
+    out.model_time = b.sigma;
+    out.target = b.target;
+    if (min_snr_gamma_ > 0.0) {
+      std::vector<float> sigmas = b.sigma.to_vector<float>(), weights(sigmas.size());
+      for (size_t i = 0; i < sigmas.size(); ++i)
+        weights[i] = static_cast<float>(flow_min_snr_weight(sigmas[i], min_snr_gamma_));
+      out.weights = Tensor::from_vector<float>(weights, {static_cast<int64_t>(weights.size())}, x0.device());
+    }
+    return out;
+  }
+  diffusion::DdpmBatch b = diffusion::make_ddpm_batch(x0, as_unsigned(ids), e, seed_, ddpm_schedule_, ddpm_);
+  out.x_t = b.x_t;
+  out.model_time = div(b.timesteps, 1000.0);
+  out.target = b.target;
+  if (min_snr_gamma_ > 0.0) out.weights = b.weights;
+  return out;
+}
+
+Tensor Objective::loss(const Tensor& pred, const ObjectiveBatch& batch) const {
+  Tensor p = pred.dtype() == DType::F32 ? pred : autograd::to_dtype(pred, DType::F32);
+  return diffusion::flow_matching_loss(p, batch.target, batch.weights);
+}
+
+int64_t batch_epoch(const Batch& batch) {
+  return batch.after.position == 0 ? batch.after.epoch - 1 : batch.after.epoch;
+}
+
+diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch) {
+  diffusion::Conditioning cond{batch.text_embeds, batch.text_mask, batch.text_pooled};
+  if (p <= 0.0) return cond;
+  const auto n = static_cast<int64_t>(batch.ids.size());
+  std::vector<float> keep(static_cast<size_t>(n));
+  bool any_dropped = false;
+  for (int64_t i = 0; i < n; ++i) {
+    RngStream s = derive_stream(seed, static_cast<uint64_t>(batch.ids[i]), static_cast<uint64_t>(epoch),
+                                RngPurpose::CaptionDropout);
+    keep[i] = stream_uniform(s, 0) < p ? 0.0f : 1.0f;
+    any_dropped = any_dropped || keep[i] == 0.0f;
+  }
+  if (!any_dropped) return cond;
+  const Device device = batch.text_embeds.device();
+  Tensor keep_t = Tensor::from_vector<float>(keep, {n}, device);
+  cond.context = mul(batch.text_embeds, keep_t.view({n, 1, 1}));
+  cond.pooled = mul(batch.text_pooled, keep_t.view({n, 1}));
+  cond.context_mask = mul(batch.text_mask.to(DType::F32), keep_t.view({n, 1})).to(DType::U8);
+  return cond;
+}
+
+diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,
+                                           Device device) {
+  return {zeros({n, text_length, text_dim}, DType::F32, device), zeros({n, text_length}, DType::U8, device),
+          zeros({n, pooled_dim}, DType::F32, device)};
+}
+
+}  // namespace wick

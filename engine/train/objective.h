@@ -1,0 +1,82 @@
+// The training objective of a run: the noised input, the model's time input, the target and the
+// per-sample loss weights from a batch of clean latents, plus caption dropout for classifier-free
+// guidance. Every random number comes from Philox streams keyed by (seed, sample id, epoch), so a
+// sample draws the same noise, σ/t and dropout decision on any rank, batch position or resume.
+//
+//   Objective objective(config);                                      // flowmatch or ddpm
+//   Tensor x0 = objective.scale_latents(batch.latents, dataset_attributes);
+//   diffusion::Conditioning cond = drop_captions(batch, p, seed, epoch);
+//   ObjectiveBatch b = objective.make(x0, batch.ids, epoch);
+//   Tensor pred = model->forward(b.x_t, b.model_time, cond.context, cond.context_mask, cond.pooled);
+//   Tensor loss = objective.loss(pred, b);                             // 0-d f32, through autograd
+//
+// The DiT takes its time input in [0, 1] (it embeds t·1000): σ for rectified flow, and the DDPM
+// timestep divided by 1000 for ε-prediction (so the embedder sees the integer timestep).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/config/train_config.h"
+#include "engine/data/latent_dataset.h"
+#include "engine/data/prefetcher.h"
+#include "models/diffusion/ddpm.h"
+#include "models/diffusion/denoiser.h"
+#include "models/diffusion/flow_matching.h"
+
+namespace wick {
+
+struct ObjectiveBatch {
+  Tensor x_t;         // the model's input, f32 [B, C, H, W]
+  Tensor model_time;  // f32 [B] in [0, 1]: σ (flow) or t / 1000 (DDPM)
+  Tensor target;      // f32, x_t's shape: ε − x0 (flow) or ε (DDPM)
+  Tensor weights;     // f32 [B] loss weights (min-SNR-γ), or undefined (all 1)
+};
+
+class Objective {
+ public:
+  explicit Objective(const TrainConfig& config);
+
+  // (latent − vae_shift_factor) · vae_scaling_factor, f32 (the docs/dataset.md convention).
+  static Tensor scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes);
+  // x0 f32 [B, C, H, W]; ids and epoch key the per-sample random numbers.
+  ObjectiveBatch make(const Tensor& x0, const std::vector<int64_t>& ids, int64_t epoch) const;
+  // Weighted MSE of pred (any float dtype, cast to f32 through autograd) against the target.
+  Tensor loss(const Tensor& pred, const ObjectiveBatch& batch) const;
+
+  NoiseScheduler scheduler() const { return scheduler_; }
+  const diffusion::FlowMatchingConfig& flow_config() const { return flow_; }
+  const diffusion::DdpmSchedule& ddpm_schedule() const { return ddpm_schedule_; }
+
+ private:
+  NoiseScheduler scheduler_;
+  uint64_t seed_;
+  double min_snr_gamma_;
+  diffusion::FlowMatchingConfig flow_;
+  diffusion::DdpmSchedule ddpm_schedule_;
+  diffusion::DdpmConfig ddpm_;
+};
+
+// The flow-matching settings of a config: σ sampling (logit_normal / uniform / shift = uniform with the
+// SD3 shift), the SD3 shift when timestep_shift != 1, the noise offset.
+diffusion::FlowMatchingConfig flow_matching_config(const TrainConfig& config);
+
+// min-SNR-γ for rectified flow, in ε space as Hang et al. define it: SNR = ((1 − σ)/σ)², and the
+// v-MSE weight min(SNR, γ)·σ² = min((1 − σ)², γ·σ²) equals the ε-prediction weight min(SNR, γ)/SNR
+// applied to the ε error (1 − σ)·Δv.
+double flow_min_snr_weight(double sigma, double gamma);
+
+// The epoch a batch was drawn from (Batch::after is the state after it, possibly the next epoch's start).
+int64_t batch_epoch(const Batch& batch);
+
+// The conditioning of a batch with each sample's caption dropped with probability p: a dropped
+// sample's token embeddings, mask and pooled vector are all zero (the empty caption of the hashed
+// word encoder; the unconditional input for classifier-free guidance). Sample i is dropped when
+// stream_uniform(derive_stream(seed, id_i, epoch, CaptionDropout), 0) < p.
+diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch);
+
+// The unconditional conditioning for n samples: zero tokens [n, L, D], zero mask [n, L], zero pooled [n, P].
+diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,
+                                           Device device);
+
+}  // namespace wick

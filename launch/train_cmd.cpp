@@ -1,0 +1,75 @@
+// `wick train CONFIG.yaml [--set key.path=value ...] [--resume auto|none|PATH] [--steps N]
+// [--stop-after N] [--no-progress]` (docs/training.md).
+//
+// Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
+// during training (non-finite losses, a lost rank). Under mpirun a failing rank ends the whole job with
+// its status (comm::exit_after_failure), so no rank waits forever for it.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/launch_env.h"
+#include "engine/config/train_config.h"
+#include "engine/train/trainer.h"
+#include "launch/commands.h"
+#include "runtime/error.h"
+
+namespace wick::launch {
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string resume = "auto";
+  int64_t steps = 0;
+  int64_t stop_after = 0;
+  bool no_progress = false;
+};
+
+int status_for(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Usage:
+    case ErrorKind::Config: return 2;
+    case ErrorKind::Data: return 3;
+    default: return 4;
+  }
+}
+
+void run_train(const TrainArgs& args) {
+  try {
+    std::vector<std::string> overrides = args.sets;
+    if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
+    std::vector<std::string> notes;
+    TrainConfig config = parse_config_file(args.config, overrides, &notes);
+    for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
+    train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+  } catch (const WickError& error) {
+    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    if (comm::mpi_initialized()) comm::exit_after_failure(status_for(error.kind()));
+    set_exit_status(status_for(error.kind()));
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    if (comm::mpi_initialized()) comm::exit_after_failure(4);
+    set_exit_status(4);
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a diffusion model or LoRA from a YAML config (docs/training.md)");
+  cmd->add_option("config", args->config, "the run's YAML config (docs/config.md)")->required();
+  cmd->add_option("--set", args->sets, "override a key: --set train.lr=3e-4 (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--resume", args->resume,
+                  "auto: the newest valid checkpoint of the run (default); none: start fresh; or a checkpoint directory");
+  cmd->add_option("--steps", args->steps, "train.steps (the same as --set train.steps=N)")->check(CLI::PositiveNumber);
+  cmd->add_option("--stop-after", args->stop_after,
+                  "end this process after step N with a checkpoint (continue later with --resume auto)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-progress", args->no_progress, "no progress display");
+  cmd->callback([args] { run_train(*args); });
+}
+
+}  // namespace wick::launch

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `wick train` from the command line: bad input gives its message and exit status before the first
+# step; non-finite losses end the run with status 4 and the last checkpoint intact; a run killed with
+# SIGKILL after a checkpoint and resumed with --resume auto logs the same losses as an uninterrupted run.
+#   train_cli_test.sh WICK FIXTURE WORK_DIR
+set -u
+wick=$1 fixture=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+"$fixture" "$work/data" || { echo "FAIL: the fixture program failed"; exit 1; }
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=passive
+cat >"$work/run.yaml" <<YAML
+name: run
+output_dir: $work/out
+device: cpu
+model: {hidden_size: 32, depth: 2, num_heads: 2}
+train: {batch_size: 8, steps: 20, lr: 3.0e-3, optimizer: adamw, log_every: 1, caption_dropout: 0.2}
+dataset: {path: $work/data/synthetic.h5}
+save: {every: 10, keep_last: 0}
+YAML
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect() {  # expect STATUS PATTERN ARGS...: wick train run.yaml ARGS exits STATUS saying PATTERN
+  local want=$1 pattern=$2 out status
+  shift 2
+  out=$("$wick" train "$work/run.yaml" --no-progress "$@" 2>&1)
+  status=$?
+  if [ "$status" -ne "$want" ]; then
+    fail "wick train $* exited $status, expected $want"; echo "$out" | tail -5
+  elif ! grep -q -- "$pattern" <<<"$out"; then
+    fail "wick train $*: output lacks '$pattern'"; echo "$out" | tail -5
+  else
+    echo "ok: $* -> $status: $(grep -m1 -- "$pattern" <<<"$out" | cut -c1-150)"
+  fi
+}
+
+# Bad input: nothing is trained, nothing is written into the run directory.
+expect 3 "absent.h5" --set name=missing --set dataset.path="$work/data/absent.h5"
+expect 3 "non-finite" --set name=nan --set dataset.path="$work/data/nan.h5"
+expect 2 "did you mean 'lr'" --set name=key --set train.lrr=1
+expect 2 "valid values: adamw8bit, adamw, sgd" --set name=opt --set train.optimizer=adam
+expect 2 "model.in_channels is 16 but the latents have 4 channels" --set name=shape --set model.in_channels=16
+expect 2 "model.arch flux" --set name=arch --set model.arch=flux --set model.name_or_path="$work/data/synthetic.h5"
+touch "$work/not_a_dir"
+expect 2 "cannot be created" --set output_dir="$work/not_a_dir"
+out=$("$wick" train "$work/absent.yaml" 2>&1)
+status=$?
+if [ "$status" -eq 2 ] && grep -q "absent.yaml" <<<"$out"; then echo "ok: missing config -> 2"; else
+  fail "a missing config file exited $status: $out"; fi
+for name in missing nan key opt shape arch; do
+  [ ! -e "$work/out/$name/config.yaml" ] || fail "$name: config.yaml was written by a run that never started"
+done
+
+# Non-finite losses: steps skipped, then status 4; the checkpoint of step 1 stays the latest.
+expect 4 "3 non-finite losses in a row" --set name=nonfinite --set train.lr=1e30 --set train.max_grad_norm=0 \
+  --set train.max_nonfinite_steps=3 --set save.every=1
+[ "$(readlink "$work/out/nonfinite/checkpoints/latest")" = step_00000001 ] || fail "latest is not step_00000001"
+"$wick" checkpoint inspect "$work/out/nonfinite/checkpoints/latest" >/dev/null || fail "step_00000001 does not verify"
+
+# kill -9 after a checkpoint, resume, compare with an uninterrupted run.
+steps=300
+"$wick" train "$work/run.yaml" --no-progress --set name=whole --set train.steps=$steps >"$work/whole.log" 2>&1 ||
+  { fail "the uninterrupted run failed"; tail -5 "$work/whole.log"; }
+"$wick" train "$work/run.yaml" --no-progress --set name=killed --set train.steps=$steps >"$work/killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+  # A checkpoint at 30 and a few steps past it: the resume must replay those.
+  [ -e "$work/out/killed/checkpoints/step_00000030" ] &&
+    [ "$(wc -l <"$work/out/killed/metrics.jsonl")" -ge 35 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+killed_at=$(python3 -c "import json,sys
+n=0
+for l in open(sys.argv[1]):
+    try: n=max(n, json.loads(l)['step'])
+    except Exception: pass
+print(n)" "$work/out/killed/metrics.jsonl")
+[ "$killed_at" -gt 30 ] || fail "killed at step $killed_at, not past the checkpoint at 30"
+echo "killed after step $killed_at of $steps (checkpoints: $(ls "$work/out/killed/checkpoints" | tr '\n' ' '))"
+[ "$killed_at" -lt "$steps" ] || fail "the run finished before it was killed; the test proves nothing"
+"$wick" train "$work/run.yaml" --no-progress --set name=killed --set train.steps=$steps >"$work/resumed.log" 2>&1 ||
+  { fail "the resumed run failed"; tail -5 "$work/resumed.log"; }
+grep -m1 "resuming from" "$work/resumed.log" || fail "the second run did not resume"
+python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/killed/metrics.jsonl" $steps ||
+  fail "the resumed run's losses differ from the uninterrupted run's"
+exit $((failures > 0))
