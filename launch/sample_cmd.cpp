@@ -61,7 +61,7 @@ void add_sample_command(CLI::App& app) {
   sample->add_option("run", args->source, "run directory (output/<name>) or the run's config file")->required();
   sample->add_option("--prompt", args->prompts, "caption to generate (repeatable; \"\" = unconditional)")
       ->required()
-      ->expected(1)
+      ->allow_extra_args(false)
       ->take_all();
   sample->add_option("--n", args->n, "images per prompt")
       ->capture_default_str()
