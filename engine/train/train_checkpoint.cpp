@@ -35,8 +35,11 @@ fs::path save_training_checkpoint(comm::ProcessGroup& group, const CheckpointSav
   if (writer) WICK_CHECK(writer->staging_dir() == staging, "checkpoint: staging directory ", writer->staging_dir().string(),
                          " is not the expected ", staging.string());
 
-  const bool sharded = world > 1 && save.shard_optimizer;
-  if (sharded) {
+  const bool sharded = world > 1 && (save.shard_optimizer || save.optimizer->sharded());
+  if (save.optimizer->sharded()) {  // ZeRO-1: this rank holds only its range
+    save_optimizer_shard((staging / optimizer_shard_file_name(rank, world)).string(),
+                         local_optimizer_shard(*save.optimizer, rank, world));
+  } else if (sharded) {
     OptimizerLayout layout = optimizer_layout(*save.optimizer);
     std::vector<OptimizerShard> shards = split_optimizer_state(save.optimizer->state_tensors(), layout,
                                                                zero_partition(layout.flat_numel, world));

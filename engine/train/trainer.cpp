@@ -14,6 +14,8 @@
 #include "engine/autograd/rng_state.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/optimizer_shards.h"
+#include "engine/distributed/gradient_buckets.h"
+#include "engine/distributed/zero.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/data/prefetcher.h"
 #include "engine/optim/loss_scaler.h"
@@ -88,6 +90,7 @@ class Trainer {
   std::shared_ptr<DiT> model_;
   NamedParameters trainable_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<GradientBuckets> buckets_;  // several ranks, the group on the parameters' device, no fp16 scaler
   std::optional<LrSchedule> schedule_;
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<Prefetcher> loader_;
@@ -131,6 +134,15 @@ void Trainer::setup() {
                                 .total_steps = t.steps});
   objective_ = std::make_unique<Objective>(config_);
   if (t.mixed_precision == MixedPrecision::FP16) scaler_.emplace();
+  // Data parallelism (docs/distributed.md): gradients averaged in buckets overlapped with backward,
+  // optimizer state sharded (ZeRO-1). Both need the group to work on the parameters' device (MPI with
+  // CPU parameters, NCCL with CUDA ones); otherwise, and with the fp16 loss scaler (which unscales
+  // the gradient store), the gradients are averaged in one staged all-reduce after backward.
+  const bool group_on_device = group_->device() == device_;
+  if (group_->size() > 1 && group_on_device && config_.distributed.shard_optimizer)
+    shard_optimizer(*optimizer_, *group_);
+  if (group_->size() > 1 && group_on_device && !scaler_)
+    buckets_ = std::make_unique<GradientBuckets>(*optimizer_, *group_, config_.distributed.bucket_mb << 20);
   DistributedSampler sampler(data_.ids, data_.bucket_of,
                              {.seed = static_cast<uint64_t>(t.seed), .rank = group_->rank(), .world = group_->size(),
                               .batch_size = t.batch_size});
@@ -139,7 +151,10 @@ void Trainer::setup() {
 }
 
 void Trainer::restore(const fs::path& dir, DistributedSampler& sampler) {
-  optimizer_->load_state(load_optimizer_state(dir.string()));
+  if (optimizer_->sharded())  // this rank's range of the state, whatever world size wrote it
+    load_optimizer_shard_into(*optimizer_, reshard_optimizer_state(dir.string(), group_->size()).at(group_->rank()));
+  else
+    optimizer_->load_state(load_optimizer_state(dir.string()));
   TrainingState state = load_training_state((dir / "training_state.json").string());
   WICK_CHECK_KIND(Config, state.seed == static_cast<uint64_t>(config_.train.seed), dir.string(),
                   ": the checkpoint was trained with seed ", state.seed, " but train.seed is ", config_.train.seed);
@@ -179,6 +194,7 @@ bool Trainer::train_step(int64_t step) {
   grads_.clear();
   double local_sum = 0.0, local_bad = 0.0;
   for (int64_t micro = 0; micro < t.gradient_accumulation; ++micro) {
+    if (buckets_) buckets_->arm(micro == t.gradient_accumulation - 1);  // only the last micro-step sends
     Batch batch = loader_->next();
     check_batch_finite(batch.latents, batch.ids, data_.dataset->path());
     const int64_t epoch = batch_epoch(batch);
@@ -199,6 +215,9 @@ bool Trainer::train_step(int64_t step) {
     autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
                        scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
   }
+  // Every rank finishes the buckets' collectives before any other one (docs/distributed.md).
+  BucketReport reduced;
+  if (buckets_) reduced = buckets_->finish(grads_);
   std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad});
   const double n_micro = static_cast<double>(t.gradient_accumulation * group_->size());
   StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : totals[0] / n_micro, .lr = lr,
@@ -212,13 +231,15 @@ bool Trainer::train_step(int64_t step) {
                    static_cast<long long>(t.max_nonfinite_steps));
   } else {
     nonfinite_in_a_row_ = 0;
-    average_gradients(*group_, trainable_, grads_);
+    if (!buckets_) average_gradients(*group_, trainable_, grads_);
     bool finite = true;
     if (scaler_) {
       finite = scaler_->unscale_and_check(grads_);
       scaler_->update(finite);
     }
-    if (finite) entry.grad_norm = optimizer_->step(grads_, static_cast<float>(lr)).grad_norm;
+    if (finite)
+      entry.grad_norm = buckets_ ? optimizer_->step_reduced(static_cast<float>(lr), reduced.n_missing).grad_norm
+                                 : optimizer_->step(grads_, static_cast<float>(lr)).grad_norm;
   }
   grads_.clear();
   entry.skipped_steps = skipped_;
@@ -285,6 +306,12 @@ TrainResult Trainer::run() {
                  data_.ids.size(), data_.dataset->path().c_str(), device_.str().c_str(), group_->size(),
                  group_->size() == 1 ? "" : "s", static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                  static_cast<long long>(global_batch() * t.gradient_accumulation));
+    if (group_->size() > 1)
+      std::fprintf(stderr, "wick train: data parallel over %d ranks: %s, optimizer state %s\n", group_->size(),
+                   buckets_ ? ("gradients in " + std::to_string(buckets_->n_buckets()) +
+                               " bucket(s) overlapped with backward").c_str()
+                            : "gradients averaged after backward",
+                   optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
   }
   model_->train();
   for (int64_t step = start_step_ + 1; step <= last; ++step) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `wick train` on 2 ranks under mpirun: a run stopped after a checkpoint and resumed logs the same
-# losses as an uninterrupted 2-rank run (bitwise); its checkpoints hold one optimizer shard per rank;
-# the 2-rank losses match a 1-rank run with the same global batch (to rounding), and the 2-rank
-# checkpoint resumes on 1 rank.
+# `wick train` on several ranks under mpirun (gradient buckets, ZeRO-1 optimizer shards): a 2-rank run
+# stopped after a checkpoint and resumed logs the same losses as an uninterrupted 2-rank run (bitwise);
+# its checkpoints hold one optimizer shard per rank; the 2-rank losses match a 1-rank run with the same
+# global batch (12, to rounding); the 2-rank checkpoint resumes on 1 rank and on 3 ranks, and a 4-rank
+# checkpoint resumes on 1 rank, each continuing the uninterrupted run's losses.
 #   train_mpi_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
@@ -15,22 +16,55 @@ name: run
 output_dir: $work/out
 device: cpu
 model: {hidden_size: 32, depth: 2, num_heads: 2}
-train: {batch_size: 4, steps: 20, lr: 3.0e-3, optimizer: adamw8bit, log_every: 1, caption_dropout: 0.2}
+train: {batch_size: 6, steps: 20, lr: 3.0e-3, optimizer: adamw8bit, log_every: 1, caption_dropout: 0.2}
 dataset: {path: $work/data/synthetic.h5}
 save: {every: 5, keep_last: 0}
 distributed: {backend: auto}
 YAML
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-run2() {  # run2 LOG ARGS...: wick train on 2 ranks
-  local log=$1
-  shift
-  timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress "$@" >"$log" 2>&1 ||
-    { fail "mpirun -np 2 wick train $* exited $?"; tail -8 "$log"; }
+runn() {  # runn N LOG ARGS...: wick train on N ranks
+  local n=$1 log=$2
+  shift 2
+  timeout 240 "$mpiexec" --oversubscribe -np "$n" "$wick" train "$work/run.yaml" --no-progress "$@" >"$log" 2>&1 ||
+    { fail "mpirun -np $n wick train $* exited $?"; tail -8 "$log"; }
+}
+run2() { runn 2 "$@"; }
+# continues NAME_A NAME_B FIRST LAST: B's losses over FIRST..LAST continue A's within 1e-2 relative
+continues() {
+  python3 - "$work/out/$1/metrics.jsonl" "$work/out/$2/metrics.jsonl" "$3" "$4" <<'PY'
+import json, sys
+def rows(p):
+    r = {}
+    for line in open(p):
+        try: o = json.loads(line)
+        except ValueError: continue
+        r[o["step"]] = o["loss"]
+    return r
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+first, last = int(sys.argv[3]), int(sys.argv[4])
+worst = max(abs(a[s] - b[s]) / max(1.0, abs(a[s])) for s in range(first, last + 1))
+print(f"{sys.argv[2]}: largest relative loss difference over steps {first}..{last} {worst:.2e}")
+sys.exit(0 if sorted(b) == list(range(first, last + 1)) and worst < 1e-2 else 1)
+PY
+}
+# moved SRC_RUN STEP NAME N BATCH: copy SRC_RUN's checkpoint STEP into run NAME, resume it on N ranks
+moved() {
+  mkdir -p "$work/out/$3/checkpoints"
+  cp -r "$work/out/$1/checkpoints/$(printf "step_%08d" "$2")" "$work/out/$3/checkpoints/"
+  if [ "$4" = 1 ]; then
+    "$wick" train "$work/run.yaml" --no-progress --set name="$3" --set train.batch_size="$5" >"$work/$3.log" 2>&1 ||
+      { fail "resuming $1's step $2 on 1 rank failed"; tail -5 "$work/$3.log"; }
+  else
+    runn "$4" "$work/$3.log" --set name="$3" --set train.batch_size="$5"
+  fi
+  grep -m1 "resuming from" "$work/$3.log" || fail "$3 did not resume"
 }
 
 run2 "$work/whole.log" --set name=whole
 grep -m1 "2 ranks" "$work/whole.log" || fail "the run did not report 2 ranks"
+grep -m1 "bucket(s) overlapped with backward, optimizer state sharded (ZeRO-1)" "$work/whole.log" ||
+  fail "the 2-rank run did not use gradient buckets and ZeRO-1"
 ls "$work/out/whole/checkpoints/step_00000020/" | grep -q "optimizer.rank1-of-2.safetensors" ||
   fail "no optimizer shard of rank 1 in the checkpoint"
 "$wick" checkpoint inspect "$work/out/whole/checkpoints/latest" | grep -E "world size|optimizer " || fail "inspect"
@@ -42,30 +76,23 @@ grep -m1 "resuming from .*step_00000010" "$work/part2.log" || fail "the second 2
 python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/parts/metrics.jsonl" 20 ||
   fail "the resumed 2-rank run's losses differ from the uninterrupted one's"
 
-# One rank with the same global batch (8): the same samples, noise and updates, summed in another order.
-"$wick" train "$work/run.yaml" --no-progress --set name=one --set train.batch_size=8 >"$work/one.log" 2>&1 ||
+# One rank with the same global batch (12): the same samples, noise and updates, summed in another order.
+"$wick" train "$work/run.yaml" --no-progress --set name=one --set train.batch_size=12 >"$work/one.log" 2>&1 ||
   { fail "the 1-rank run failed"; tail -5 "$work/one.log"; }
 python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/one/metrics.jsonl" 20 --tolerance 1e-3 ||
   fail "1-rank and 2-rank losses differ beyond rounding"
 
-# The 2-rank checkpoint at step 10 continues on 1 rank (optimizer shards merged).
-mkdir -p "$work/out/moved/checkpoints"
-cp -r "$work/out/whole/checkpoints/step_00000010" "$work/out/moved/checkpoints/"
-"$wick" train "$work/run.yaml" --no-progress --set name=moved --set train.batch_size=8 >"$work/moved.log" 2>&1 ||
-  { fail "resuming the 2-rank checkpoint on 1 rank failed"; tail -5 "$work/moved.log"; }
-grep -m1 "resuming from" "$work/moved.log" || fail "the 1-rank run did not resume"
-python3 - "$work/out/whole/metrics.jsonl" "$work/out/moved/metrics.jsonl" <<'PY' || fail "1-rank continuation diverged"
-import json, sys
-def rows(p):
-    r = {}
-    for line in open(p):
-        try: o = json.loads(line)
-        except ValueError: continue
-        r[o["step"]] = o["loss"]
-    return r
-a, b = rows(sys.argv[1]), rows(sys.argv[2])
-worst = max(abs(a[s] - b[s]) / max(1.0, abs(a[s])) for s in range(11, 21))
-print(f"2 ranks -> 1 rank from step 10: largest relative loss difference over steps 11..20 {worst:.2e}")
-sys.exit(0 if sorted(b) == list(range(11, 21)) and worst < 1e-2 else 1)
-PY
+# The 2-rank checkpoint at step 10 continues on 1 rank and on 3 ranks (optimizer shards re-cut).
+moved whole 10 to1 1 12
+continues whole to1 11 20 || fail "2 ranks -> 1 rank diverged"
+moved whole 10 to3 3 4
+ls "$work/out/to3/checkpoints/step_00000020/" | grep -q "optimizer.rank2-of-3.safetensors" ||
+  fail "the 3-rank continuation wrote no shard of rank 2"
+continues whole to3 11 20 || fail "2 ranks -> 3 ranks diverged"
+
+# A 4-rank run's checkpoint at step 10 continues on 1 rank.
+runn 4 "$work/four.log" --set name=four --set train.batch_size=3 --stop-after 10
+moved four 10 four_to1 1 12
+continues whole four_to1 11 20 || fail "4 ranks -> 1 rank diverged from the 2-rank run"
+
 exit $((failures > 0))
