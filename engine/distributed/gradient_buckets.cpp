@@ -73,6 +73,10 @@ void GradientBuckets::on_ready(size_t slot, const Tensor& grad) {
   slot_ready_[slot] = true;
   Bucket& bucket = buckets_[bucket_of_slot_[slot]];
   ++bucket.n_ready;
+  // Drive the collectives in flight: MPI progresses non-blocking collectives only inside MPI calls,
+  // so each completed gradient is also a chance for the earlier buckets' all-reduces to advance.
+  for (Bucket& other : buckets_)
+    if (other.work) other.work->is_completed();
   // Launch in a fixed order, the last bucket first (backward completes the last layers first), so
   // every rank starts the same collectives in the same order whatever order its hooks fire in.
   while (next_launch_ >= 0) {

@@ -313,6 +313,12 @@ TrainResult Trainer::run() {
                             : "gradients averaged after backward",
                    optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
   }
+  if (rank0()) {
+    const double n_params = static_cast<double>(model_->n_parameters(true));
+    std::fprintf(stderr, "wick train: %s optimizer state on rank 0: %.1f MB, %.3f bytes per trainable parameter\n",
+                 optimizer_->name(), static_cast<double>(optimizer_->state_bytes()) / 1e6,
+                 static_cast<double>(optimizer_->state_bytes()) / n_params);
+  }
   model_->train();
   for (int64_t step = start_step_ + 1; step <= last; ++step) {
     // A skipped step changed nothing: no checkpoint for it (the previous one holds the same weights).
