@@ -64,7 +64,7 @@ TEST(Config, QuickstartParses) {
   EXPECT_EQ(c.model.patch_size, 2);
   EXPECT_EQ(c.network.type, NetworkType::Full);
   EXPECT_EQ(c.train.batch_size, 32);
-  EXPECT_EQ(c.train.steps, 1200);
+  EXPECT_EQ(c.train.steps, 3000);
   EXPECT_EQ(c.train.lr, 1e-3);
   EXPECT_EQ(c.train.optimizer, "adamw");
   EXPECT_EQ(c.train.lr_scheduler, "cosine");
@@ -83,7 +83,7 @@ TEST(Config, QuickstartLoraParses) {
   EXPECT_EQ(c.network.type, NetworkType::Lora);
   EXPECT_EQ(c.network.linear, 8);
   EXPECT_EQ(c.network.linear_alpha, 8.0);
-  EXPECT_EQ(c.network.target, (std::vector<std::string>{"context_embedder", "y_embedder.*"}));
+  EXPECT_EQ(c.network.target, (std::vector<std::string>{"context_embedder"}));
   EXPECT_EQ(c.model.name_or_path, "output/quickstart/checkpoints/latest");
   ASSERT_EQ(c.datasets.size(), 1u);
   EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
