@@ -235,13 +235,13 @@ TEST(DiT, LoRAOnAttentionWrapsQKVAndProjOfEveryBlock) {
   EXPECT_EQ(max_abs(run(*dit, in)), 0.0);
 }
 
-TEST(DiT, QuickstartSizeParametersAndCpuStepTime) {
+TEST(DiT, SmallSizeParametersAndCpuStepTime) {
   set_init_seed(8);
   DiTConfig c{.in_channels = 4, .input_size = 14, .patch_size = 2, .hidden_size = 128, .depth = 4, .num_heads = 4,
               .mlp_ratio = 4.0, .text_dim = 64, .pooled_dim = 64};
   DiT dit(c);
   int64_t n = dit.n_parameters();
-  std::printf("[ DiT      ] quickstart DiT (hidden 128, depth 4, heads 4, patch 2, 4x14x14, text 64): %lld parameters\n",
+  std::printf("[ DiT      ] DiT (hidden 128, depth 4, heads 4, patch 2, 4x14x14, text 64): %lld parameters\n",
               static_cast<long long>(n));
   // Hand count: x_embedder 16*128+128, pos_embed 49*128, t_embedder 256*128+128 + 128*128+128,
   // y_embedder 64*128+128 + 128*128+128, context_embedder 64*128+128,
