@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/data/fashion_pack.h"
@@ -32,7 +33,10 @@ bool have_fashion_mnist() {
   GTEST_SKIP() << "Fashion-MNIST is not installed in " << fashion_mnist_dir()                                \
                << " (apt-get install dataset-fashion-mnist)"
 
-std::string temp(const std::string& name) { return ::testing::TempDir() + "/evaluate_test_" + name; }
+// Per process: ctest runs this program's tests in several shards at once.
+std::string temp(const std::string& name) {
+  return ::testing::TempDir() + "/evaluate_test_" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::vector<std::string> class_names() {
   const auto& names = fashion_mnist_class_names();
