@@ -1,25 +1,89 @@
 #include "runtime/cpu/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
+#include "runtime/cpu/gelu_tanh.h"
 #include "runtime/cpu/parallel.h"
 
 namespace wick::cpu {
 namespace {
+
+// unary_value, except GeluTanh in its one-exp sigmoid form (runtime/cpu/gelu_tanh.h).
+template <UnaryOp kOp, typename C>
+inline C cpu_unary_value(C x) {
+  if constexpr (kOp == UnaryOp::GeluTanh && std::is_floating_point_v<C>)
+    return gelu_tanh_value(x);
+  else
+    return unary_value<kOp>(x);
+}
 
 template <UnaryOp kOp, typename T>
 void unary_typed(const T* x, const StridedView& x_view, T* out, int64_t n) {
   using C = compute_t<T>;
   if (view_is_flat(x_view)) {
     parallel_for(n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = convert<T>(unary_value<kOp>(convert<C>(x[i])));
+      for (int64_t i = begin; i < end; ++i) out[i] = convert<T>(cpu_unary_value<kOp>(convert<C>(x[i])));
     });
     return;
   }
   parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = convert<T>(unary_value<kOp>(convert<C>(x[x_view.offset_of(i)])));
+    for (int64_t i = begin; i < end; ++i) out[i] = convert<T>(cpu_unary_value<kOp>(convert<C>(x[x_view.offset_of(i)])));
   });
+}
+
+// The broadcast layouts (at least one operand strided, e.g. x [B, N, D] · scale [B, 1, D]): rows of
+// the innermost axis of the shared coalesced shape, offsets computed once per row, then an inner
+// loop that the compiler vectorizes when both inner strides are 0 or 1.
+template <typename T, typename O, typename Apply>
+void binary_rows(const OperandLoader<T>& a, const OperandLoader<T>& b, O* out, int64_t n, const Apply& apply) {
+  using C = compute_t<T>;
+  using Mode = typename OperandLoader<T>::Mode;
+  const StridedView& shape_view = a.mode == Mode::Strided ? a.view : b.view;  // the shared shape
+  const int64_t inner = shape_view.rank == 0 ? 1 : shape_view.shape[shape_view.rank - 1];
+  const int64_t n_rows = inner > 0 ? n / inner : 0;
+  // Offset of row r's first element and the inner stride of each operand (scalars: stride 0).
+  auto row_start = [inner](const OperandLoader<T>& op, int64_t r) -> int64_t {
+    if (op.mode == Mode::Flat) return r * inner;
+    return op.mode == Mode::Strided ? op.view.offset_of(r * inner) : 0;
+  };
+  auto inner_stride = [](const OperandLoader<T>& op) -> int64_t {
+    if (op.mode == Mode::Flat) return 1;
+    return op.mode == Mode::Strided && op.view.rank > 0 ? op.view.strides[op.view.rank - 1] : 0;
+  };
+  const int64_t step_a = inner_stride(a), step_b = inner_stride(b);
+  parallel_for(
+      n_rows,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          O* o = out + r * inner;
+          const int64_t at_a = row_start(a, r), at_b = row_start(b, r);
+          auto value = [](const OperandLoader<T>& op, int64_t at) -> C {
+            return op.mode == Mode::Scalar ? op.scalar : convert<C>(op.data[at]);
+          };
+          if (step_a == 1 && step_b == 1) {
+            const T* pa = a.data + at_a;
+            const T* pb = b.data + at_b;
+            for (int64_t j = 0; j < inner; ++j) o[j] = apply(convert<C>(pa[j]), convert<C>(pb[j]));
+          } else if (step_a == 1 && step_b == 0) {
+            const T* pa = a.data + at_a;
+            const C vb = value(b, at_b);
+            for (int64_t j = 0; j < inner; ++j) o[j] = apply(convert<C>(pa[j]), vb);
+          } else if (step_a == 0 && step_b == 1) {
+            const C va = value(a, at_a);
+            const T* pb = b.data + at_b;
+            for (int64_t j = 0; j < inner; ++j) o[j] = apply(va, convert<C>(pb[j]));
+          } else {
+            for (int64_t j = 0; j < inner; ++j) {
+              C va = a.mode == Mode::Scalar ? a.scalar : convert<C>(a.data[at_a + j * step_a]);
+              C vb = b.mode == Mode::Scalar ? b.scalar : convert<C>(b.data[at_b + j * step_b]);
+              o[j] = apply(va, vb);
+            }
+          }
+        }
+      },
+      std::max<int64_t>(1, default_grain / std::max<int64_t>(inner, 1)));
 }
 
 template <BinaryOp kOp, typename T>
@@ -48,9 +112,7 @@ void binary_typed(const ElementwiseOperand& a, const ElementwiseOperand& b, void
       for (int64_t i = begin; i < end; ++i) out[i] = apply(sa, convert<C>(pb[i]));
     });
   } else {
-    parallel_for(n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = apply(load_a(i), load_b(i));
-    });
+    binary_rows(load_a, load_b, out, n, apply);
   }
 }
 

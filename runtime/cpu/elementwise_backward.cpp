@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "runtime/cpu/gelu_tanh.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_args.h"
 #include "runtime/ops/elementwise_backward_math.h"
@@ -19,8 +20,11 @@ void unary_backward(UnaryOp op, DType dtype, const void* grad, const void* x, vo
       dispatch_unary_backward_op(op, [&](auto op_tag) {
         constexpr UnaryOp kOp = decltype(op_tag)::value;
         parallel_for(n, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i)
-            o[i] = convert<T>(convert<C>(g[i]) * unary_derivative<kOp>(convert<C>(xs[i])));
+          for (int64_t i = begin; i < end; ++i) {
+            C x_i = convert<C>(xs[i]);
+            C d = kOp == UnaryOp::GeluTanh ? gelu_tanh_derivative(x_i) : unary_derivative<kOp>(x_i);
+            o[i] = convert<T>(convert<C>(g[i]) * d);
+          }
         });
       });
     }

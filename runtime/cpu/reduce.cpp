@@ -117,7 +117,47 @@ void softmax_typed(const T* x, T* out, int64_t n_rows, int64_t n) {
       grain);
 }
 
+template <typename T>
+void sum_middle_typed(const T* x, T* out, int64_t outer, int64_t mid, int64_t inner, bool mean) {
+  using A = accumulate_t<T>;
+  constexpr int64_t block_rows = 256, block_columns = 256;
+  const int64_t column_blocks = (inner + block_columns - 1) / block_columns;
+  const int64_t work_per_task = mid * std::min(inner, block_columns);
+  parallel_for(
+      outer * column_blocks,
+      [&](int64_t task_begin, int64_t task_end) {
+        A total[block_columns], partial[block_columns];
+        for (int64_t task = task_begin; task < task_end; ++task) {
+          const int64_t o = task / column_blocks, i0 = (task % column_blocks) * block_columns;
+          const int64_t width = std::min(block_columns, inner - i0);
+          const T* base = x + o * mid * inner + i0;
+          std::fill(total, total + width, A(0));
+          for (int64_t m0 = 0; m0 < mid; m0 += block_rows) {
+            std::fill(partial, partial + width, A(0));
+            const int64_t m_end = std::min(mid, m0 + block_rows);
+            for (int64_t m = m0; m < m_end; ++m) {
+              const T* row = base + m * inner;
+              for (int64_t i = 0; i < width; ++i) partial[i] += convert<A>(row[i]);
+            }
+            for (int64_t i = 0; i < width; ++i) total[i] += partial[i];
+          }
+          T* o_row = out + o * inner + i0;
+          const A scale = mean ? A(1) / static_cast<A>(mid) : A(1);
+          for (int64_t i = 0; i < width; ++i) o_row[i] = convert<T>(mean ? total[i] * scale : total[i]);
+        }
+      },
+      std::max<int64_t>(1, default_grain / std::max<int64_t>(work_per_task, 1)));
+}
+
 }  // namespace
+
+void sum_middle(DType dtype, const void* x, void* out, int64_t outer, int64_t mid, int64_t inner, bool mean) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<accumulate_t<T>>)
+      sum_middle_typed<T>(static_cast<const T*>(x), static_cast<T*>(out), outer, mid, inner, mean);
+  });
+}
 
 void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
                  double correction) {

@@ -16,6 +16,11 @@ namespace wick::cpu {
 // empty rows). `correction` is used by Var only. Ties in ArgMax go to the first index; NaN wins.
 void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
                  double correction);
+// Sum (or mean) over the middle axis of a contiguous [outer, mid, inner] tensor (reduced axes that are
+// neither leading the rows nor trailing, e.g. a bias gradient [rows, features] -> [features]), without
+// moving them last: out[o, i] = sum_m x[o, m, i] (/ mid). Floating dtypes; mid >= 1. Accumulates blocks
+// of 256 rows in the accumulator type, then adds the blocks (error grows with mid / 256 + 256).
+void sum_middle(DType dtype, const void* x, void* out, int64_t outer, int64_t mid, int64_t inner, bool mean);
 // Softmax (or log-softmax) of each row, computed in f32 (f64 for f64), max-subtracted.
 void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length);
 

@@ -64,8 +64,43 @@ ReducePlan plan_reduce(const Tensor& x, const std::vector<int64_t>& axes, bool k
   return plan;
 }
 
+// A CPU sum/mean of a contiguous floating tensor over one run of axes followed by kept axes: summed in
+// place as [outer, mid, inner] (cpu::sum_middle) instead of copying the reduced axes last. Undefined
+// when the layout does not fit.
+Tensor sum_middle_axes(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  if ((op != ReduceOp::Sum && op != ReduceOp::Mean) || !x.device().is_cpu() || !is_floating(x.dtype()) ||
+      !x.is_contiguous() || axes.empty() || x.dim() == 0 || x.numel() == 0)
+    return Tensor();
+  const int64_t rank = x.dim();
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t axis : axes) {
+    if (axis < -rank || axis >= rank) return Tensor();  // plan_reduce reports it
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (reduced[static_cast<size_t>(a)]) return Tensor();
+    reduced[static_cast<size_t>(a)] = true;
+  }
+  int64_t first = 0;
+  while (!reduced[static_cast<size_t>(first)]) ++first;
+  int64_t last = first;
+  while (last < rank && reduced[static_cast<size_t>(last)]) ++last;
+  for (int64_t a = last; a < rank; ++a)
+    if (reduced[static_cast<size_t>(a)]) return Tensor();  // not one run of axes
+  int64_t outer = 1, mid = 1, inner = 1;
+  Shape out_shape;
+  for (int64_t a = 0; a < rank; ++a) {
+    const int64_t extent = x.shape()[a];
+    (a < first ? outer : a < last ? mid : inner) *= extent;
+    if (a < first || a >= last || keepdim) out_shape.push_back(a < first || a >= last ? extent : 1);
+  }
+  if (inner == 1) return Tensor();  // the rows are contiguous already
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  cpu::sum_middle(x.dtype(), x.data(), out.data(), outer, mid, inner, op == ReduceOp::Mean);
+  return out;
+}
+
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, double correction) {
   const char* name = reduce_op_name(op);
+  if (Tensor out = sum_middle_axes(op, x, axes, keepdim); out.defined()) return out;
   ReducePlan plan = plan_reduce(x, axes, keepdim, name);
   bool float_only = op == ReduceOp::Mean || op == ReduceOp::Var || op == ReduceOp::LogSumExp;
   WICK_CHECK(!float_only || is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(),

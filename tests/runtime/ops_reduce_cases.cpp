@@ -102,6 +102,12 @@ std::vector<OpCase> reduction_cases() {
                   {.shape = {3, 4, 5, 6}, .non_contiguous = true}),
       reduce_case("sum_non_adjacent_axes_keepdim", [](const Tensor& x) { return sum(x, {3, 1}, true); }, {1, 3}, true,
                   row_sum, {.shape = {3, 4, 5, 6}}),
+      // Leading / middle axes of a contiguous tensor, summed in place on the CPU (cpu::sum_middle): more
+      // than 256 reduced rows (blocks of partial sums) and more than 256 kept columns (column blocks).
+      reduce_case("sum_leading_axes_long", [](const Tensor& x) { return sum(x, {0, 1}); }, {0, 1}, false, row_sum,
+                  {.shape = {30, 20, 300}}, floats, false, long_sum),
+      reduce_case("mean_middle_axis_long", [](const Tensor& x) { return mean(x, {1}, true); }, {1}, true, row_mean,
+                  {.shape = {3, 700, 7}}, floats, false, {{DType::F32, {1e-5, 1e-4}}}),
       // Many rows: the OpenMP path over rows.
       reduce_case("sum_rows_large", [](const Tensor& x) { return sum(x, {1}); }, {1}, false, row_sum,
                   {.shape = {300, 130}}, floats, false, long_sum),
