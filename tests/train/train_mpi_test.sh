@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `wick train` on several ranks under mpirun (gradient buckets, ZeRO-1 optimizer shards): a 2-rank run
-# stopped after a checkpoint and resumed logs the same losses as an uninterrupted 2-rank run (bitwise);
+# stopped after a checkpoint and resumed, and a 2-rank job killed with kill -9 after a checkpoint and
+# resumed, log the same losses and end with the same parameters as uninterrupted 2-rank runs (bitwise);
 # its checkpoints hold one optimizer shard per rank; the 2-rank losses match a 1-rank run with the same
 # global batch (12, to rounding); the 2-rank checkpoint resumes on 1 rank and on 3 ranks, and a 4-rank
 # checkpoint resumes on 1 rank, each continuing the uninterrupted run's losses.
@@ -75,6 +76,39 @@ run2 "$work/part2.log" --set name=parts
 grep -m1 "resuming from .*step_00000010" "$work/part2.log" || fail "the second 2-rank run did not resume from step 10"
 python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/parts/metrics.jsonl" 20 ||
   fail "the resumed 2-rank run's losses differ from the uninterrupted one's"
+python3 "$here/same_tensors.py" "$work/out/whole/checkpoints/step_00000020/model.safetensors" \
+  "$work/out/parts/checkpoints/step_00000020/model.safetensors" ||
+  fail "the resumed 2-rank run's final parameters differ from the uninterrupted run's"
+
+# kill -9 of every process of a 2-rank job after a checkpoint, resume: losses and final parameters
+# bitwise equal to an uninterrupted 2-rank run of the same length.
+long=200
+run2 "$work/long.log" --set name=long --set train.steps=$long
+timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=killed \
+  --set train.steps=$long >"$work/killed.log" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do
+  [ -e "$work/out/killed/checkpoints/step_00000010" ] && [ "$(wc -l <"$work/out/killed/metrics.jsonl" 2>/dev/null || echo 0)" -ge 13 ] && break
+  kill -0 $job 2>/dev/null || break
+  sleep 0.01
+done
+pkill -9 -f "name=killed" 2>/dev/null
+wait $job 2>/dev/null
+killed_at=$(python3 -c "import json,sys
+n=0
+for l in open(sys.argv[1]):
+    try: n=max(n, json.loads(l)['step'])
+    except Exception: pass
+print(n)" "$work/out/killed/metrics.jsonl")
+echo "2-rank job killed after step $killed_at of $long"
+[ "$killed_at" -gt 10 ] && [ "$killed_at" -lt "$long" ] || fail "killed at step $killed_at: not between the checkpoint at 10 and the end"
+run2 "$work/killed_resumed.log" --set name=killed --set train.steps=$long
+grep -m1 "resuming from" "$work/killed_resumed.log" || fail "the killed 2-rank job did not resume"
+python3 "$here/compare_losses.py" "$work/out/long/metrics.jsonl" "$work/out/killed/metrics.jsonl" $long ||
+  fail "the killed and resumed 2-rank job's losses differ from the uninterrupted one's"
+python3 "$here/same_tensors.py" "$work/out/long/checkpoints/$(printf step_%08d $long)/model.safetensors" \
+  "$work/out/killed/checkpoints/$(printf step_%08d $long)/model.safetensors" ||
+  fail "the killed and resumed 2-rank job's final parameters differ from the uninterrupted one's"
 
 # One rank with the same global batch (12): the same samples, noise and updates, summed in another order.
 "$wick" train "$work/run.yaml" --no-progress --set name=one --set train.batch_size=12 >"$work/one.log" 2>&1 ||
