@@ -36,8 +36,10 @@ void fill_zero(const Tensor& t) {
 
 bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
 
-// The sum of a 1-d tensor as an f32 0-d tensor, in stages of rows of 256 while the length allows:
-// reduce() runs a whole-tensor sum as one row, one thread block on CUDA (~50 ms for 256M elements).
+// The sum of a 1-d tensor as an f32 0-d tensor, in stages of rows of 256 while the length allows.
+// The stages fix the order of the additions independently of the device's reduction kernels, so the
+// fused first stage on CUDA (sum_of_squares below) gives bitwise the tensor ops' result. (It was
+// introduced when CUDA ran a whole-tensor sum in one thread block: ~50 ms for 256M elements.)
 Tensor staged_sum(Tensor t) {
   const std::vector<int64_t> row = {1};
   while (t.numel() > 65536 && t.numel() % quantization_block_size == 0)
