@@ -73,12 +73,7 @@ for _ in $(seq 1 3000); do
 done
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
-killed_at=$(python3 -c "import json,sys
-n=0
-for l in open(sys.argv[1]):
-    try: n=max(n, json.loads(l)['step'])
-    except Exception: pass
-print(n)" "$work/out/killed/metrics.jsonl")
+killed_at=$(python3 "$here/last_step.py" "$work/out/killed/metrics.jsonl")
 [ "$killed_at" -gt 30 ] || fail "killed at step $killed_at, not past the checkpoint at 30"
 echo "killed after step $killed_at of $steps (checkpoints: $(ls "$work/out/killed/checkpoints" | tr '\n' ' '))"
 [ "$killed_at" -lt "$steps" ] || fail "the run finished before it was killed; the test proves nothing"

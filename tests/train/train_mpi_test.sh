@@ -94,12 +94,7 @@ for _ in $(seq 1 6000); do
 done
 pkill -9 -f "name=killed" 2>/dev/null
 wait $job 2>/dev/null
-killed_at=$(python3 -c "import json,sys
-n=0
-for l in open(sys.argv[1]):
-    try: n=max(n, json.loads(l)['step'])
-    except Exception: pass
-print(n)" "$work/out/killed/metrics.jsonl")
+killed_at=$(python3 "$here/last_step.py" "$work/out/killed/metrics.jsonl")
 echo "2-rank job killed after step $killed_at of $long"
 [ "$killed_at" -gt 10 ] && [ "$killed_at" -lt "$long" ] || fail "killed at step $killed_at: not between the checkpoint at 10 and the end"
 run2 "$work/killed_resumed.log" --set name=killed --set train.steps=$long
