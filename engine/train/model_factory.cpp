@@ -154,6 +154,7 @@ DiTConfig make_dit_config(const TrainConfig& config, const ModelGeometry& geomet
                    .mlp_ratio = m.mlp_ratio,
                    .text_dim = geometry.text_dim,
                    .pooled_dim = geometry.pooled_dim,
+                   .gradient_checkpointing = config.train.gradient_checkpointing,
                    .dtype = compute_dtype(config),
                    .device = device};
 }

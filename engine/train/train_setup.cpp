@@ -52,9 +52,6 @@ void check_output_directory(const fs::path& run_dir, const std::string& resume) 
 void check_supported(const TrainConfig& config) {
   WICK_CHECK_KIND(Config, config.datasets.size() == 1, "datasets: ", config.datasets.size(),
                   " datasets given; wick trains on one dataset per run so far (merge them into one file)");
-  WICK_CHECK_KIND(Config, !config.train.gradient_checkpointing,
-                  "train.gradient_checkpointing: not available for arch dit yet (its blocks are not "
-                  "checkpointable); set it to false");
 }
 
 TrainingData open_training_data(const TrainConfig& config, bool validate) {

@@ -29,8 +29,7 @@ Device select_device(const TrainConfig& config);
 // checkpoints or metrics is a Config error (a fresh run would mix with, and replace, the old one).
 void check_output_directory(const std::filesystem::path& run_dir, const std::string& resume);
 
-// Configuration choices wick cannot honour, as Config errors naming the key: several datasets,
-// gradient checkpointing (the DiT's blocks are not checkpointable yet).
+// Configuration choices wick cannot honour, as Config errors naming the key (several datasets).
 void check_supported(const TrainConfig& config);
 
 struct TrainingData {

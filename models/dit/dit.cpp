@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
@@ -212,8 +213,22 @@ Tensor DiT::forward(const Tensor& x, const Tensor& t, const Tensor& context, con
   Tensor text_keep = context_mask.defined() ? context_mask.to(DType::U8) : ones({batch, n_text}, DType::U8, x.device());
   Tensor key_mask = concat({image_keep, text_keep}, 1).reshape({batch, 1, 1, n_tokens() + n_text});
 
-  for (const auto& [name, block] : child("blocks")->children())
-    tokens = static_cast<DiTBlock*>(block.get())->run(tokens, text, key_mask, cond);
+  for (const auto& [name, block] : child("blocks")->children()) {
+    auto* b = static_cast<DiTBlock*>(block.get());
+    if (!c.gradient_checkpointing) {
+      tokens = b->run(tokens, text, key_mask, cond);
+      continue;
+    }
+    // Only tokens, text and cond are kept; the block's trainable parameters (LoRA factors, or all
+    // of it in full training) get their gradients from the recomputation.
+    std::vector<Tensor> parameters;
+    for (auto& [pname, p] : b->trainable_parameters()) parameters.push_back(p);
+    tokens = autograd::checkpoint(
+        [b, key_mask](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{b->run(in[0], in[1], key_mask, in[2])};
+        },
+        {tokens, text, cond}, parameters)[0];
+  }
   Tensor out = static_cast<FinalLayer*>(child("final_layer").get())->run(tokens, cond);
   return autograd::unpatchify(out, c.patch_size, c.input_size, c.input_size);
 }

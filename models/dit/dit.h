@@ -6,6 +6,7 @@
 //   auto dit = std::make_shared<DiT>(cfg);             // hidden 128, depth 4, 4 heads, patch 2
 //   Tensor v = dit->forward(latents, sigmas, text, text_mask, pooled);   // [B, 4, 14, 14]
 //   nn::apply_adapters(*dit, {.patterns = {"blocks.*.attn.*"}});          // LoRA on q, kv, proj
+//   dit->set_gradient_checkpointing(true);                                // recompute blocks in backward
 //
 // Parameter names (docs/models.md): x_embedder.proj, pos_embed, t_embedder.linear_{1,2},
 // y_embedder.linear_{1,2}, context_embedder, blocks.N.{attn.{q,kv,proj}, mlp.{fc1,fc2},
@@ -31,6 +32,7 @@ struct DiTConfig {
   int64_t pooled_dim = 64;       // width of the pooled text vector; 0 = no y_embedder
   bool learn_sigma = false;      // true: 2·in_channels outputs (DiT's learned variance)
   int64_t frequency_dim = 256;   // sinusoidal timestep features (DiT / SD3)
+  bool gradient_checkpointing = false;  // keep only each block's inputs; recompute it in backward
   DType dtype = DType::F32;      // parameter dtype
   Device device = Device::cpu();
 };
@@ -48,6 +50,10 @@ class DiT : public Module {
                  const Tensor& pooled);
 
   const DiTConfig& config() const { return config_; }
+  // Gradient checkpointing per block (engine/autograd/checkpoint.h): a block keeps only its inputs
+  // during the forward and runs again in backward. Gradients are the same as without it (bitwise on
+  // the CPU); activation memory falls from every block's intermediates to one block's.
+  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
   int64_t n_tokens() const { return grid_ * grid_; }
   int64_t out_channels() const { return config_.learn_sigma ? 2 * config_.in_channels : config_.in_channels; }
 
