@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/cpu/exp_f32.h"
 #include "runtime/cpu/parallel.h"
 
 namespace wick::cpu {
@@ -28,8 +29,17 @@ void gemm(bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha, const
               static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
 }
 
+// s[j] = e^(s[j] - shift); the f32 loop vectorizes (runtime/cpu/exp_f32.h), -inf gives 0.
+inline void exp_shifted(float* s, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j) s[j] = exp_f32(s[j] - shift);
+}
+inline void exp_shifted(double* s, int64_t n, double shift) {
+  for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - shift);
+}
+
 template <typename C>
-void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType mask_dtype,
+void attention_typed(const C* q, const C* k, const C* v, const AttentionLayouts& at, const void* mask,
+                     DType mask_dtype,
                      const int64_t mask_strides[4], const AttentionDims& dims, bool causal, C scale, C* out,
                      C* logsumexp) {
   const int64_t n_q = dims.n_queries, n_k = dims.n_keys, d = dims.head_dim, dv = dims.value_dim;
@@ -45,12 +55,12 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
           int64_t bh = task / n_row_blocks, row0 = (task % n_row_blocks) * rows_per_task;
           int64_t b = bh / dims.heads, h = bh % dims.heads;
           int64_t n_rows = std::min(rows_per_task, n_q - row0);
-          const C* q_rows = q + (bh * n_q + row0) * d;
-          const C* k_head = k + bh * n_k * d;
-          const C* v_head = v + bh * n_k * dv;
-          C* out_rows = out + (bh * n_q + row0) * dv;
+          const C* q_rows = q + at.q.at(b, h) + row0 * at.q.row;
+          const C* k_head = k + at.k.at(b, h);
+          const C* v_head = v + at.v.at(b, h);
+          C* out_rows = out + at.out.at(b, h) + row0 * at.out.row;
           C* lse_rows = logsumexp + bh * n_q + row0;
-          if (n_k > 0) gemm(true, n_rows, n_k, d, scale, q_rows, d, k_head, d, scores.data(), n_k);
+          if (n_k > 0) gemm(true, n_rows, n_k, d, scale, q_rows, at.q.row, k_head, at.k.row, scores.data(), n_k);
           for (int64_t r = 0; r < n_rows; ++r) {
             int64_t i = row0 + r;
             C* s = scores.data() + r * n_k;
@@ -74,19 +84,17 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
               lse_rows[r] = minus_inf;
               continue;
             }
+            exp_shifted(s, n_k, row_max);
             C sum = 0;
-            for (int64_t j = 0; j < n_k; ++j) {
-              s[j] = std::exp(s[j] - row_max);
-              sum += s[j];
-            }
+            for (int64_t j = 0; j < n_k; ++j) sum += s[j];
             C inverse = C(1) / sum;
             for (int64_t j = 0; j < n_k; ++j) s[j] *= inverse;
             lse_rows[r] = row_max + std::log(sum);
           }
           if (n_k > 0 && dv > 0)
-            gemm(false, n_rows, dv, n_k, C(1), scores.data(), n_k, v_head, dv, out_rows, dv);
+            gemm(false, n_rows, dv, n_k, C(1), scores.data(), n_k, v_head, at.v.row, out_rows, at.out.row);
           else
-            std::fill(out_rows, out_rows + n_rows * dv, C(0));
+            for (int64_t r = 0; r < n_rows; ++r) std::fill(out_rows + r * at.out.row, out_rows + r * at.out.row + dv, C(0));
         }
       },
       1);
@@ -94,16 +102,16 @@ void attention_typed(const C* q, const C* k, const C* v, const void* mask, DType
 
 }  // namespace
 
-void attention_forward(DType dtype, const void* q, const void* k, const void* v, const void* mask, DType mask_dtype,
-                       const int64_t mask_strides[4], const AttentionDims& dims, bool causal, double scale, void* out,
-                       void* logsumexp) {
+void attention_forward(DType dtype, const void* q, const void* k, const void* v, const AttentionLayouts& layouts,
+                       const void* mask, DType mask_dtype, const int64_t mask_strides[4], const AttentionDims& dims,
+                       bool causal, double scale, void* out, void* logsumexp) {
   if (dtype == DType::F64)
     attention_typed<double>(static_cast<const double*>(q), static_cast<const double*>(k),
-                            static_cast<const double*>(v), mask, mask_dtype, mask_strides, dims, causal, scale,
+                            static_cast<const double*>(v), layouts, mask, mask_dtype, mask_strides, dims, causal, scale,
                             static_cast<double*>(out), static_cast<double*>(logsumexp));
   else
     attention_typed<float>(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
-                           mask, mask_dtype, mask_strides, dims, causal, static_cast<float>(scale),
+                           layouts, mask, mask_dtype, mask_strides, dims, causal, static_cast<float>(scale),
                            static_cast<float*>(out), static_cast<float*>(logsumexp));
 }
 

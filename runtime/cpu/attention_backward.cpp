@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/cpu/exp_f32.h"
 #include "runtime/cpu/parallel.h"
 
 namespace wick::cpu {
@@ -28,17 +29,34 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, d
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+// p[j] = e^(p[j] - lse); -inf (a dropped key) gives 0. The f32 loop vectorizes (runtime/cpu/exp_f32.h).
+inline void exp_shifted(float* p, int64_t n, float lse) {
+  for (int64_t j = 0; j < n; ++j) p[j] = exp_f32(p[j] - lse);
+}
+inline void exp_shifted(double* p, int64_t n, double lse) {
+  for (int64_t j = 0; j < n; ++j) p[j] = std::exp(p[j] - lse);
+}
+
+// Rows [0, n_rows) of `cols` elements at `row` apart set to zero.
+template <typename C>
+void zero_rows(C* base, int64_t n_rows, int64_t cols, int64_t row) {
+  for (int64_t r = 0; r < n_rows; ++r) std::fill(base + r * row, base + r * row + cols, C(0));
+}
+
 template <typename C>
 void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const C* out, const C* logsumexp,
-                    const void* mask, DType mask_dtype, const int64_t mask_strides[4], const AttentionDims& dims,
+                    const AttentionBackwardLayouts& at, const void* mask, DType mask_dtype, const int64_t mask_strides[4], const AttentionDims& dims,
                     bool causal, C scale, C* grad_q, C* grad_k, C* grad_v) {
   const int64_t n_q = dims.n_queries, n_k = dims.n_keys, d = dims.head_dim, dv = dims.value_dim;
   const int64_t n_heads = dims.batch * dims.heads;
   const C minus_inf = -std::numeric_limits<C>::infinity();
   if (n_k == 0 || dv == 0) {  // no keys or empty values: nothing depends on q, k (or v)
-    std::fill(grad_q, grad_q + n_heads * n_q * d, C(0));
-    std::fill(grad_k, grad_k + n_heads * n_k * d, C(0));
-    std::fill(grad_v, grad_v + n_heads * n_k * dv, C(0));
+    for (int64_t b = 0; b < dims.batch; ++b)
+      for (int64_t h = 0; h < dims.heads; ++h) {
+        zero_rows(grad_q + at.grad_q.at(b, h), n_q, d, at.grad_q.row);
+        zero_rows(grad_k + at.grad_k.at(b, h), n_k, d, at.grad_k.row);
+        zero_rows(grad_v + at.grad_v.at(b, h), n_k, dv, at.grad_v.row);
+      }
     return;
   }
   // One task per (batch, head): grad_k and grad_v of a head accumulate over its query blocks.
@@ -50,21 +68,21 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
         std::vector<C> row_dot(static_cast<size_t>(rows_per_block));
         for (int64_t bh = begin; bh < end; ++bh) {
           const int64_t b = bh / dims.heads, h = bh % dims.heads;
-          const C* k_head = k + bh * n_k * d;
-          const C* v_head = v + bh * n_k * dv;
-          C* grad_k_head = grad_k + bh * n_k * d;
-          C* grad_v_head = grad_v + bh * n_k * dv;
-          std::fill(grad_k_head, grad_k_head + n_k * d, C(0));
-          std::fill(grad_v_head, grad_v_head + n_k * dv, C(0));
+          const C* k_head = k + at.k.at(b, h);
+          const C* v_head = v + at.v.at(b, h);
+          C* grad_k_head = grad_k + at.grad_k.at(b, h);
+          C* grad_v_head = grad_v + at.grad_v.at(b, h);
+          zero_rows(grad_k_head, n_k, d, at.grad_k.row);
+          zero_rows(grad_v_head, n_k, dv, at.grad_v.row);
           for (int64_t row0 = 0; row0 < n_q; row0 += rows_per_block) {
             const int64_t n_rows = std::min(rows_per_block, n_q - row0);
-            const C* q_rows = q + (bh * n_q + row0) * d;
-            const C* grad_out_rows = grad_out + (bh * n_q + row0) * dv;
-            const C* out_rows = out + (bh * n_q + row0) * dv;
+            const C* q_rows = q + at.q.at(b, h) + row0 * at.q.row;
+            const C* grad_out_rows = grad_out + at.grad_out.at(b, h) + row0 * at.grad_out.row;
+            const C* out_rows = out + at.out.at(b, h) + row0 * at.out.row;
             const C* lse_rows = logsumexp + bh * n_q + row0;
-            C* grad_q_rows = grad_q + (bh * n_q + row0) * d;
+            C* grad_q_rows = grad_q + at.grad_q.at(b, h) + row0 * at.grad_q.row;
             // P = exp(scale * q k^T + mask - logsumexp), 0 where dropped or the row keeps nothing.
-            gemm(false, true, n_rows, n_k, d, scale, q_rows, d, k_head, d, C(0), probs.data(), n_k);
+            gemm(false, true, n_rows, n_k, d, scale, q_rows, at.q.row, k_head, at.k.row, C(0), probs.data(), n_k);
             for (int64_t r = 0; r < n_rows; ++r) {
               const int64_t i = row0 + r;
               C* p = probs.data() + r * n_k;
@@ -82,19 +100,22 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
                 }
               }
               const C lse = lse_rows[r];
-              if (lse == minus_inf) {
+              if (lse == minus_inf)
                 std::fill(p, p + n_k, C(0));
-              } else {
-                for (int64_t j = 0; j < n_k; ++j) p[j] = p[j] == minus_inf ? C(0) : std::exp(p[j] - lse);
-              }
+              else
+                exp_shifted(p, n_k, lse);
+              const C* go = grad_out_rows + r * at.grad_out.row;
+              const C* o = out_rows + r * at.out.row;
               C dot = 0;  // D_i = dO_i . O_i (= sum_j P_ij dP_ij)
-              for (int64_t e = 0; e < dv; ++e) dot += grad_out_rows[r * dv + e] * out_rows[r * dv + e];
+              for (int64_t e = 0; e < dv; ++e) dot += go[e] * o[e];
               row_dot[static_cast<size_t>(r)] = dot;
             }
             // dV += P^T dO
-            gemm(true, false, n_k, dv, n_rows, C(1), probs.data(), n_k, grad_out_rows, dv, C(1), grad_v_head, dv);
+            gemm(true, false, n_k, dv, n_rows, C(1), probs.data(), n_k, grad_out_rows, at.grad_out.row, C(1),
+                 grad_v_head, at.grad_v.row);
             // dP = dO V^T, then dS = P * (dP - D) in place
-            gemm(false, true, n_rows, n_k, dv, C(1), grad_out_rows, dv, v_head, dv, C(0), grad_scores.data(), n_k);
+            gemm(false, true, n_rows, n_k, dv, C(1), grad_out_rows, at.grad_out.row, v_head, at.v.row, C(0),
+                 grad_scores.data(), n_k);
             for (int64_t r = 0; r < n_rows; ++r) {
               const C* p = probs.data() + r * n_k;
               C* ds = grad_scores.data() + r * n_k;
@@ -102,8 +123,10 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
               for (int64_t j = 0; j < n_k; ++j) ds[j] = p[j] * (ds[j] - dot);
             }
             // dQ = scale * dS K,  dK += scale * dS^T Q
-            gemm(false, false, n_rows, d, n_k, scale, grad_scores.data(), n_k, k_head, d, C(0), grad_q_rows, d);
-            gemm(true, false, n_k, d, n_rows, scale, grad_scores.data(), n_k, q_rows, d, C(1), grad_k_head, d);
+            gemm(false, false, n_rows, d, n_k, scale, grad_scores.data(), n_k, k_head, at.k.row, C(0), grad_q_rows,
+                 at.grad_q.row);
+            gemm(true, false, n_k, d, n_rows, scale, grad_scores.data(), n_k, q_rows, at.q.row, C(1), grad_k_head,
+                 at.grad_k.row);
           }
         }
       },
@@ -113,19 +136,19 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
 }  // namespace
 
 void attention_backward(DType dtype, const void* grad_out, const void* q, const void* k, const void* v,
-                        const void* out, const void* logsumexp, const void* mask, DType mask_dtype,
-                        const int64_t mask_strides[4], const AttentionDims& dims, bool causal, double scale,
-                        void* grad_q, void* grad_k, void* grad_v) {
+                        const void* out, const void* logsumexp, const AttentionBackwardLayouts& layouts,
+                        const void* mask, DType mask_dtype, const int64_t mask_strides[4], const AttentionDims& dims,
+                        bool causal, double scale, void* grad_q, void* grad_k, void* grad_v) {
   if (dtype == DType::F64)
     backward_typed<double>(static_cast<const double*>(grad_out), static_cast<const double*>(q),
                            static_cast<const double*>(k), static_cast<const double*>(v),
-                           static_cast<const double*>(out), static_cast<const double*>(logsumexp), mask, mask_dtype,
+                           static_cast<const double*>(out), static_cast<const double*>(logsumexp), layouts, mask, mask_dtype,
                            mask_strides, dims, causal, scale, static_cast<double*>(grad_q),
                            static_cast<double*>(grad_k), static_cast<double*>(grad_v));
   else
     backward_typed<float>(static_cast<const float*>(grad_out), static_cast<const float*>(q),
                           static_cast<const float*>(k), static_cast<const float*>(v), static_cast<const float*>(out),
-                          static_cast<const float*>(logsumexp), mask, mask_dtype, mask_strides, dims, causal,
+                          static_cast<const float*>(logsumexp), layouts, mask, mask_dtype, mask_strides, dims, causal,
                           static_cast<float>(scale), static_cast<float*>(grad_q), static_cast<float*>(grad_k),
                           static_cast<float*>(grad_v));
 }

@@ -43,12 +43,16 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     for (int i = 0; i < 4; ++i) mask_strides[i] = m.strides()[static_cast<size_t>(i)];
 
   if (device.is_cpu()) {
-    auto prepare = [&](const Tensor& t) { return t.dtype() == math_dtype ? t.contiguous() : cast(t, math_dtype); };
-    Tensor qc = prepare(q), kc = prepare(k), vc = prepare(v);
-    Tensor out = Tensor::empty({batch, heads, n_q, dv}, math_dtype, device);
+    // q, k, v read in place when their rows are BLAS matrices (head splits of projections are);
+    // out takes q's memory order, so merging the heads afterwards is a view.
+    Tensor qc = cpu_attention_operand(q, math_dtype), kc = cpu_attention_operand(k, math_dtype),
+           vc = cpu_attention_operand(v, math_dtype);
+    Tensor out = empty_in_layout_of(qc, {batch, heads, n_q, dv}, math_dtype);
     cpu::AttentionDims dims{batch, heads, n_q, n_k, d, dv};
+    cpu::AttentionLayouts layouts{.q = *cpu_row_layout(qc), .k = *cpu_row_layout(kc), .v = *cpu_row_layout(vc),
+                                  .out = *cpu_row_layout(out)};
     if (out.numel() > 0 || logsumexp.numel() > 0)
-      cpu::attention_forward(math_dtype, qc.data(), kc.data(), vc.data(), m.defined() ? m.data() : nullptr,
+      cpu::attention_forward(math_dtype, qc.data(), kc.data(), vc.data(), layouts, m.defined() ? m.data() : nullptr,
                              m.defined() ? m.dtype() : DType::U8, mask_strides, dims, is_causal, softmax_scale,
                              out.data(), logsumexp.data());
     return {out.dtype() == q.dtype() ? out : cast(out, q.dtype()), logsumexp};

@@ -63,12 +63,19 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
     int64_t mask_strides[4] = {0, 0, 0, 0};
     if (m.defined())
       for (int i = 0; i < 4; ++i) mask_strides[i] = m.strides()[static_cast<size_t>(i)];
-    Tensor go = prepare(grad_out, math_dtype), qc = prepare(q, math_dtype), kc = prepare(k, math_dtype),
-           vc = prepare(v, math_dtype), oc = prepare(out, math_dtype);
-    Tensor grad_q = Tensor::empty(q.shape(), math_dtype, device), grad_k = Tensor::empty(k.shape(), math_dtype, device),
-           grad_v = Tensor::empty(v.shape(), math_dtype, device);
+    // Operands read in place where their rows are BLAS matrices; the gradients take the layouts of
+    // q, k and v, so the head permutes around attention stay views in backward too.
+    Tensor go = cpu_attention_operand(without_broadcast(grad_out), math_dtype),
+           qc = cpu_attention_operand(q, math_dtype), kc = cpu_attention_operand(k, math_dtype),
+           vc = cpu_attention_operand(v, math_dtype), oc = cpu_attention_operand(without_broadcast(out), math_dtype);
+    Tensor grad_q = empty_in_layout_of(qc, q.shape(), math_dtype), grad_k = empty_in_layout_of(kc, k.shape(), math_dtype),
+           grad_v = empty_in_layout_of(vc, v.shape(), math_dtype);
     cpu::AttentionDims dims{batch, heads, n_q, n_k, d, dv};
-    cpu::attention_backward(math_dtype, go.data(), qc.data(), kc.data(), vc.data(), oc.data(), lse.data(),
+    cpu::AttentionBackwardLayouts layouts{.grad_out = *cpu_row_layout(go), .q = *cpu_row_layout(qc),
+                                          .k = *cpu_row_layout(kc), .v = *cpu_row_layout(vc),
+                                          .out = *cpu_row_layout(oc), .grad_q = *cpu_row_layout(grad_q),
+                                          .grad_k = *cpu_row_layout(grad_k), .grad_v = *cpu_row_layout(grad_v)};
+    cpu::attention_backward(math_dtype, go.data(), qc.data(), kc.data(), vc.data(), oc.data(), lse.data(), layouts,
                             m.defined() ? m.data() : nullptr, m.defined() ? m.dtype() : DType::U8, mask_strides, dims,
                             is_causal, softmax_scale, grad_q.data(), grad_k.data(), grad_v.data());
     auto back = [&](const Tensor& g) { return g.dtype() == q.dtype() ? g : cast(g, q.dtype()); };

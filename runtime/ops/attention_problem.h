@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/attention.h"
 #include "runtime/ops/copy.h"
 #include "runtime/tensor.h"
 #if WICK_HAS_CUDA
@@ -54,6 +56,50 @@ inline Tensor prepare_attention_mask(const Tensor& mask, DType additive_dtype, c
   return m.expand(scores);
 }
 
+// A view with no zero stride on an axis longer than 1 (a broadcast gradient becomes dense).
+inline Tensor without_broadcast(const Tensor& t) {
+  for (int64_t a = 0; a < t.dim(); ++a)
+    if (t.size(a) > 1 && t.strides()[static_cast<size_t>(a)] == 0) return t.contiguous();
+  return t;
+}
+
+// An uninitialized dense [B, H, L, D] tensor whose first three axes lie in memory in the order of
+// `like`'s strides (the last axis stays innermost): outputs and gradients of attention then share
+// the layout of its inputs, so head permutes around it ([B, L, H, D] <-> [B, H, L, D]) stay views.
+inline Tensor empty_in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
+  std::vector<int64_t> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return like.strides()[static_cast<size_t>(a)] > like.strides()[static_cast<size_t>(b)];
+  });
+  order.push_back(3);
+  Shape permuted;
+  std::vector<int64_t> inverse(4);
+  for (size_t i = 0; i < 4; ++i) {
+    permuted.push_back(shape[static_cast<size_t>(order[i])]);
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return Tensor::empty(permuted, dtype, like.device()).permute(inverse);
+}
+
+// The rows of a [B, H, L, D] tensor for the CPU kernels (runtime/cpu/attention.h), or none when its
+// last axis is not contiguous or its rows overlap (a broadcast along L): then it needs a copy.
+inline std::optional<cpu::RowLayout> cpu_row_layout(const Tensor& t) {
+  const Strides& s = t.strides();
+  const int64_t cols = t.size(3);
+  if (cols > 1 && s[3] != 1) return std::nullopt;
+  if (s[0] < 0 || s[1] < 0 || s[2] < 0) return std::nullopt;
+  int64_t row = s[2];
+  if (t.size(2) <= 1) row = std::max(row, cols);  // one row: its stride is never used
+  if (row < cols) return std::nullopt;
+  return cpu::RowLayout{s[0], s[1], std::max<int64_t>(row, 1)};
+}
+
+// `t` in `dtype` with a CPU row layout: itself when it has one, else a contiguous copy.
+inline Tensor cpu_attention_operand(const Tensor& t, DType dtype) {
+  if (t.dtype() != dtype) return cast(t, dtype);
+  return cpu_row_layout(t) ? t : t.contiguous();
+}
+
 #if WICK_HAS_CUDA
 // The cuDNN SDPA graphs (forward and backward) take bf16/f16 q/k/v, no mask, D and Dv multiples of
 // 8 in [8, 128].
@@ -80,31 +126,6 @@ inline Tensor aligned_for_cudnn(const Tensor& t) {
   bool ok = s[3] == 1 && s[0] % 8 == 0 && s[1] % 8 == 0 && s[2] % 8 == 0 &&
             reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
   return ok ? t : t.clone();
-}
-
-// A view with no zero stride on an axis longer than 1 (a broadcast gradient becomes dense).
-inline Tensor without_broadcast(const Tensor& t) {
-  for (int64_t a = 0; a < t.dim(); ++a)
-    if (t.size(a) > 1 && t.strides()[static_cast<size_t>(a)] == 0) return t.contiguous();
-  return t;
-}
-
-// An uninitialized dense [B, H, L, D] tensor whose first three axes lie in memory in the order of
-// `like`'s strides (the last axis stays innermost): outputs and gradients of attention then share
-// the layout of its inputs, so head permutes around it ([B, L, H, D] <-> [B, H, L, D]) stay views.
-inline Tensor empty_in_layout_of(const Tensor& like, const Shape& shape, DType dtype) {
-  std::vector<int64_t> order = {0, 1, 2};
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return like.strides()[static_cast<size_t>(a)] > like.strides()[static_cast<size_t>(b)];
-  });
-  order.push_back(3);
-  Shape permuted;
-  std::vector<int64_t> inverse(4);
-  for (size_t i = 0; i < 4; ++i) {
-    permuted.push_back(shape[static_cast<size_t>(order[i])]);
-    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-  }
-  return Tensor::empty(permuted, dtype, like.device()).permute(inverse);
 }
 
 inline void fill_attention_strides(int64_t (&to)[4], const Strides& from) {
