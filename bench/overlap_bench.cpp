@@ -1,13 +1,18 @@
 // How much of the gradient all-reduce the buckets hide under backward, on a stack of transformer
 // blocks (the DiT of models/dit, hidden 256, depth 8: 9.85M parameters, 39 MB of f32 gradients).
 //
-//   mpirun --oversubscribe -np 2 build/bench/overlap_bench [--steps 10] [--bucket-mb 4]
+//   mpirun --oversubscribe -np 2 build/bench/overlap_bench [--steps 10] [--bucket-mb 4] [--zero 1]
 //
-// Per step, each rank runs forward + backward with the buckets armed (all-reduces start during
-// backward) and finish(); the same without arming (every all-reduce after backward); and
-// backward alone (no communication). With T_b = backward alone, T_c = the all-reduces alone
+// Per step, each rank runs forward + backward with the buckets armed (collectives start during
+// backward) and finish(); the same without arming (every collective after backward); and
+// backward alone (no communication). With T_b = backward alone, T_c = the collectives alone
 // (unarmed time - T_b), T_o = the armed time: hidden fraction = (T_b + T_c - T_o) / T_c.
-// Medians over the steps, the slowest rank's times; printed on rank 0.
+// "unarmed finish()" times finish() alone after an unarmed backward (gradient copies, every
+// collective, the division): the communication measured directly, less exposed to a busy machine
+// than T_c. --zero 1 shards the optimizer first (ZeRO-1), so the buckets reduce-scatter into each
+// rank's range instead of all-reducing. One optimizer step (AdamW, clipping on; sharded: the norm's
+// gather and the masters' all-gather included) is timed as well. Medians over the steps, the
+// slowest rank's times; printed on rank 0.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +25,7 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/ops_loss.h"
 #include "engine/distributed/gradient_buckets.h"
+#include "engine/distributed/zero.h"
 #include "engine/init.h"
 #include "engine/optim/optimizer.h"
 #include "models/dit/dit.h"
@@ -48,9 +54,11 @@ double slowest(comm::ProcessGroup& group, double seconds) {
 int main(int argc, char** argv) {
   int steps = 10;
   int64_t bucket_mb = 4;
+  bool zero = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--bucket-mb")) bucket_mb = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--zero")) zero = std::atoi(argv[i + 1]) != 0;
   }
   try {
     auto group = comm::make_process_group("auto", Device::cpu(), 600);
@@ -58,7 +66,8 @@ int main(int argc, char** argv) {
     set_init_seed(1);
     DiT model(DiTConfig{.in_channels = 4, .input_size = 16, .patch_size = 2, .hidden_size = 256, .depth = 8,
                         .num_heads = 4, .text_dim = 64, .pooled_dim = 64});
-    auto optimizer = make_optimizer("adamw", model.trainable_parameters());
+    auto optimizer = make_optimizer("adamw", model.trainable_parameters(), {.max_grad_norm = 1.0f});
+    if (zero) shard_optimizer(*optimizer, *group);
     GradientBuckets buckets(*optimizer, *group, bucket_mb << 20);
     const int64_t batch = 8;
     auto stream = [&](uint64_t purpose) { return derive_stream(7, static_cast<uint64_t>(rank), purpose, RngPurpose::Test); };
@@ -66,7 +75,9 @@ int main(int argc, char** argv) {
     Tensor t = randn({batch}, stream(2)), context = randn({batch, 8, 64}, stream(3)), pooled = randn({batch, 64}, stream(4));
     Tensor mask = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(batch * 8, 1), {batch, 8});
 
-    // mode 0: backward alone; 1: unarmed (all-reduces after backward); 2: armed (overlapped).
+    // mode 0: backward alone; 1: unarmed (collectives after backward); 2: armed (overlapped).
+    // finish_seconds: the last finish() alone (unarmed: copies, every collective, the division).
+    double finish_seconds = 0;
     auto run = [&](int mode) {
       autograd::GradientStore store;
       group->barrier();
@@ -74,27 +85,42 @@ int main(int argc, char** argv) {
       Tensor loss = autograd::mse_loss(model.forward(x, t, context, mask, pooled), target);
       if (mode > 0) buckets.arm(mode == 2);
       autograd::backward(loss, store);
+      auto finish_start = Clock::now();
       if (mode > 0) buckets.finish(store);
+      finish_seconds = std::chrono::duration<double>(Clock::now() - finish_start).count();
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
     run(0), run(1), run(2);  // warm-up
-    std::vector<double> alone, after, overlapped;
+    // The optimizer step on the reduced gradient (lr 0: the weights stay as they are).
+    auto step = [&] {
+      group->barrier();
+      auto start = Clock::now();
+      optimizer->step_reduced(0.0f);
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    std::vector<double> alone, after, finished, overlapped, stepped;
     for (int s = 0; s < steps; ++s) {
       alone.push_back(slowest(*group, run(0)));
       after.push_back(slowest(*group, run(1)));
+      finished.push_back(slowest(*group, finish_seconds));
       overlapped.push_back(slowest(*group, run(2)));
+      stepped.push_back(slowest(*group, step()));
     }
     double tb = median(alone), tu = median(after), to = median(overlapped), tc = std::max(0.0, tu - tb);
     if (rank == 0) {
+      const char* collective = buckets.reduce_scatters() ? "reduce-scatter" : "all-reduce";
       std::printf("overlap_bench: %s, %d ranks, DiT hidden 256 depth 8 (%lld parameters), batch %lld per rank, "
-                  "%lld buckets of ~%lld MB, %d steps (medians, slowest rank)\n\n",
+                  "%lld buckets of ~%lld MB (%s), optimizer state %s, %d steps (medians, slowest rank)\n\n",
                   group->backend().c_str(), group->size(), static_cast<long long>(model.n_parameters()),
                   static_cast<long long>(batch), static_cast<long long>(buckets.n_buckets()),
-                  static_cast<long long>(bucket_mb), steps);
-      std::printf("| forward+backward alone | + all-reduce after | + buckets during backward | all-reduce alone | hidden |\n");
-      std::printf("|---|---|---|---|---|\n");
-      std::printf("| %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f%% |\n", tb * 1e3, tu * 1e3, to * 1e3, tc * 1e3,
-                  tc > 0 ? 100.0 * std::clamp((tb + tc - to) / tc, 0.0, 1.0) : 0.0);
+                  static_cast<long long>(bucket_mb), collective,
+                  optimizer->sharded() ? "sharded (ZeRO-1)" : "replicated", steps);
+      std::printf("| forward+backward alone | + %s after | + buckets during backward | %s alone | hidden | "
+                  "unarmed finish() | optimizer step |\n", collective, collective);
+      std::printf("|---|---|---|---|---|---|---|\n");
+      std::printf("| %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f%% | %.1f ms | %.1f ms |\n", tb * 1e3, tu * 1e3,
+                  to * 1e3, tc * 1e3, tc > 0 ? 100.0 * std::clamp((tb + tc - to) / tc, 0.0, 1.0) : 0.0,
+                  median(finished) * 1e3, median(stepped) * 1e3);
     }
   } catch (const WickError& e) {
     std::fprintf(stderr, "overlap_bench: %s\n", e.what());

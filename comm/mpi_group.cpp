@@ -29,6 +29,10 @@ MpiGroup::~MpiGroup() = default;
 void MpiGroup::broadcast_bytes(void*, size_t, int) {}
 std::shared_ptr<Work> MpiGroup::do_all_reduce(const Tensor&, ReduceOp) { return nullptr; }
 std::shared_ptr<Work> MpiGroup::do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp) { return nullptr; }
+std::shared_ptr<Work> MpiGroup::do_reduce_scatter_v(const Tensor&, const Tensor&, const std::vector<int64_t>&,
+                                                    ReduceOp) {
+  return nullptr;
+}
 std::shared_ptr<Work> MpiGroup::do_all_gather(const Tensor&, const Tensor&) { return nullptr; }
 std::shared_ptr<Work> MpiGroup::do_broadcast(const Tensor&, int) { return nullptr; }
 std::shared_ptr<Work> MpiGroup::do_barrier() { return nullptr; }
@@ -136,6 +140,7 @@ class MpiWork : public Work {
   MPI_Request request = MPI_REQUEST_NULL;
   std::function<void()> finish;  // copies staged results back
   std::vector<Tensor> keep;      // tensors MPI reads or writes until completion
+  std::vector<int> counts;       // count arrays MPI reads until completion (reduce_scatter_v)
 
   bool is_completed() override {
     if (done_) return true;
@@ -300,6 +305,32 @@ std::shared_ptr<Work> MpiGroup::do_reduce_scatter(const Tensor& input, const Ten
                   w.keep = {input, output, send, receive};
                   return MPI_Ireduce_scatter_block(send.data(), receive.data(), count, mpi_type(send.dtype()), mpi_op,
                                                    state_->comm, &w.request);
+                });
+}
+
+std::shared_ptr<Work> MpiGroup::do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                                    const std::vector<int64_t>& counts, ReduceOp op) {
+  checked_count("reduce_scatter_v", input.numel());
+  std::vector<int> receive_counts;
+  int64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    receive_counts.push_back(checked_count("reduce_scatter_v", counts[r]));
+    if (static_cast<int>(r) < rank_) offset += counts[r];
+  }
+  const bool in_place = output.numel() > 0 && is_segment_of(output, input, offset);
+  MPI_Op mpi_op = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  return launch(state_, timeout_s(), "reduce_scatter_v",
+                describe_call("reduce_scatter_v", input, reduce_op_name(op)), [&](MpiWork& w) {
+                  Tensor send = input, receive = output;
+                  if (needs_staging(input.dtype())) send = input.to(DType::F32);
+                  if (needs_staging(input.dtype()) || in_place) {
+                    receive = Tensor::empty(output.shape(), send.dtype());
+                    w.finish = [output, receive] { output.copy_from(receive); };
+                  }
+                  w.keep = {input, output, send, receive};
+                  w.counts = std::move(receive_counts);
+                  return MPI_Ireduce_scatter(send.data(), receive.data(), w.counts.data(), mpi_type(send.dtype()),
+                                             mpi_op, state_->comm, &w.request);
                 });
 }
 

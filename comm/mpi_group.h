@@ -8,13 +8,15 @@
 //   MPI errors come back as WickError(Training) instead of aborting the job (as far as the MPI
 //   library allows: Open MPI 4.1 still terminates the job when a peer process dies).
 // - Every collective is a non-blocking MPI request (MPI_Iallreduce, MPI_Ireduce_scatter_block,
-//   MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier); Work::wait() polls it with MPI_Test until it completes
-//   or the timeout passes. On a timeout the waiting rank asks every other rank, over a second
+//   MPI_Ireduce_scatter, MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier); Work::wait() polls it with
+//   MPI_Test until it completes or the timeout passes. On a timeout the waiting rank asks every other rank, over a second
 //   communicator, which collective it is in; ranks that do not answer within min(timeout, 10 s)
 //   (at least 1 s) are named in the error as the ranks that did not arrive. After a timeout the
 //   group is broken: every later call throws the same error.
 // - bf16 and f16 sums and maxima are reduced through an f32 staging copy (one rounding at the end,
 //   the same on every rank, and no custom MPI_Op); all_gather and broadcast move their raw 16 bits.
+//   reduce_scatter_v in place (output = input's own segment; MPI forbids aliased buffers) receives
+//   into a temporary of counts[rank] elements and copies it into place on completion.
 // - Calls into MPI are serialized by a mutex, so MPI_THREAD_SERIALIZED is enough.
 // - Element counts above 2^31 - 1 per call are refused (MPI counts are int).
 #pragma once
@@ -47,6 +49,8 @@ class MpiGroup : public ProcessGroup {
  protected:
   std::shared_ptr<Work> do_all_reduce(const Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  std::shared_ptr<Work> do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                            const std::vector<int64_t>& counts, ReduceOp op) override;
   std::shared_ptr<Work> do_all_gather(const Tensor& input, const Tensor& output) override;
   std::shared_ptr<Work> do_broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> do_barrier() override;

@@ -40,6 +40,10 @@ NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
 NcclGroup::~NcclGroup() = default;
 std::shared_ptr<Work> NcclGroup::do_all_reduce(const Tensor&, ReduceOp) { return nullptr; }
 std::shared_ptr<Work> NcclGroup::do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp) { return nullptr; }
+std::shared_ptr<Work> NcclGroup::do_reduce_scatter_v(const Tensor&, const Tensor&, const std::vector<int64_t>&,
+                                                     ReduceOp) {
+  return nullptr;
+}
 std::shared_ptr<Work> NcclGroup::do_all_gather(const Tensor&, const Tensor&) { return nullptr; }
 std::shared_ptr<Work> NcclGroup::do_broadcast(const Tensor&, int) { return nullptr; }
 std::shared_ptr<Work> NcclGroup::do_barrier() { return nullptr; }
@@ -333,6 +337,34 @@ std::shared_ptr<Work> NcclGroup::do_reduce_scatter(const Tensor& input, const Te
   return enqueue(state_, describe_call("reduce_scatter", input, reduce_op_name(op)), {input, output},
                  [&](ncclComm_t comm, cudaStream_t stream) {
                    return ncclReduceScatter(input.data(), output.data(), count, type, nccl_op(op), comm, stream);
+                 });
+}
+
+std::shared_ptr<Work> NcclGroup::do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                                     const std::vector<int64_t>& counts, ReduceOp op) {
+  ncclDataType_t type = nccl_type(input.dtype());
+  const int64_t element_bytes = dtype_size(input.dtype());
+  char* base = static_cast<char*>(input.data());
+  void* own = output.data();
+  const int me = rank();
+  return enqueue(state_, describe_call("reduce_scatter_v", input, reduce_op_name(op)), {input, output},
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   // Segment r reduced onto rank r (recvbuff is read on the root only: in place when
+                   // output is the segment itself). Every rank skips the same empty segments.
+                   ncclResult_t result = ncclGroupStart();
+                   if (result != ncclSuccess) return result;
+                   int64_t offset = 0;
+                   for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+                     const int64_t n = counts[static_cast<size_t>(r)];
+                     if (n > 0 && (result == ncclSuccess || result == ncclInProgress)) {
+                       void* segment = base + offset * element_bytes;
+                       result = ncclReduce(segment, r == me ? own : segment, static_cast<size_t>(n), type,
+                                           nccl_op(op), r, comm, stream);
+                     }
+                     offset += n;
+                   }
+                   ncclResult_t ended = ncclGroupEnd();
+                   return result == ncclSuccess || result == ncclInProgress ? ended : result;
                  });
 }
 

@@ -13,6 +13,8 @@
 //   pending collective; on an asynchronous error, or a collective older than the timeout, it
 //   calls ncclCommAbort. wait() (and every later call) then throws WickError(Training) naming the
 //   collective and the elapsed time (NCCL cannot say which peer was lost).
+// - reduce_scatter_v is one ncclReduce per non-empty segment (root = the segment's rank) between
+//   ncclGroupStart and ncclGroupEnd; in place when output is input's own segment.
 // - Tensors passed to an async collective are kept alive until it completes; they were allocated
 //   on the caller's stream, which waits for the collective before any later reuse.
 // In a build without NCCL (or without MPI, needed for the bootstrap) the constructor throws
@@ -43,6 +45,8 @@ class NcclGroup : public ProcessGroup {
  protected:
   std::shared_ptr<Work> do_all_reduce(const Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  std::shared_ptr<Work> do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                            const std::vector<int64_t>& counts, ReduceOp op) override;
   std::shared_ptr<Work> do_all_gather(const Tensor& input, const Tensor& output) override;
   std::shared_ptr<Work> do_broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> do_barrier() override;

@@ -15,6 +15,12 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+bool is_segment_of(const Tensor& part, const Tensor& whole, int64_t offset) {
+  return part.dtype() == whole.dtype() && offset >= 0 && offset + part.numel() <= whole.numel() &&
+         static_cast<const char*>(part.data()) ==
+             static_cast<const char*>(whole.data()) + offset * static_cast<int64_t>(dtype_size(whole.dtype()));
+}
+
 const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::Max ? "max" : "sum"; }
 
 std::string format_seconds(double seconds) {
@@ -53,6 +59,32 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& input, co
   WICK_CHECK(!overlaps(input, output), "reduce_scatter: input and output overlap");
   if (output.numel() == 0) return std::make_shared<CompletedWork>();
   return do_reduce_scatter(input, output, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_v_async(const Tensor& input, const Tensor& output,
+                                                          const std::vector<int64_t>& counts, ReduceOp op) {
+  check_tensor("reduce_scatter_v", "input", input);
+  check_tensor("reduce_scatter_v", "output", output);
+  WICK_CHECK(input.dtype() == output.dtype(), "reduce_scatter_v: input is ", dtype_name(input.dtype()),
+             ", output is ", dtype_name(output.dtype()));
+  WICK_CHECK(static_cast<int>(counts.size()) == size(), "reduce_scatter_v: ", counts.size(),
+             " counts for a group of ", size(), " ranks; give one count per rank");
+  int64_t total = 0, offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    WICK_CHECK(counts[r] >= 0, "reduce_scatter_v: counts[", r, "] = ", counts[r], " is negative");
+    if (static_cast<int>(r) < rank()) offset += counts[r];
+    total += counts[r];
+  }
+  WICK_CHECK(input.numel() == total, "reduce_scatter_v: input ", input.describe(), " must hold sum(counts) = ", total,
+             " elements");
+  const int64_t mine = counts[static_cast<size_t>(rank())];
+  WICK_CHECK(output.numel() == mine, "reduce_scatter_v: output ", output.describe(), " must hold counts[", rank(),
+             "] = ", mine, " elements");
+  WICK_CHECK(mine == 0 || is_segment_of(output, input, offset) || !overlaps(input, output),
+             "reduce_scatter_v: output overlaps input but is not its segment for rank ", rank(), " (elements ",
+             offset, "..", offset + mine, ")");
+  if (total == 0) return std::make_shared<CompletedWork>();
+  return do_reduce_scatter_v(input, output, counts, op);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& input, const Tensor& output) {

@@ -4,6 +4,7 @@
 //   group->all_reduce(grad);                                   // in place, sum over ranks
 //   auto work = group->reduce_scatter_async(flat_grad, shard); // overlap with backward ...
 //   work->wait();                                              // ... WickError(Training) after the timeout
+//   group->reduce_scatter_v(bucket, bucket.narrow(0, 3, 5), {3, 5, 0, 2});  // rank 1 of 4, in place
 //
 // Implementations: SingleGroup (world size 1), MpiGroup (host memory), NcclGroup (device memory).
 // Tensors: contiguous, on the group's device, dtype f32, f64, bf16, f16, i32 or i64. The group keeps
@@ -11,8 +12,10 @@
 // write them before wait() returns.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/device.h"
 #include "runtime/tensor.h"
@@ -58,6 +61,12 @@ class ProcessGroup {
   // [rank()*n, (rank()+1)*n) of input.
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& input, const Tensor& output,
                                              ReduceOp op = ReduceOp::Sum);
+  // Variable counts: counts has size() entries >= 0 (zeros allowed), the same on every rank; input
+  // holds sum(counts) elements, segment r = [counts[0] + ... + counts[r-1], ... + counts[r]) in rank
+  // order; output (counts[rank()] elements) receives the reduction over ranks of segment rank().
+  // output is either disjoint from input or exactly its segment rank() (in place; no other overlap).
+  std::shared_ptr<Work> reduce_scatter_v_async(const Tensor& input, const Tensor& output,
+                                               const std::vector<int64_t>& counts, ReduceOp op = ReduceOp::Sum);
   // input: n elements; output: size()*n elements, rank r's input at [r*n, (r+1)*n).
   std::shared_ptr<Work> all_gather_async(const Tensor& input, const Tensor& output);
   // In place: every rank ends with root's `tensor`.
@@ -68,6 +77,10 @@ class ProcessGroup {
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) { all_reduce_async(tensor, op)->wait(); }
   void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum) {
     reduce_scatter_async(input, output, op)->wait();
+  }
+  void reduce_scatter_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& counts,
+                        ReduceOp op = ReduceOp::Sum) {
+    reduce_scatter_v_async(input, output, counts, op)->wait();
   }
   void all_gather(const Tensor& input, const Tensor& output) { all_gather_async(input, output)->wait(); }
   void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
@@ -81,6 +94,9 @@ class ProcessGroup {
   // Arguments are validated; tensors are contiguous and on device().
   virtual std::shared_ptr<Work> do_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
+  // sum(counts) > 0; output may be input's segment rank() (see is_segment_of).
+  virtual std::shared_ptr<Work> do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                                    const std::vector<int64_t>& counts, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> do_all_gather(const Tensor& input, const Tensor& output) = 0;
   virtual std::shared_ptr<Work> do_broadcast(const Tensor& tensor, int root) = 0;
   virtual std::shared_ptr<Work> do_barrier() = 0;
@@ -96,6 +112,10 @@ class CompletedWork : public Work {
   void wait(double) override {}
   bool is_completed() override { return true; }
 };
+
+// True when `part` is `whole`'s elements [offset, offset + part.numel()) in memory (both contiguous,
+// one dtype): the in-place form of reduce_scatter_v.
+bool is_segment_of(const Tensor& part, const Tensor& whole, int64_t offset);
 
 // Seconds as "12.3 s" for messages.
 std::string format_seconds(double seconds);

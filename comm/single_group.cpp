@@ -11,6 +11,12 @@ std::shared_ptr<Work> SingleGroup::do_reduce_scatter(const Tensor& input, const 
   return std::make_shared<CompletedWork>();
 }
 
+std::shared_ptr<Work> SingleGroup::do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                                       const std::vector<int64_t>&, ReduceOp) {
+  if (!is_segment_of(output, input, 0)) output.copy_from(input.view(output.shape()));
+  return std::make_shared<CompletedWork>();
+}
+
 std::shared_ptr<Work> SingleGroup::do_all_gather(const Tensor& input, const Tensor& output) {
   output.copy_from(input.view(output.shape()));
   return std::make_shared<CompletedWork>();

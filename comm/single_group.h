@@ -3,6 +3,7 @@
 //   comm::SingleGroup group(Device::cpu());
 //   group.all_reduce(t);                  // no-op: the sum over one rank
 //   group.all_gather(shard, full);        // a copy
+//   group.reduce_scatter_v(x, x, {n});    // in place: a no-op
 //
 // Collectives complete immediately; copies run on the device's current stream.
 #pragma once
@@ -26,6 +27,8 @@ class SingleGroup : public ProcessGroup {
  protected:
   std::shared_ptr<Work> do_all_reduce(const Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override;
+  std::shared_ptr<Work> do_reduce_scatter_v(const Tensor& input, const Tensor& output,
+                                            const std::vector<int64_t>& counts, ReduceOp op) override;
   std::shared_ptr<Work> do_all_gather(const Tensor& input, const Tensor& output) override;
   std::shared_ptr<Work> do_broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> do_barrier() override;

@@ -1,10 +1,12 @@
-// GradientBuckets: leaf hooks fill the optimizer's flat gradient and launch one all-reduce per
-// bucket as soon as the bucket is complete; finish() fills the rest, waits and averages.
+// GradientBuckets: leaf hooks fill the optimizer's flat gradient and launch one all-reduce (or, with
+// a sharded optimizer, one reduce-scatter into the owned range) per bucket as soon as the bucket is
+// complete; finish() fills the rest, waits and averages.
 #include "engine/distributed/gradient_buckets.h"
 
 #include <algorithm>
 
 #include "engine/autograd/node.h"
+#include "engine/checkpoint/optimizer_shards.h"
 #include "runtime/error.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/elementwise.h"
@@ -34,6 +36,28 @@ GradientBuckets::GradientBuckets(Optimizer& optimizer, comm::ProcessGroup& group
     bucket.end = i + 1 < slots.size() ? slots[i + 1].offset : optimizer.flat_numel();
     bucket_of_slot_[i] = buckets_.size() - 1;
   }
+  // ZeRO-1: the ranks' ranges partition the flat buffer contiguously in rank order, so a bucket's
+  // intersections with them are contiguous, in rank order, and partition the bucket: the counts of
+  // a variable-count reduce-scatter (some may be zero).
+  owned_end_ = optimizer.flat_numel();
+  sharded_ = optimizer.sharded() && group.size() > 1;
+  if (sharded_) {
+    std::vector<FlatRange> ranges = zero_partition(optimizer.flat_numel(), group.size());
+    const FlatRange mine = ranges[static_cast<size_t>(group.rank())];
+    auto [begin, end] = optimizer.owned_range();
+    WICK_CHECK(begin == mine.begin && end == mine.end, "gradient buckets: the optimizer owns flat elements [", begin,
+               ", ", end, ") but the ZeRO-1 partition gives ", group.describe(), " [", mine.begin, ", ", mine.end,
+               "); shard it with shard_optimizer over the same group");
+    owned_begin_ = begin;
+    owned_end_ = end;
+    for (Bucket& bucket : buckets_) {
+      bucket.own_begin = std::clamp(begin, bucket.begin, bucket.end);
+      for (const FlatRange& range : ranges) {
+        const int64_t first = std::max(bucket.begin, range.begin), last = std::min(bucket.end, range.end);
+        bucket.counts.push_back(std::max<int64_t>(0, last - first));
+      }
+    }
+  }
   slot_ready_.assign(slots.size(), false);
   next_launch_ = n_buckets() - 1;
   for (size_t i = 0; i < slots.size(); ++i)
@@ -54,7 +78,14 @@ std::pair<int64_t, int64_t> GradientBuckets::bucket_range(int64_t i) const {
   return {buckets_[static_cast<size_t>(i)].begin, buckets_[static_cast<size_t>(i)].end};
 }
 
+void GradientBuckets::check_sharding() const {
+  WICK_CHECK(optimizer_.sharded() == sharded_ || group_.size() == 1, "gradient buckets: the optimizer was ",
+             sharded_ ? "unsharded" : "sharded", " after its buckets were made; call shard_optimizer before "
+             "constructing GradientBuckets");
+}
+
 void GradientBuckets::arm(bool armed) {
+  check_sharding();
   WICK_CHECK(std::none_of(buckets_.begin(), buckets_.end(), [](const Bucket& b) { return b.work != nullptr; }),
              "gradient buckets: arm() while a reduction is in flight; call finish() first");
   armed_ = armed;
@@ -74,7 +105,7 @@ void GradientBuckets::on_ready(size_t slot, const Tensor& grad) {
   Bucket& bucket = buckets_[bucket_of_slot_[slot]];
   ++bucket.n_ready;
   // Drive the collectives in flight: MPI progresses non-blocking collectives only inside MPI calls,
-  // so each completed gradient is also a chance for the earlier buckets' all-reduces to advance.
+  // so each completed gradient is also a chance for the earlier buckets' collectives to advance.
   for (Bucket& other : buckets_)
     if (other.work) other.work->is_completed();
   // Launch in a fixed order, the last bucket first (backward completes the last layers first), so
@@ -95,7 +126,15 @@ void GradientBuckets::launch(Bucket& bucket) {
     bucket.work = std::make_shared<comm::CompletedWork>();
     return;
   }
-  bucket.work = group_.all_reduce_async(optimizer_.flat_gradient().narrow(0, bucket.begin, bucket.end - bucket.begin));
+  const Tensor& flat = optimizer_.flat_gradient();
+  Tensor range = flat.narrow(0, bucket.begin, bucket.end - bucket.begin);
+  if (!sharded_) {
+    bucket.work = group_.all_reduce_async(range);
+    return;
+  }
+  // In place: this rank's segment of the bucket receives the sum of every rank's segment.
+  const int64_t own = bucket.counts[static_cast<size_t>(group_.rank())];
+  bucket.work = group_.reduce_scatter_v_async(range, flat.narrow(0, bucket.own_begin, own), bucket.counts);
 }
 
 void GradientBuckets::wait_all() {
@@ -107,14 +146,15 @@ void GradientBuckets::wait_all() {
     try {
       work->wait();
     } catch (const WickError& e) {
-      WICK_FAIL(Training, "gradient buckets: the all-reduce of bucket ", i, " of ",
-                      buckets_.size(), " (flat elements ", bucket.begin, "..", bucket.end, ") failed on ",
-                      group_.describe(), ": ", e.what());
+      WICK_FAIL(Training, "gradient buckets: the ", sharded_ ? "reduce-scatter" : "all-reduce", " of bucket ", i,
+                " of ", buckets_.size(), " (flat elements ", bucket.begin, "..", bucket.end, ") failed on ",
+                group_.describe(), ": ", e.what());
     }
   }
 }
 
 BucketReport GradientBuckets::finish(const autograd::GradientStore& store) {
+  check_sharding();
   BucketReport report;
   report.n_buckets = n_buckets();
   report.n_launched_during_backward = armed_ ? launched_during_backward_ : 0;
@@ -139,9 +179,9 @@ BucketReport GradientBuckets::finish(const autograd::GradientStore& store) {
   launched_during_backward_ = 0;
   next_launch_ = n_buckets() - 1;
   wait_all();
-  if (group_.size() > 1) {
-    const Tensor& flat = optimizer_.flat_gradient();
-    copy_into(flat, mul(flat, 1.0 / group_.size()));
+  if (group_.size() > 1 && owned_end_ > owned_begin_) {
+    Tensor mine = optimizer_.flat_gradient().narrow(0, owned_begin_, owned_end_ - owned_begin_);
+    copy_into(mine, mul(mine, 1.0 / group_.size()));
   }
   return report;
 }

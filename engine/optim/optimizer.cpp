@@ -38,7 +38,7 @@ bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16;
 
 // The sum of a 1-d tensor as an f32 0-d tensor, in stages of rows of 256 while the length allows.
 // The stages fix the order of the additions independently of the device's reduction kernels, so the
-// fused first stage on CUDA (sum_of_squares below) gives bitwise the tensor ops' result. (It was
+// fused first stage on CUDA (first_norm_stage below) gives bitwise the tensor ops' result. (It was
 // introduced when CUDA ran a whole-tensor sum in one thread block: ~50 ms for 256M elements.)
 Tensor staged_sum(Tensor t) {
   const std::vector<int64_t> row = {1};
@@ -47,19 +47,34 @@ Tensor staged_sum(Tensor t) {
   return sum(t);
 }
 
-// staged_sum(square(g)) for the contiguous flat gradient. On CUDA the first stage (the squares
-// summed over rows of 256) is one pass without the squares' temporary, with the same additions.
-Tensor sum_of_squares(const Tensor& g) {
+// The clipping norm's squared sum over the flat gradient g is staged_sum(square(g)). Its first
+// stage, for a flat buffer of more than 65,536 elements (a multiple of 256), sums the squares of
+// each 256-element row; a smaller buffer is summed whole, so there the "first stage" is the squares
+// themselves. The granule is the number of flat elements behind one first-stage value.
+int64_t norm_granule(int64_t flat_numel) { return flat_numel > 65536 ? quantization_block_size : 1; }
+
+// The first stage over `g`, a 256-aligned range of the flat gradient: one f32 value per `granule`
+// elements, each depending on its own elements only, so a sharded optimizer computes its range's
+// values, gathers every rank's, and staged_sum() of them is bitwise the unsharded sum.
+// finite_only: NaN and ±Inf count as 0. On CUDA the rows of 256 are one fused pass without the
+// squares' temporary, with the same additions.
+Tensor first_norm_stage(const Tensor& g, int64_t granule, bool finite_only) {
+  if (g.numel() == 0) return Tensor::empty({0}, DType::F32, g.device());
 #if WICK_HAS_CUDA
-  if (g.device().is_cuda() && g.numel() > 65536 && g.numel() % quantization_block_size == 0) {
+  if (!finite_only && granule > 1 && g.device().is_cuda()) {
     cuda::set_device(g.device().index);
-    Tensor rows = Tensor::empty({g.numel() / quantization_block_size}, DType::F32, g.device());
+    Tensor rows = Tensor::empty({g.numel() / granule}, DType::F32, g.device());
     cuda::row_sums_of_squares(g.data_as<float>(), rows.numel(), rows.data_as<float>(),
                               current_stream(g.device()).handle);
-    return staged_sum(rows);
+    return rows;
   }
 #endif
-  return staged_sum(square(g));
+  Tensor squares = square(g);
+  if (finite_only) {
+    Tensor finite = lt(abs(g), std::numeric_limits<double>::infinity());  // false for NaN and ±Inf
+    squares = where(finite, squares, Tensor::scalar(0.0, DType::F32, g.device()));
+  }
+  return granule == 1 ? squares : sum(squares.view({-1, granule}), {1});
 }
 
 // g *= coefficient in place (f32, as mul(g, coefficient)); on CUDA one pass without a temporary.
@@ -72,12 +87,6 @@ void scale_in_place(const Tensor& g, float coefficient) {
   }
 #endif
   copy_into(g, mul(g, static_cast<double>(coefficient)));
-}
-
-// Sum of squares of the finite elements only (NaN and ±Inf count as 0).
-Tensor finite_sum_of_squares(const Tensor& g) {
-  Tensor finite = lt(abs(g), std::numeric_limits<double>::infinity());  // false for NaN and ±Inf
-  return staged_sum(where(finite, square(g), Tensor::scalar(0.0, DType::F32, g.device())));
 }
 
 }  // namespace
@@ -149,10 +158,18 @@ Tensor Optimizer::region(const Tensor& flat, bool eight_bit) const {
   return flat.narrow(0, begin, end - begin);
 }
 
-void Optimizer::shard_state(int64_t begin, int64_t end, MasterGather gather) {
+void Optimizer::set_squared_norm_reducer(SquaredNormReducer reducer) {
+  WICK_CHECK(!sharded(), "optimizer ", name(), ": set_squared_norm_reducer on a sharded (ZeRO-1) state, whose "
+             "clipping norm is already gathered over every rank's range");
+  reducer_ = std::move(reducer);
+}
+
+void Optimizer::shard_state(int64_t begin, int64_t end, RangeGather gather) {
   const int64_t n = flat_master_.numel(), block = quantization_block_size;
   WICK_CHECK(step_ == 0, "optimizer ", name(), ": shard_state after ", step_, " steps; shard before the first step");
   WICK_CHECK(gather != nullptr, "optimizer ", name(), ": shard_state needs a gather function");
+  WICK_CHECK(reducer_ == nullptr, "optimizer ", name(), ": shard_state with a squared-norm reducer set; a sharded "
+             "state gathers the norm itself");
   WICK_CHECK(0 <= begin && begin <= end && end <= n && begin % block == 0 && (end % block == 0 || end == n),
              "optimizer ", name(), ": shard range [", begin, ", ", end, ") is not a block-aligned range of the ",
              n, "-element flat buffers");
@@ -180,7 +197,7 @@ void Optimizer::set_steps_taken(int64_t steps) {
 }
 
 void Optimizer::gather_and_write_back() {
-  if (gather_) gather_(flat_master_, owned_begin_, owned_end_);
+  if (gather_) copy_into(flat_master_, gather_(flat_master_.narrow(0, owned_begin_, owned_end_ - owned_begin_), 1));
   write_back();
 }
 
@@ -205,15 +222,15 @@ StepReport Optimizer::step_reduced(float lr, int64_t n_missing) {
   WICK_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer ", name(), ": lr must be finite and >= 0, got ", lr);
   StepReport report;
   report.n_missing = n_missing;
-  auto reduced = [&](Tensor local) { return reducer_ ? reducer_(local) : local; };
   // The squared norm stays on the device until the end unless clipping needs it now; the skipped
-  // elements are counted on the device too: one synchronization without clipping, two with.
-  Tensor squared = reduced(sum_of_squares(flat_grad_));
+  // elements are counted on the device too: one synchronization without clipping, two with (a
+  // sharded state's gather of the norm's partial sums waits for them once more).
+  Tensor squared = squared_norm(/*finite_only=*/false);
   if (config_.max_grad_norm > 0.0f) {
     report.grad_norm = static_cast<float>(std::sqrt(squared.item()));
     float coefficient = clip_coefficient(report.grad_norm);
     if (coefficient < 1.0f) {
-      scale_in_place(flat_grad_, coefficient);
+      scale_in_place(owned_gradient(), coefficient);
       report.clipped = true;
     }
   }
@@ -232,11 +249,21 @@ StepReport Optimizer::step_reduced(float lr, int64_t n_missing) {
 // (the others are skipped).
 float Optimizer::clip_coefficient(float grad_norm) {
   float norm = grad_norm;
-  if (!std::isfinite(norm)) {
-    Tensor local = finite_sum_of_squares(flat_grad_);
-    norm = static_cast<float>(std::sqrt((reducer_ ? reducer_(local) : local).item()));
-  }
+  if (!std::isfinite(norm)) norm = static_cast<float>(std::sqrt(squared_norm(/*finite_only=*/true).item()));
   return config_.max_grad_norm / (norm + 1e-6f);
+}
+
+// Unsharded: staged_sum over the whole flat gradient, then the reducer. Sharded: the first stage
+// over the owned range, gathered from every rank in flat order, then the same staged sum, so the
+// result is bitwise the unsharded one for the same gradient values, however the ranges are cut; a
+// non-finite element on any rank makes the norm non-finite on every rank.
+Tensor Optimizer::squared_norm(bool finite_only) {
+  const int64_t granule = norm_granule(flat_master_.numel());
+  if (!gather_) {
+    Tensor local = staged_sum(first_norm_stage(flat_grad_, granule, finite_only));
+    return reducer_ ? reducer_(local) : local;
+  }
+  return staged_sum(gather_(first_norm_stage(owned_gradient(), granule, finite_only), granule));
 }
 
 void Optimizer::write_back() {

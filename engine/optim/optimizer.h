@@ -80,7 +80,9 @@ class Optimizer {
   // the count; with max_grad_norm > 0 also once before the update (the norm sets the scale).
   StepReport step(const autograd::GradientStore& grads, float lr);
   // The same step over gradients already in flat_gradient() (placed and reduced there by
-  // GradientBuckets, engine/distributed/gradient_buckets.h); n_missing is reported as given.
+  // GradientBuckets, engine/distributed/gradient_buckets.h); n_missing is reported as given. With a
+  // sharded state (shard_state) only the owned range of flat_gradient() is read, grad_norm is the
+  // norm over every rank's range, and n_nonfinite counts this rank's range.
   StepReport step_reduced(float lr, int64_t n_missing = 0);
   // The flat f32 gradient buffer [flat_numel()] (padding zero); parameters()[i].grad are views of it.
   const Tensor& flat_gradient() const { return flat_grad_; }
@@ -97,18 +99,22 @@ class Optimizer {
   int64_t flat_numel() const { return flat_master_.numel(); }
   int64_t region_32bit_offset() const { return n_8bit_flat_; }
 
-  // The hook for data-parallel training: the clipping norm is sqrt(reducer(local sum)).
-  void set_squared_norm_reducer(SquaredNormReducer reducer) { reducer_ = std::move(reducer); }
+  // The hook for data-parallel training: the clipping norm is sqrt(reducer(local sum)). Not with a
+  // sharded state (whose norm is global already): throws.
+  void set_squared_norm_reducer(SquaredNormReducer reducer);
 
   // ZeRO-1 (engine/distributed/zero.h sets this up over a process group): keep optimizer state only
-  // for the flat range [begin, end) (multiples of 256, or end == flat_numel()) and update only that
-  // range of the masters; after each update `gather` must make the whole flat master buffer equal on
-  // every rank (an all-gather of every rank's range) before the masters are written back. The
-  // gradient must be whole on every rank (all-reduced). Only before the first step; the state is
-  // reset to zeros. state_tensors()/load_state() then refuse (use the shard functions of
-  // engine/checkpoint/optimizer_shards.h).
-  using MasterGather = std::function<void(const Tensor& flat_master, int64_t begin, int64_t end)>;
-  void shard_state(int64_t begin, int64_t end, MasterGather gather);
+  // for the flat range [begin, end) (multiples of 256, or end == flat_numel()), update only that
+  // range of the masters, and read only that range of the flat gradient (GradientBuckets
+  // reduce-scatters into it; the rest of the buffer may hold anything). `gather(own, granule)` is an
+  // all-gather over the ranks' ranges: `own` holds one f32 value per `granule` flat elements of this
+  // rank's range (granule 1 or 256); it returns every rank's values in flat order,
+  // [flat_numel() / granule], equal on every rank and valid until the next call. It makes the masters
+  // whole after each update and collects the clipping norm's partial sums. Only before the first
+  // step; the state is reset to zeros. state_tensors()/load_state() then refuse (use the shard
+  // functions of engine/checkpoint/optimizer_shards.h).
+  using RangeGather = std::function<Tensor(const Tensor& own, int64_t granule)>;
+  void shard_state(int64_t begin, int64_t end, RangeGather gather);
   bool sharded() const { return static_cast<bool>(gather_); }
   std::pair<int64_t, int64_t> owned_range() const { return {owned_begin_, owned_end_}; }
   // The state of parameter elements [begin, end) of `slot` as views, names without the parameter
@@ -161,12 +167,16 @@ class Optimizer {
 
  private:
   float clip_coefficient(float grad_norm);
+  // The global sum of squares of the gradient (only the finite elements': finite_only), as an f32
+  // 0-d tensor on the device, through the reducer or the sharded gather.
+  Tensor squared_norm(bool finite_only);
+  Tensor owned_gradient() const { return flat_grad_.narrow(0, owned_begin_, owned_end_ - owned_begin_); }
   void write_back();
 
   OptimizerConfig config_;
   std::vector<ParameterSlot> slots_;
   SquaredNormReducer reducer_;
-  MasterGather gather_;
+  RangeGather gather_;
   int64_t owned_begin_ = 0, owned_end_ = 0;  // [0, flat_numel()) unless sharded
   int64_t step_ = 0;
 };

@@ -306,12 +306,14 @@ TrainResult Trainer::run() {
                  data_.ids.size(), data_.dataset->path().c_str(), device_.str().c_str(), group_->size(),
                  group_->size() == 1 ? "" : "s", static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                  static_cast<long long>(global_batch() * t.gradient_accumulation));
-    if (group_->size() > 1)
+    if (group_->size() > 1) {
+      std::string gradients = "gradients averaged after backward";
+      if (buckets_)
+        gradients = std::string(buckets_->reduce_scatters() ? "gradients reduce-scattered" : "gradients all-reduced") +
+                    " in " + std::to_string(buckets_->n_buckets()) + " bucket(s) overlapped with backward";
       std::fprintf(stderr, "wick train: data parallel over %d ranks: %s, optimizer state %s\n", group_->size(),
-                   buckets_ ? ("gradients in " + std::to_string(buckets_->n_buckets()) +
-                               " bucket(s) overlapped with backward").c_str()
-                            : "gradients averaged after backward",
-                   optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
+                   gradients.c_str(), optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
+    }
   }
   if (rank0()) {
     const double n_params = static_cast<double>(model_->n_parameters(true));

@@ -2,6 +2,8 @@
 // `mpirun --oversubscribe -np N` the MPI group (N = 2, 4 in ctest), without a launcher the single
 // group (and then MPI must stay uninitialized). Inputs are small integers, so every sum is exact in
 // every dtype (bf16 holds integers up to 256 exactly) and results are compared for equality.
+// reduce_scatter_v runs with odd counts, zero counts (some ranks, and all), large counts, in place
+// and into a separate output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -97,6 +99,46 @@ TEST(Collectives, ReduceScatter) {
     }
 }
 
+// Count sets for reduce_scatter_v on p ranks: odd counts, zeros (rank 0 and every other rank),
+// every count zero, and a large one.
+std::vector<std::pair<std::string, std::vector<int64_t>>> count_sets(int p) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sets = {
+      {"odd", {}}, {"zeros", {}}, {"all zero", {}}, {"large", {}}};
+  for (int r = 0; r < p; ++r) {
+    sets[0].second.push_back(2 * r + 3);
+    sets[1].second.push_back(r % 2 == 0 ? 0 : 7 + r);
+    sets[2].second.push_back(0);
+    sets[3].second.push_back(300007 + r);
+  }
+  return sets;
+}
+
+TEST(Collectives, ReduceScatterVariableCounts) {
+  int p = g_group->size(), r = g_group->rank();
+  for (DType t : {DType::F32, DType::BF16, DType::F64, DType::I64})
+    for (const auto& [name, counts] : count_sets(p))
+      for (bool in_place : {false, true}) {
+        int64_t total = 0, offset = 0;
+        for (int q = 0; q < p; ++q) {
+          if (q < r) offset += counts[static_cast<size_t>(q)];
+          total += counts[static_cast<size_t>(q)];
+        }
+        const int64_t mine = counts[static_cast<size_t>(r)];
+        Tensor input = make(total, t, r);
+        Tensor output = in_place ? input.narrow(0, offset, mine) : filled(mine, t, -1);
+        g_group->reduce_scatter_v(input, output, counts);
+        std::string what = label("reduce_scatter_v", t, total) + " counts " + name + (in_place ? " in place" : "");
+        // Segment r of every rank's input, summed: element offset + i of input is i % 13 + rank there.
+        expect_values(output, [&](int64_t i) { return p * static_cast<double>((offset + i) % 13) + p * (p - 1) / 2.0; },
+                      what);
+        if (in_place)  // the other segments keep this rank's input
+          expect_values(input, [&](int64_t j) {
+            bool own = j >= offset && j < offset + mine;
+            return own ? p * static_cast<double>(j % 13) + p * (p - 1) / 2.0 : pattern(j, r);
+          }, what + " (whole input)");
+      }
+}
+
 TEST(Collectives, AllGather) {
   int p = g_group->size(), r = g_group->rank();
   for (DType t : all_dtypes)
@@ -132,8 +174,10 @@ TEST(Collectives, BarrierCompletes) {
 // Several requests in flight at once, waited for out of order (the gradient-bucket pattern).
 TEST(Collectives, AsyncRequestsOverlap) {
   int p = g_group->size(), r = g_group->rank();
-  std::vector<Tensor> reduced, shards, gathered;
+  std::vector<Tensor> reduced, shards, gathered, segments;
   std::vector<std::shared_ptr<comm::Work>> works;
+  std::vector<int64_t> counts;
+  for (int q = 0; q < p; ++q) counts.push_back(q + 1);
   for (DType t : all_dtypes) {
     reduced.push_back(make(1000, t, r));
     works.push_back(g_group->all_reduce_async(reduced.back()));
@@ -142,6 +186,9 @@ TEST(Collectives, AsyncRequestsOverlap) {
     works.push_back(g_group->reduce_scatter_async(input, shards.back()));
     gathered.push_back(filled(7 * p, t, -1));
     works.push_back(g_group->all_gather_async(make(7, t, r), gathered.back()));
+    Tensor whole = make(p * (p + 1) / 2, t, r);  // segment q: q + 1 elements from q (q + 1) / 2
+    segments.push_back(whole.narrow(0, r * (r + 1) / 2, r + 1));
+    works.push_back(g_group->reduce_scatter_v_async(whole, segments.back(), counts));
   }
   for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();
   for (auto& w : works) EXPECT_TRUE(w->is_completed());
@@ -153,6 +200,9 @@ TEST(Collectives, AsyncRequestsOverlap) {
                   label("async reduce_scatter", t, 7));
     expect_values(gathered[k], [&](int64_t j) { return pattern(j % 7, static_cast<int>(j / 7)); },
                   label("async all_gather", t, 7));
+    expect_values(segments[k],
+                  [&](int64_t i) { return p * static_cast<double>((r * (r + 1) / 2 + i) % 13) + p * (p - 1) / 2.0; },
+                  label("async reduce_scatter_v in place", t, r + 1));
   }
 }
 
@@ -175,6 +225,24 @@ TEST(Collectives, BadArgumentsThrowNamingTheOp) {
               HasSubstr("not contiguous"));
   EXPECT_THAT(message([&] { g_group->all_reduce(Tensor::empty({4}, DType::U8)); }), HasSubstr("u8"));
   EXPECT_THAT(message([&] { g_group->broadcast(out, p); }), HasSubstr("root"));
+  std::vector<int64_t> threes(static_cast<size_t>(p), 3);
+  Tensor input = Tensor::empty({3 * p}, DType::F32);
+  std::vector<int64_t> too_many(static_cast<size_t>(p + 1), 3);
+  EXPECT_THAT(message([&] { g_group->reduce_scatter_v(input, out, too_many); }), HasSubstr("counts for a group of"));
+  EXPECT_THAT(message([&] { g_group->reduce_scatter_v(Tensor::empty({3 * p + 1}, DType::F32), out, threes); }),
+              HasSubstr("sum(counts)"));
+  EXPECT_THAT(message([&] { g_group->reduce_scatter_v(input, Tensor::empty({2}, DType::F32), threes); }),
+              HasSubstr("counts["));
+  std::vector<int64_t> negative = threes;
+  negative.back() = -1;
+  EXPECT_THAT(message([&] { g_group->reduce_scatter_v(input, out, negative); }),
+              HasSubstr("negative"));
+  // Overlapping input, but not this rank's own segment.
+  Tensor wide = Tensor::empty({3 * p + 1}, DType::F32);
+  EXPECT_THAT(message([&] {
+                g_group->reduce_scatter_v(wide.narrow(0, 0, 3 * p), wide.narrow(0, 3 * g_group->rank() + 1, 3), threes);
+              }),
+              HasSubstr("overlaps"));
   g_group->barrier();  // every rank threw before communicating; still in step
 }
 

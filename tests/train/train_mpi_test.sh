@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# `wick train` on several ranks under mpirun (gradient buckets, ZeRO-1 optimizer shards): a 2-rank run
-# stopped after a checkpoint and resumed, and a 2-rank job killed with kill -9 after a checkpoint and
-# resumed, log the same losses and end with the same parameters as uninterrupted 2-rank runs (bitwise);
-# its checkpoints hold one optimizer shard per rank; the 2-rank losses match a 1-rank run with the same
-# global batch (12, to rounding); the 2-rank checkpoint resumes on 1 rank and on 3 ranks, and a 4-rank
-# checkpoint resumes on 1 rank, each continuing the uninterrupted run's losses.
+# `wick train` on several ranks under mpirun (gradient buckets reduce-scattered into ZeRO-1 optimizer
+# shards): a 2-rank run stopped after a checkpoint and resumed, and a 2-rank job killed with kill -9
+# after a checkpoint and resumed, log the same losses and end with the same parameters as
+# uninterrupted 2-rank runs (bitwise); its checkpoints hold one optimizer shard per rank; the 2-rank
+# losses match a 1-rank run with the same global batch (12, to rounding); the 2-rank checkpoint
+# resumes on 1 rank and on 3 ranks, and a 4-rank checkpoint resumes on 1 rank, each continuing the
+# uninterrupted run's losses.
 #   train_mpi_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
@@ -64,8 +65,8 @@ moved() {
 
 run2 "$work/whole.log" --set name=whole
 grep -m1 "2 ranks" "$work/whole.log" || fail "the run did not report 2 ranks"
-grep -m1 "bucket(s) overlapped with backward, optimizer state sharded (ZeRO-1)" "$work/whole.log" ||
-  fail "the 2-rank run did not use gradient buckets and ZeRO-1"
+grep -m1 "reduce-scattered in .* bucket(s) overlapped with backward, optimizer state sharded (ZeRO-1)" "$work/whole.log" ||
+  fail "the 2-rank run did not reduce-scatter its gradient buckets into ZeRO-1 shards"
 ls "$work/out/whole/checkpoints/step_00000020/" | grep -q "optimizer.rank1-of-2.safetensors" ||
   fail "no optimizer shard of rank 1 in the checkpoint"
 "$wick" checkpoint inspect "$work/out/whole/checkpoints/latest" | grep -E "world size|optimizer " || fail "inspect"
