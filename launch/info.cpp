@@ -29,7 +29,8 @@ void print_info() {
   std::printf("wick %s (commit %s, %s build, %s)\n", WICK_VERSION, WICK_GIT_COMMIT, WICK_BUILD_TYPE,
               WICK_CXX_COMPILER);
   std::printf("\nfeatures\n");
-  std::printf("  cpu:      OpenMP, %d threads; OpenBLAS %s\n", cpu::max_threads(), openblas_get_config());
+  std::printf("  cpu:      OpenMP, %d threads; OpenBLAS %s; wick's kernels built for %s\n", cpu::max_threads(),
+              openblas_get_config(), *WICK_CPU_ARCH ? WICK_CPU_ARCH : "the compiler's default ISA");
   std::printf("  cuda:     %s\n", cuda::compiled() ? ("runtime " + cuda::runtime_version_string() + ", archs " +
                                                      cuda::compiled_architectures()).c_str()
                                                   : "not built");
