@@ -62,6 +62,13 @@ void randomize_adapters(Module& model, uint64_t seed) {
   }
 }
 
+TEST(TrainModel, GradientCheckpointingKeyReachesTheModel) {
+  EXPECT_FALSE(build_model(tiny_config(), kGeometry, Device::cpu())->config().gradient_checkpointing);
+  EXPECT_TRUE(build_model(tiny_config({"train.gradient_checkpointing=true"}), kGeometry, Device::cpu())
+                  ->config()
+                  .gradient_checkpointing);
+}
+
 TEST(TrainModel, BuildsTheDiTFromTheDatasetGeometry) {
   fs::path dir = temp_dir("geometry");
   testing::write_synthetic_dataset((dir / "d.h5").string(), {.n_samples = 6});
