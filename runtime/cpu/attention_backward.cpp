@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -18,6 +19,11 @@ inline constexpr int64_t rows_per_block = 64;
 // Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C, op(A) [m, k], op(B) [k, n].
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // beta 0 as "clear, then accumulate": bitwise the same, without OpenBLAS's slower clearing loop.
+  if (beta == 0.0f) {
+    for (int64_t row = 0; row < m; ++row) std::memset(c + row * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+    beta = 1.0f;
+  }
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
