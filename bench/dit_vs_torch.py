@@ -2,6 +2,7 @@
 """The quickstart's DiT training step, wick vs PyTorch on the CPU, same shapes and threads; prints the ratios.
 
     python3 bench/dit_vs_torch.py --threads 1 2 --repetitions 5 [--binary build/bench/cpu_dit_step_bench]
+    python3 bench/dit_vs_torch.py --device cuda --dtype bf16 --batch 256     # on a GPU machine
 
 For each thread count N, runs build/bench/cpu_dit_step_bench (the wick side, Google Benchmark, JSON output)
 with OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=N, then builds the same DiT in PyTorch (models/dit/dit.cpp:
@@ -15,6 +16,10 @@ The step (configs/quickstart.yaml): batch 32 of latents 4x14x14, 8 text tokens o
 sample), pooled width 64; σ = sigmoid(N(0, 1)), x_t = (1 − σ)·x0 + σ·ε, target ε − x0, MSE; backward;
 gradient clipping at norm 1; AdamW (lr 1e-3, weight decay 0). The phases (forward, backward, optimizer)
 are timed separately on both sides too.
+
+--device cuda runs both sides on GPU 0 (each step ends with a synchronization); --dtype bf16 runs wick as
+`wick train` with mixed_precision bf16 (bf16 weights and activations, f32 masters, f32 loss) and torch
+under torch.autocast(bfloat16) with f32 weights, the usual PyTorch way. --batch sets the batch (default 32).
 """
 import argparse
 import json
@@ -31,13 +36,15 @@ BATCH, CHANNELS, SIZE, TEXT_TOKENS, TEXT_DIM, POOLED_DIM = 32, 4, 14, 8, 64, 64
 HIDDEN, DEPTH, HEADS, PATCH, MLP_RATIO, FREQ_DIM = 96, 3, 4, 2, 4.0, 256
 
 
-def run_wick(binary, threads, repetitions, min_time):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+def run_wick(binary, threads, repetitions, min_time, device="cpu", dtype="f32"):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               WICK_BENCH_DEVICE=device, WICK_BENCH_DTYPE=dtype, WICK_BENCH_BATCH=str(BATCH))
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out_path = f.name
     cmd = [binary, f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={min_time}",
            f"--benchmark_out={out_path}", "--benchmark_out_format=json"]
-    print(f"$ OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads}", " ".join(cmd), flush=True)
+    print(f"$ OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} WICK_BENCH_DEVICE={device}"
+          f" WICK_BENCH_DTYPE={dtype} WICK_BENCH_BATCH={BATCH}", " ".join(cmd), flush=True)
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     with open(out_path) as f:
         data = json.load(f)
@@ -171,7 +178,7 @@ def build_torch_dit(torch):
             args = t[:, None] * self.freqs[None, :]
             cond = self.t_embedder(torch.cat([torch.cos(args), torch.sin(args)], dim=1)) + self.y_embedder(pooled)
             text = self.context_embedder(context)
-            keep = torch.cat([torch.ones(b, n_tokens, dtype=torch.bool), context_mask.bool()], dim=1)
+            keep = torch.cat([torch.ones(b, n_tokens, dtype=torch.bool, device=x.device), context_mask.bool()], dim=1)
             mask = keep.reshape(b, 1, 1, n_tokens + context.shape[1])
             for block in self.blocks:
                 tokens = block(tokens, text, mask, cond)
@@ -185,35 +192,43 @@ def build_torch_dit(torch):
 class TorchQuickstart:
     """The torch model, optimizer, batch and the step's phases."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, device="cpu", dtype="f32"):
         self.torch, F = torch, torch.nn.functional
+        self.device, self.bf16 = torch.device(device), dtype == "bf16"
         torch.manual_seed(42)
-        self.model = build_torch_dit(torch)
+        self.model = build_torch_dit(torch).to(self.device)
         self.params = list(self.model.parameters())
         self.opt = torch.optim.AdamW(self.params, lr=1e-3, weight_decay=0.0)
-        self.x0 = torch.randn(BATCH, CHANNELS, SIZE, SIZE) * 0.5
-        self.context = torch.randn(BATCH, TEXT_TOKENS, TEXT_DIM) * 0.125
-        self.pooled = torch.randn(BATCH, POOLED_DIM) * 0.125
-        self.mask = torch.zeros(BATCH, TEXT_TOKENS, dtype=torch.uint8)
+        self.x0 = (torch.randn(BATCH, CHANNELS, SIZE, SIZE) * 0.5).to(self.device)
+        self.context = (torch.randn(BATCH, TEXT_TOKENS, TEXT_DIM) * 0.125).to(self.device)
+        self.pooled = (torch.randn(BATCH, POOLED_DIM) * 0.125).to(self.device)
+        mask = torch.zeros(BATCH, TEXT_TOKENS, dtype=torch.uint8)
         for i in range(BATCH):
-            self.mask[i, : 1 + i % 3] = 1
+            mask[i, : 1 + i % 3] = 1
+        self.mask = mask.to(self.device)
         self.mse = F.mse_loss
 
     def n_parameters(self):
         return sum(p.numel() for p in self.params)
 
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
     def loss(self):
         torch = self.torch
-        sigma = torch.sigmoid(torch.randn(BATCH))
+        sigma = torch.sigmoid(torch.randn(BATCH, device=self.device))
         noise = torch.randn_like(self.x0)
         s = sigma.view(BATCH, 1, 1, 1)
         x_t = (1 - s) * self.x0 + s * noise
-        pred = self.model(x_t, sigma, self.context, self.mask, self.pooled)
-        return self.mse(pred, noise - self.x0)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            pred = self.model(x_t, sigma, self.context, self.mask, self.pooled)
+        return self.mse(pred.float(), noise - self.x0)
 
     def optimizer_step(self):
         self.torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.opt.step()
+        self.sync()
 
     def step(self):
         self.opt.zero_grad(set_to_none=True)
@@ -222,10 +237,12 @@ class TorchQuickstart:
 
     def forward(self):
         self.loss()
+        self.sync()
 
     def forward_backward(self):
         self.opt.zero_grad(set_to_none=True)
         self.loss().backward()
+        self.sync()
 
 
 def machine_line():
@@ -243,25 +260,33 @@ def machine_line():
 
 
 def main():
+    global BATCH
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default=os.path.join(here, "..", "build", "bench", "cpu_dit_step_bench"))
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds of steps per repetition")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--batch", type=int, default=BATCH)
     args = parser.parse_args()
+    BATCH = args.batch
 
     import torch
-    print(f"torch {torch.__version__}; {machine_line()}; medians of {args.repetitions} repetitions", flush=True)
+    where = machine_line() if args.device == "cpu" else torch.cuda.get_device_name(0)
+    print(f"torch {torch.__version__}; {where}; {args.device} {args.dtype}; medians of {args.repetitions} repetitions",
+          flush=True)
 
     rows = []
     for threads in args.threads:
-        wick, skipped = run_wick(args.binary, threads, args.repetitions, args.min_time)
+        wick, skipped = run_wick(args.binary, threads, args.repetitions, args.min_time, args.device, args.dtype)
         for name, why in skipped.items():
             print(f"  wick {name}: skipped ({why})", flush=True)
         torch.set_num_threads(threads)
-        tq = TorchQuickstart(torch)
-        wick_params = int(wick["BM_wick_dit_step/32"]["parameters"])
+        tq = TorchQuickstart(torch, args.device, args.dtype)
+        key = f"/{BATCH}"
+        wick_params = int(wick["BM_wick_dit_step" + key]["parameters"])
         assert tq.n_parameters() == wick_params, f"torch has {tq.n_parameters()} parameters, wick {wick_params}"
         t_step = median_time(tq.step, args.repetitions, args.min_time)
         t_fwd = median_time(tq.forward, args.repetitions, args.min_time)
@@ -272,12 +297,12 @@ def main():
         def w(name):
             return wick[name]["seconds"] if name in wick else math.nan
 
-        loader = wick.get("BM_wick_loader/32", {}).get("samples/s", math.nan)
-        rows.append(dict(threads=threads, params=wick_params, wick=w("BM_wick_dit_step/32"), torch=t_step,
-                         wick_fwd=w("BM_wick_dit_forward/32"), torch_fwd=t_fwd,
-                         wick_fb=w("BM_wick_dit_forward_backward/32"), torch_fb=t_fb,
-                         wick_opt=w("BM_wick_dit_optimizer/32"), torch_opt=t_opt, loader=loader,
-                         loaded=w("BM_wick_dit_step_loaded/32")))
+        loader = wick.get("BM_wick_loader" + key, {}).get("samples/s", math.nan)
+        rows.append(dict(threads=threads, params=wick_params, wick=w("BM_wick_dit_step" + key), torch=t_step,
+                         wick_fwd=w("BM_wick_dit_forward" + key), torch_fwd=t_fwd,
+                         wick_fb=w("BM_wick_dit_forward_backward" + key), torch_fb=t_fb,
+                         wick_opt=w("BM_wick_dit_optimizer" + key), torch_opt=t_opt, loader=loader,
+                         loaded=w("BM_wick_dit_step_loaded" + key)))
         print(f"  done: {threads} thread(s)", flush=True)
 
     print(f"\nquickstart DiT ({rows[0]['params']:,} parameters, equal in both), batch {BATCH}, one training step")

@@ -108,5 +108,17 @@ for script in "$root"/bench/gpu/*.py; do
   python3 "$script" --markdown "$out/$name.md" >"$out/$name.log" 2>&1 || status=1
   { echo "### $name"; echo; cat "$out/$name.md" 2>/dev/null || { echo '```'; tail -40 "$out/$name.log"; echo '```'; }; } >>"$report"
 done
+# The quickstart DiT's training step on the GPU in bf16, wick vs PyTorch (bench/dit_vs_torch.py): the
+# quickstart batch (32) and a batch that fills the GPU better (256).
+if [ -x "$root/bin/cpu_dit_step_bench" ] && [ -f "$root/bench/dit_vs_torch.py" ]; then
+  for batch in 32 256; do
+    log="$out/dit_vs_torch_b$batch.log"
+    python3 "$root/bench/dit_vs_torch.py" --binary "$root/bin/cpu_dit_step_bench" --device cuda --dtype bf16 \
+      --batch "$batch" --threads 1 --repetitions 5 >"$log" 2>&1 || status=1
+    { echo "### dit_vs_torch: cuda bf16, batch $batch"; echo '```';
+      if grep -q '^quickstart DiT' "$log"; then sed -n '/^quickstart DiT/,$p' "$log"; else tail -30 "$log"; fi
+      echo '```'; } >>"$report"
+  done
+fi
 echo "report: $report"
 exit $status
