@@ -6,6 +6,7 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_view.h"
 #include "models/nn/attention.h"
 #include "models/nn/basic.h"
@@ -24,10 +25,7 @@ void zero_parameters(Module& module) {
 }
 
 // x (1 + scale) + shift, with scale and shift [B, hidden] broadcast over the tokens.
-Tensor modulate(const Tensor& x, const Tensor& shift, const Tensor& scale) {
-  return autograd::add(autograd::mul(x, autograd::add(autograd::unsqueeze(scale, 1), 1.0)),
-                       autograd::unsqueeze(shift, 1));
-}
+Tensor modulate(const Tensor& x, const Tensor& shift, const Tensor& scale) { return autograd::modulate(x, shift, scale); }
 
 // in -> linear_1 -> SiLU -> linear_2 (diffusers' TimestepEmbedding / PixArtAlphaTextProjection).
 class EmbedMLP : public Module {
@@ -96,9 +94,9 @@ class DiTBlock : public Module {
     Tensor h = modulate(child("norm1")->forward(x), shift_msa, scale_msa);
     auto* attn = static_cast<nn::MultiHeadAttention*>(child("attn").get());
     Tensor joint = autograd::concat({h, text}, 1);
-    Tensor out = autograd::add(x, autograd::mul(autograd::unsqueeze(gate_msa, 1), attn->attend(h, joint, key_mask)));
+    Tensor out = autograd::gated_residual(x, gate_msa, attn->attend(h, joint, key_mask));
     h = modulate(child("norm2")->forward(out), shift_mlp, scale_mlp);
-    return autograd::add(out, autograd::mul(autograd::unsqueeze(gate_mlp, 1), child("mlp")->forward(h)));
+    return autograd::gated_residual(out, gate_mlp, child("mlp")->forward(h));
   }
 };
 
