@@ -11,7 +11,10 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+
+#include "runtime/byte_observer_thread.h"
 
 namespace wick {
 
@@ -70,42 +73,29 @@ std::optional<uint64_t> json_u64(const nlohmann::json& value) {
 
 // ---- reading ----
 
-struct SafetensorsFile::Mapping {
-  void* data = nullptr;
-  size_t bytes = 0;
-  ~Mapping() {
-    if (data != nullptr) munmap(data, bytes);
-  }
-};
-
 #define WICK_SAFETENSORS_FAIL(...) WICK_FAIL(Data, "safetensors: ", path, ": ", __VA_ARGS__)
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  SafetensorsFile file;
-  file.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) WICK_SAFETENSORS_FAIL("cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    WICK_SAFETENSORS_FAIL("cannot stat: ", std::strerror(error));
-  }
-  uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  if (file_bytes < 8) {
-    ::close(fd);
-    WICK_SAFETENSORS_FAIL("file is ", file_bytes, " bytes, shorter than the 8-byte header length");
-  }
   // Private, copy-on-write mapping: reading is zero-copy, and a loaded weight made trainable can be
   // updated in place (the OS copies only the pages written); the file itself never changes.
-  void* data = mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  int map_error = errno;
-  ::close(fd);
-  if (data == MAP_FAILED) WICK_SAFETENSORS_FAIL("cannot map ", file_bytes, " bytes: ", std::strerror(map_error));
-  file.mapping_ = std::make_shared<Mapping>();
-  file.mapping_->data = data;
-  file.mapping_->bytes = file_bytes;
-  const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  std::shared_ptr<MappedFile> mapped;
+  try {
+    mapped = MappedFile::open(path);
+  } catch (const WickError& e) {
+    throw WickError(e.kind(), std::string("safetensors: ") + e.what());
+  }
+  return open(std::move(mapped));
+}
+
+SafetensorsFile SafetensorsFile::open(std::shared_ptr<MappedFile> mapped) {
+  WICK_CHECK(mapped != nullptr, "SafetensorsFile::open: no mapped file");
+  const std::string path = mapped->path();
+  SafetensorsFile file;
+  file.path_ = path;
+  uint64_t file_bytes = mapped->size();
+  if (file_bytes < 8) WICK_SAFETENSORS_FAIL("file is ", file_bytes, " bytes, shorter than the 8-byte header length");
+  file.mapping_ = std::move(mapped);
+  const uint8_t* bytes = file.mapping_->data();
 
   uint64_t header_bytes = read_u64_le(bytes);
   if (header_bytes > max_header_bytes)
@@ -234,13 +224,13 @@ const SafetensorsInfo& SafetensorsFile::entry(const std::string& name) const {
 
 const SafetensorsInfo& SafetensorsFile::info(const std::string& name) const { return entry(name); }
 
-const uint8_t* SafetensorsFile::mapped_data() const { return static_cast<const uint8_t*>(mapping_->data); }
-uint64_t SafetensorsFile::mapped_bytes() const { return mapping_->bytes; }
+const uint8_t* SafetensorsFile::mapped_data() const { return mapping_->data(); }
+uint64_t SafetensorsFile::mapped_bytes() const { return mapping_->size(); }
 
 Tensor SafetensorsFile::raw_bytes(const std::string& name) const {
   const SafetensorsInfo& info = entry(name);
   uint64_t n_bytes = info.end - info.begin;
-  auto storage = Storage::wrap(static_cast<uint8_t*>(mapping_->data) + info.file_offset, n_bytes, Device::cpu(),
+  auto storage = Storage::wrap(mapping_->data() + info.file_offset, n_bytes, Device::cpu(),
                                mapping_);
   Shape shape{static_cast<int64_t>(n_bytes)};
   return Tensor::from_storage(std::move(storage), shape, contiguous_strides(shape), 0, DType::U8);
@@ -257,7 +247,7 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   } else {
     shape = {static_cast<int64_t>(info.end - info.begin)};
   }
-  uint8_t* at = static_cast<uint8_t*>(mapping_->data) + info.file_offset;
+  uint8_t* at = mapping_->data() + info.file_offset;
   size_t n_bytes = static_cast<size_t>(info.end - info.begin);
   if (reinterpret_cast<uintptr_t>(at) % dtype_size(dtype) != 0) {
     // Misaligned data (legal in the format, never written by the reference writer): copy.
@@ -297,18 +287,15 @@ std::string json_string(const std::string& text, const std::string& path) {
 }
 
 void write_all(std::FILE* out, const void* data, size_t bytes, const std::string& tmp_path) {
-  if (bytes != 0 && std::fwrite(data, 1, bytes, out) != bytes) {
-    int error = errno;
-    std::fclose(out);
-    std::remove(tmp_path.c_str());
-    WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": write failed: ", std::strerror(error));
-  }
+  if (bytes != 0 && std::fwrite(data, 1, bytes, out) != bytes)
+    WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": write failed: ", std::strerror(errno));
 }
 
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata,
+                      const std::function<void(const void* data, size_t bytes)>& observe) {
   std::set<std::string> seen;
   for (const auto& [name, tensor] : tensors) {
     WICK_CHECK(name != "__metadata__", "save_safetensors: ", path, ": \"__metadata__\" is not a tensor name");
@@ -360,22 +347,35 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
 
+  // The 8-byte length and the header: the file's first bytes.
+  auto head = std::make_shared<std::string>(8, '\0');
+  for (int i = 0; i < 8; ++i) (*head)[i] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  *head += header;
+
   std::string tmp_path = path + ".tmp";
   std::FILE* out = std::fopen(tmp_path.c_str(), "wb");
   if (out == nullptr) WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": cannot create: ", std::strerror(errno));
-  uint8_t length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  write_all(out, length, 8, tmp_path);
-  write_all(out, header.data(), header.size(), tmp_path);
-  for (size_t index : order) {
-    Tensor host = tensors[index].second.to(Device::cpu()).contiguous();
-    write_all(out, host.data(), host.nbytes(), tmp_path);
-  }
-  if (std::fflush(out) != 0 || fsync(fileno(out)) != 0) {
-    int error = errno;
+  // The observer sees each range while it is being written, and the end of the file during the fsync.
+  std::optional<ByteObserverThread> observer;
+  try {
+    if (observe) observer.emplace(observe);
+    if (observer) observer->push(head, head->data(), head->size(), false);
+    write_all(out, head->data(), head->size(), tmp_path);
+    for (size_t index : order) {
+      const Tensor& tensor = tensors[index].second;
+      auto host = std::make_shared<Tensor>(tensor.to(Device::cpu()).contiguous());
+      const bool copy = !(tensor.device().is_cpu() && tensor.is_contiguous());
+      if (observer) observer->push(host, host->data(), host->nbytes(), copy);
+      write_all(out, host->data(), host->nbytes(), tmp_path);
+    }
+    if (std::fflush(out) != 0 || fsync(fileno(out)) != 0)
+      WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": flush failed: ", std::strerror(errno));
+    if (observer) observer->finish();
+  } catch (...) {
+    observer.reset();
     std::fclose(out);
     std::remove(tmp_path.c_str());
-    WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": flush failed: ", std::strerror(error));
+    throw;
   }
   if (std::fclose(out) != 0) {
     std::remove(tmp_path.c_str());

@@ -10,7 +10,9 @@
 // DType for (I16, U16, U32, U64, C64, F8_*, F4, F6_*) and the validation rules.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/mapped_file.h"
 #include "runtime/tensor.h"
 
 namespace wick {
@@ -36,6 +39,9 @@ class SafetensorsFile {
   // Maps `path` copy-on-write (MAP_PRIVATE) and validates the whole header; throws WickError (Data)
   // naming the file and the problem.
   static SafetensorsFile open(const std::string& path);
+  // The same over a file already mapped (e.g. one whose bytes were just hashed: MappedFile). Tensors
+  // of every SafetensorsFile opened on one mapping share its memory.
+  static SafetensorsFile open(std::shared_ptr<MappedFile> file);
 
   const std::string& path() const { return path_; }
   // Tensor names in data-offset order (the order of their bytes in the file).
@@ -60,12 +66,11 @@ class SafetensorsFile {
   uint64_t mapped_bytes() const;
 
  private:
-  struct Mapping;
   SafetensorsFile() = default;
   const SafetensorsInfo& entry(const std::string& name) const;
 
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<MappedFile> mapping_;
   std::vector<std::string> names_;
   std::map<std::string, SafetensorsInfo> entries_;
   std::map<std::string, std::string> metadata_;
@@ -76,8 +81,12 @@ class SafetensorsFile {
 // F32 I32 BF16 F16 I8 U8, largest first) then by name, data packed with no gaps, header JSON compact
 // and space-padded to a multiple of 8 bytes. Metadata keys are written in sorted order. Writes
 // `path + ".tmp"`, fsyncs it and renames it over `path`. Names must be unique and not "__metadata__".
+// `observe` (optional) receives every byte of the file, in file order, on a helper thread while the
+// writing and the fsync go on (to hash the file in the same pass: engine/checkpoint/sha256.h); it
+// has seen the whole file when save_safetensors returns. An exception it throws fails the save.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      const std::function<void(const void* data, size_t bytes)>& observe = {});
 
 // The format's dtype string for a wick DType ("F32", "BF16", ...).
 const char* safetensors_dtype_name(DType dtype);

@@ -16,6 +16,8 @@
 #include <regex>
 #include <sstream>
 
+#include "engine/checkpoint/checkpoint_files.h"
+#include "engine/checkpoint/parallel_for.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/optim/optimizer.h"
 #include "runtime/error.h"
@@ -190,7 +192,10 @@ void CheckpointWriter::write_model(const NamedTensors& parameters, const std::ma
   std::map<std::string, std::string> all = metadata;
   all.emplace("format", "pt");
   all.emplace("wick_step", std::to_string(step_));
-  save_safetensors((staging_ / "model.safetensors").string(), parameters, all);
+  Sha256 digest;
+  save_safetensors((staging_ / "model.safetensors").string(), parameters, all,
+                   [&digest](const void* data, size_t bytes) { digest.update(data, bytes); });
+  digests_["model.safetensors"] = digest.finish();
 }
 
 void CheckpointWriter::write_optimizer(const Optimizer& optimizer) {
@@ -198,21 +203,31 @@ void CheckpointWriter::write_optimizer(const Optimizer& optimizer) {
 }
 
 void CheckpointWriter::write_optimizer_state(const NamedTensors& state, const OptimizerLayout& layout) {
-  save_optimizer_state((staging_ / "optimizer.safetensors").string(), state, layout);
+  digests_["optimizer.safetensors"] = save_optimizer_state((staging_ / "optimizer.safetensors").string(), state, layout);
 }
 
 void CheckpointWriter::write_optimizer_shard(const OptimizerShard& shard) {
-  save_optimizer_shard((staging_ / optimizer_shard_file_name(shard.rank, shard.world_size)).string(), shard);
+  const std::string name = optimizer_shard_file_name(shard.rank, shard.world_size);
+  digests_[name] = save_optimizer_shard((staging_ / name).string(), shard);
 }
 
 void CheckpointWriter::write_training_state(const TrainingState& state) {
-  save_training_state((staging_ / "training_state.json").string(), state);
+  digests_["training_state.json"] = save_training_state((staging_ / "training_state.json").string(), state);
+}
+
+void CheckpointWriter::record_digest(const std::string& name, const FileDigest& digest) {
+  WICK_CHECK(!name.empty() && name.find('/') == std::string::npos && name != kManifestName,
+             "checkpoint: record_digest: bad file name \"", name, "\"");
+  WICK_CHECK(digest.sha256.size() == 64, "checkpoint: record_digest: ", name, ": \"", digest.sha256,
+             "\" is not a SHA-256 in hex");
+  digests_[name] = digest;
 }
 
 fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash) {
   WICK_CHECK(!committed_, "checkpoint: step ", step_, " was already committed");
   WICK_CHECK(world_size >= 1, "checkpoint: world_size must be >= 1, got ", world_size);
-  // Every file, synced and hashed as read back from the file system.
+  // Every file, synced; its digest as recorded while it was written, or (a file put there by other
+  // means) read back and hashed, such files in parallel.
   std::vector<fs::path> files;
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(staging_, error)) {
@@ -224,12 +239,35 @@ fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash
   }
   if (error) WICK_FAIL(Data, "checkpoint: cannot list ", staging_.string(), ": ", error.message());
   std::sort(files.begin(), files.end());
+  std::vector<FileDigest> digests(files.size());
+  std::vector<size_t> unrecorded;
+  for (size_t i = 0; i < files.size(); ++i) {
+    fsync_path(files[i], false);
+    auto recorded = digests_.find(files[i].filename().string());
+    if (recorded == digests_.end()) {
+      unrecorded.push_back(i);
+      continue;
+    }
+    uint64_t bytes = fs::file_size(files[i], error);
+    if (error) WICK_FAIL(Data, "checkpoint: cannot stat ", files[i].string(), ": ", error.message());
+    if (bytes != recorded->second.bytes)
+      WICK_FAIL(Data, "checkpoint: ", files[i].string(), " is ", bytes, " bytes but ", recorded->second.bytes,
+                " were written (changed after it was written?)");
+    digests[i] = recorded->second;
+  }
+  std::vector<std::string> failures(files.size());
+  parallel_for(unrecorded.size(), [&](size_t k) {
+    size_t i = unrecorded[k];
+    try {
+      digests[i].sha256 = sha256_file(files[i].string(), &digests[i].bytes);
+    } catch (const WickError& e) {
+      failures[i] = e.what();
+    }
+  });
   nlohmann::json listed = nlohmann::json::array();
-  for (const fs::path& file : files) {
-    fsync_path(file, false);
-    uint64_t bytes = 0;
-    std::string digest = sha256_file(file.string(), &bytes);
-    listed.push_back({{"name", file.filename().string()}, {"bytes", bytes}, {"sha256", digest}});
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!failures[i].empty()) throw WickError(ErrorKind::Data, "checkpoint: " + failures[i]);
+    listed.push_back({{"name", files[i].filename().string()}, {"bytes", digests[i].bytes}, {"sha256", digests[i].sha256}});
   }
   nlohmann::json manifest = {
       {"format", kCheckpointFormat},
@@ -283,67 +321,6 @@ std::string CheckpointReport::describe() const {
   return out;
 }
 
-CheckpointReport verify_checkpoint(const fs::path& checkpoint_dir, bool check_hashes) {
-  CheckpointReport report;
-  report.dir = checkpoint_dir;
-  std::error_code error;
-  if (!fs::is_directory(checkpoint_dir, error)) {
-    report.state = CheckpointState::Corrupt;
-    report.problems.push_back("not a directory");
-    return report;
-  }
-  if (!fs::exists(checkpoint_dir / kManifestName, error)) {
-    report.state = CheckpointState::Incomplete;
-    report.problems.push_back("no manifest.json (the writer did not finish)");
-    return report;
-  }
-  report.state = CheckpointState::Corrupt;
-  try {
-    report.manifest = read_manifest(checkpoint_dir);
-  } catch (const WickError& e) {
-    report.problems.push_back(e.what());
-    return report;
-  }
-  const CheckpointManifest& manifest = *report.manifest;
-  fs::path name = checkpoint_dir.filename().empty() ? checkpoint_dir.parent_path().filename() : checkpoint_dir.filename();
-  if (auto step = parse_checkpoint_dir_name(name.string()); step && *step != manifest.step)
-    report.problems.push_back("the manifest says step " + std::to_string(manifest.step) + " but the directory is " +
-                              name.string());
-  std::vector<std::string> listed;
-  for (const ManifestFile& file : manifest.files) {
-    listed.push_back(file.name);
-    fs::path path = checkpoint_dir / file.name;
-    if (!fs::is_regular_file(path, error)) {
-      report.problems.push_back(file.name + ": missing");
-      continue;
-    }
-    uint64_t bytes = fs::file_size(path, error);
-    if (error || bytes != file.bytes) {
-      report.problems.push_back(file.name + ": " + std::to_string(bytes) + " bytes, the manifest says " +
-                                std::to_string(file.bytes) + " (truncated or overwritten)");
-      continue;
-    }
-    if (check_hashes) {
-      std::string digest;
-      try {
-        digest = sha256_file(path.string());
-      } catch (const WickError& e) {
-        report.problems.push_back(file.name + ": " + e.what());
-        continue;
-      }
-      if (digest != file.sha256)
-        report.problems.push_back(file.name + ": SHA-256 " + digest + " differs from the manifest's " + file.sha256);
-    }
-  }
-  for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint_dir, error)) {
-    std::string file = entry.path().filename().string();
-    if (file != kManifestName && std::find(listed.begin(), listed.end(), file) == listed.end())
-      report.notes.push_back(file + ": not in the manifest (ignored)");
-  }
-  if (report.problems.empty()) report.state = CheckpointState::Valid;
-  return report;
-}
-
 // ---- resume ----
 
 ResumeChoice find_resume_checkpoint(const fs::path& run_dir, const std::string& spec) {
@@ -353,11 +330,13 @@ ResumeChoice find_resume_checkpoint(const fs::path& run_dir, const std::string& 
   if (spec == "auto") {
     fs::path checkpoints = checkpoints_dir(run_dir);
     for (const StepDir& candidate : list_step_dirs(checkpoints)) {
-      CheckpointReport report = verify_checkpoint(candidate.path);
+      auto files = std::make_shared<const CheckpointFiles>(CheckpointFiles::verify(candidate.path));
+      const CheckpointReport& report = files->report();
       if (report.valid()) {
         choice.checkpoint = candidate.path;
         choice.step = report.manifest->step;
         choice.manifest = report.manifest;
+        choice.files = std::move(files);
         return choice;
       }
       std::string message = "resume: skipping checkpoint " + candidate.path.string() + " (" + report.describe() + ")";
@@ -376,11 +355,13 @@ ResumeChoice find_resume_checkpoint(const fs::path& run_dir, const std::string& 
   if (!fs::exists(path, error)) WICK_FAIL(Data, "resume: checkpoint ", spec, " does not exist");
   fs::path resolved = fs::canonical(path, error);
   if (error) resolved = path;
-  CheckpointReport report = verify_checkpoint(resolved);
+  auto files = std::make_shared<const CheckpointFiles>(CheckpointFiles::verify(resolved));
+  const CheckpointReport& report = files->report();
   if (!report.valid()) WICK_FAIL(Data, "resume: checkpoint ", spec, " is not usable: ", report.describe());
   choice.checkpoint = resolved;
   choice.step = report.manifest->step;
   choice.manifest = report.manifest;
+  choice.files = std::move(files);
   return choice;
 }
 

@@ -9,27 +9,31 @@
 //   prune_checkpoints(run_dir, keep_last);
 //
 //   ResumeChoice resume = find_resume_checkpoint(run_dir, "auto");   // or "none", or a directory
-//   if (resume.checkpoint) { ... load from *resume.checkpoint ... }
+//   if (resume.checkpoint) { ... load from *resume.files (the verified bytes: checkpoint_files.h) ... }
 //
 // With N ranks, rank 0 constructs the writer and broadcasts staging_dir(); every rank writes its
-// optimizer shard there (save_optimizer_shard, optimizer_shards.h); after a barrier rank 0 writes
-// the model and training state and commits.
+// optimizer shard there (save_optimizer_shard, optimizer_shards.h, which returns the file's
+// digest); rank 0 collects the digests (record_digest), then writes the model and training state
+// and commits. Every file is hashed while it is written, so commit() reads nothing back.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/checkpoint/optimizer_shards.h"
+#include "engine/checkpoint/sha256.h"
 #include "engine/checkpoint/training_state.h"
 #include "engine/optim/flat_optimizers.h"
 
 namespace wick {
 
 class Optimizer;
+class CheckpointFiles;
 
 inline constexpr const char* kCheckpointFormat = "wick.checkpoint";
 inline constexpr int kCheckpointFormatVersion = 1;
@@ -76,6 +80,7 @@ class CheckpointWriter {
   // The final directory <run_dir>/checkpoints/step_<N>.
   const std::filesystem::path& final_dir() const { return final_; }
 
+  // Each write_* hashes the file's bytes as it writes them and records the digest for the manifest.
   // model.safetensors: the trainable parameters (names as given).
   void write_model(const NamedTensors& parameters, const std::map<std::string, std::string>& metadata = {});
   // optimizer.safetensors: the whole state in the per-parameter layout (one rank).
@@ -85,17 +90,24 @@ class CheckpointWriter {
   void write_optimizer_shard(const OptimizerShard& shard);
   // training_state.json.
   void write_training_state(const TrainingState& state);
+  // The digest of a file that another process wrote into staging_dir() (another rank's shard), as
+  // that writer computed it; commit() then lists it without reading it. `name` has no '/'.
+  void record_digest(const std::string& name, const FileDigest& digest);
 
   // Fsyncs every file, writes manifest.json (sizes and SHA-256 of every other file) last, fsyncs
   // it and the directory, renames step_<N>.tmp-<pid> to step_<N> (an existing step_<N> is
   // replaced), fsyncs checkpoints/, then points `latest` at it (a symlink made under a temporary
-  // name and renamed over `latest`). Returns the final directory.
+  // name and renamed over `latest`). Returns the final directory. The manifest takes the digests
+  // recorded while writing; a file without one (put into staging_dir() by other means) is read
+  // back and hashed (such files in parallel). A recorded size that differs from the file's is a
+  // Data error (the file changed after it was written).
   std::filesystem::path commit(int world_size, const std::string& config_hash);
 
  private:
   std::filesystem::path checkpoints_, staging_, final_;
   int64_t step_ = 0;
   bool committed_ = false;
+  std::map<std::string, FileDigest> digests_;  // by file name, recorded while writing
 };
 
 enum class CheckpointState {
@@ -118,19 +130,26 @@ struct CheckpointReport {
 
 // Checks that the manifest is present and parses, names this format, matches the directory's
 // step, and that every listed file is present with the listed size and (when check_hashes) SHA-256.
+// Files are hashed in parallel (one thread per file, up to the hardware's threads) and nothing is
+// kept: to load what was verified, use CheckpointFiles::verify (checkpoint_files.h, where this is
+// defined).
 CheckpointReport verify_checkpoint(const std::filesystem::path& checkpoint_dir, bool check_hashes = true);
 
 struct ResumeChoice {
   std::optional<std::filesystem::path> checkpoint;  // empty: start from scratch
   int64_t step = 0;
   std::optional<CheckpointManifest> manifest;
+  // The chosen checkpoint's files as verified (CheckpointFiles::verify): load from these, and each
+  // byte is read from the disk once. Null when starting from scratch.
+  std::shared_ptr<const CheckpointFiles> files;
   std::vector<std::string> warnings;  // one per skipped directory, naming it (also printed)
 };
 
 // spec "none": start from scratch. "auto": the checkpoint with the highest step under
-// <run_dir>/checkpoints whose manifest verifies; broken ones are skipped with a warning naming
-// them (printed on stderr as "wick: warning: ..."); none valid: start from scratch. Any other spec
-// is a checkpoint directory that must verify, else WickError (Data) with the problems.
+// <run_dir>/checkpoints whose manifest verifies (every byte hashed); broken ones are skipped with a
+// warning naming them (printed on stderr as "wick: warning: ..."); none valid: start from scratch.
+// Any other spec is a checkpoint directory that must verify, else WickError (Data) with the
+// problems. Only a checkpoint that verified is chosen, and its verified files come with it.
 ResumeChoice find_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec);
 
 struct PruneReport {

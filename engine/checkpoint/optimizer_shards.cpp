@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "engine/checkpoint/checkpoint_files.h"
 #include "engine/optim/optimizer.h"
 #include "runtime/error.h"
 #include "runtime/ops/copy.h"
@@ -96,6 +97,36 @@ NamedTensors read_all(const SafetensorsFile& file) {
 
 std::string describe_source(const OptimizerShard& shard) {
   return shard.source.empty() ? "shard rank " + std::to_string(shard.rank) : shard.source;
+}
+
+// save_safetensors, hashing the bytes as they are written.
+FileDigest save_hashed(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  Sha256 digest;
+  save_safetensors(path, tensors, metadata, [&digest](const void* data, size_t bytes) { digest.update(data, bytes); });
+  return digest.finish();
+}
+
+OptimizerShard shard_from_file(const SafetensorsFile& file) {
+  const std::string& path = file.path();
+  check_format(file);
+  if (metadata_field(file, "sharded") != "true")
+    WICK_FAIL(Data, path, ": not a shard file (sharded = \"", metadata_field(file, "sharded"), "\")");
+  OptimizerShard shard;
+  shard.source = path;
+  shard.rank = static_cast<int>(metadata_int(file, "rank"));
+  shard.world_size = static_cast<int>(metadata_int(file, "world_size"));
+  shard.range = {metadata_int(file, "flat_begin"), metadata_int(file, "flat_end")};
+  shard.layout = parse_layout(metadata_field(file, "layout"), path);
+  try {
+    for (const nlohmann::json& piece : nlohmann::json::parse(metadata_field(file, "pieces")))
+      shard.pieces.push_back(
+          {piece.at("parameter").get<std::string>(), piece.at("begin").get<int64_t>(), piece.at("end").get<int64_t>()});
+  } catch (const nlohmann::json::exception& e) {
+    WICK_FAIL(Data, path, ": bad \"pieces\" metadata (", e.what(), ")");
+  }
+  shard.tensors = read_all(file);
+  return shard;
 }
 
 }  // namespace
@@ -283,7 +314,7 @@ std::string optimizer_shard_file_name(int rank, int world_size) {
   return "optimizer.rank" + std::to_string(rank) + "-of-" + std::to_string(world_size) + ".safetensors";
 }
 
-void save_optimizer_shard(const std::string& path, const OptimizerShard& shard) {
+FileDigest save_optimizer_shard(const std::string& path, const OptimizerShard& shard) {
   nlohmann::json pieces = nlohmann::json::array();
   for (const ShardPiece& piece : shard.pieces)
     pieces.push_back({{"parameter", piece.parameter}, {"begin", piece.begin}, {"end", piece.end}});
@@ -299,32 +330,12 @@ void save_optimizer_shard(const std::string& path, const OptimizerShard& shard) 
       {"layout", layout_json(shard.layout).dump()},
       {"pieces", pieces.dump()},
   };
-  save_safetensors(path, shard.tensors, metadata);
+  return save_hashed(path, shard.tensors, metadata);
 }
 
-OptimizerShard load_optimizer_shard(const std::string& path) {
-  SafetensorsFile file = SafetensorsFile::open(path);
-  check_format(file);
-  if (metadata_field(file, "sharded") != "true")
-    WICK_FAIL(Data, path, ": not a shard file (sharded = \"", metadata_field(file, "sharded"), "\")");
-  OptimizerShard shard;
-  shard.source = path;
-  shard.rank = static_cast<int>(metadata_int(file, "rank"));
-  shard.world_size = static_cast<int>(metadata_int(file, "world_size"));
-  shard.range = {metadata_int(file, "flat_begin"), metadata_int(file, "flat_end")};
-  shard.layout = parse_layout(metadata_field(file, "layout"), path);
-  try {
-    for (const nlohmann::json& piece : nlohmann::json::parse(metadata_field(file, "pieces")))
-      shard.pieces.push_back(
-          {piece.at("parameter").get<std::string>(), piece.at("begin").get<int64_t>(), piece.at("end").get<int64_t>()});
-  } catch (const nlohmann::json::exception& e) {
-    WICK_FAIL(Data, path, ": bad \"pieces\" metadata (", e.what(), ")");
-  }
-  shard.tensors = read_all(file);
-  return shard;
-}
+OptimizerShard load_optimizer_shard(const std::string& path) { return shard_from_file(SafetensorsFile::open(path)); }
 
-void save_optimizer_state(const std::string& path, const NamedTensors& state, const OptimizerLayout& layout) {
+FileDigest save_optimizer_state(const std::string& path, const NamedTensors& state, const OptimizerLayout& layout) {
   std::map<std::string, std::string> metadata = {
       {"format", kFormat},
       {"format_version", std::to_string(kVersion)},
@@ -333,47 +344,47 @@ void save_optimizer_state(const std::string& path, const NamedTensors& state, co
       {"world_size", "1"},
       {"layout", layout_json(layout).dump()},
   };
-  save_safetensors(path, state, metadata);
+  return save_hashed(path, state, metadata);
 }
 
-NamedTensors load_optimizer_state(const std::string& checkpoint_dir, OptimizerLayout* layout) {
-  namespace fs = std::filesystem;
-  fs::path dir(checkpoint_dir);
-  fs::path single = dir / "optimizer.safetensors";
-  if (fs::exists(single)) {
-    SafetensorsFile file = SafetensorsFile::open(single.string());
+NamedTensors load_optimizer_state(const CheckpointFiles& files, OptimizerLayout* layout) {
+  const std::string dir = files.dir().string();
+  if (files.contains("optimizer.safetensors")) {
+    SafetensorsFile file = files.safetensors("optimizer.safetensors");
     check_format(file);
     if (layout) *layout = parse_layout(metadata_field(file, "layout"), file.path());
     return read_all(file);
   }
   static const std::regex shard_name(R"(optimizer\.rank(\d+)-of-(\d+)\.safetensors)");
   std::map<int, std::set<int>> ranks_by_size;
-  std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+  for (const std::string& name : files.names()) {
     std::smatch match;
-    std::string name = entry.path().filename().string();
     if (std::regex_match(name, match, shard_name))
       ranks_by_size[std::stoi(match[2].str())].insert(std::stoi(match[1].str()));
   }
-  if (error) WICK_FAIL(Data, "cannot list ", dir.string(), ": ", error.message());
   if (ranks_by_size.empty())
-    WICK_FAIL(Data, dir.string(), ": no optimizer state (neither optimizer.safetensors nor optimizer.rank<R>-of-<N>"
+    WICK_FAIL(Data, dir, ": no optimizer state (neither optimizer.safetensors nor optimizer.rank<R>-of-<N>"
               ".safetensors)");
   if (ranks_by_size.size() > 1)
-    WICK_FAIL(Data, dir.string(), ": optimizer shard files of several world sizes (", ranks_by_size.begin()->first,
+    WICK_FAIL(Data, dir, ": optimizer shard files of several world sizes (", ranks_by_size.begin()->first,
               " and ", ranks_by_size.rbegin()->first, ")");
   int world_size = ranks_by_size.begin()->first;
   std::vector<OptimizerShard> shards;
   for (int r = 0; r < world_size; ++r) {
-    fs::path path = dir / optimizer_shard_file_name(r, world_size);
-    if (!ranks_by_size.begin()->second.count(r)) WICK_FAIL(Data, "missing optimizer shard file ", path.string());
-    shards.push_back(load_optimizer_shard(path.string()));
+    std::string name = optimizer_shard_file_name(r, world_size);
+    if (!ranks_by_size.begin()->second.count(r))
+      WICK_FAIL(Data, "missing optimizer shard file ", (files.dir() / name).string());
+    shards.push_back(shard_from_file(files.safetensors(name)));
     if (shards.back().rank != r || shards.back().world_size != world_size)
-      WICK_FAIL(Data, path.string(), ": its metadata says rank ", shards.back().rank, " of ",
+      WICK_FAIL(Data, shards.back().source, ": its metadata says rank ", shards.back().rank, " of ",
                 shards.back().world_size);
   }
   if (layout) *layout = shards.front().layout;
   return merge_optimizer_shards(shards);
+}
+
+NamedTensors load_optimizer_state(const std::string& checkpoint_dir, OptimizerLayout* layout) {
+  return load_optimizer_state(CheckpointFiles::unverified(checkpoint_dir), layout);
 }
 
 OptimizerLayout read_optimizer_layout(const SafetensorsFile& file) {
@@ -381,10 +392,14 @@ OptimizerLayout read_optimizer_layout(const SafetensorsFile& file) {
   return parse_layout(metadata_field(file, "layout"), file.path());
 }
 
-std::vector<OptimizerShard> reshard_optimizer_state(const std::string& checkpoint_dir, int world_size) {
+std::vector<OptimizerShard> reshard_optimizer_state(const CheckpointFiles& files, int world_size) {
   OptimizerLayout layout;
-  NamedTensors state = load_optimizer_state(checkpoint_dir, &layout);
+  NamedTensors state = load_optimizer_state(files, &layout);
   return split_optimizer_state(state, layout, zero_partition(layout.flat_numel, world_size));
+}
+
+std::vector<OptimizerShard> reshard_optimizer_state(const std::string& checkpoint_dir, int world_size) {
+  return reshard_optimizer_state(CheckpointFiles::unverified(checkpoint_dir), world_size);
 }
 
 }  // namespace wick

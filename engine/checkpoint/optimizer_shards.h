@@ -12,6 +12,7 @@
 //   NamedTensors state = load_optimizer_state(dir);      // either form -> per-parameter tensors
 //   optimizer->load_state(state);
 //   std::vector<OptimizerShard> mine = reshard_optimizer_state(dir, m);   // resume on m ranks
+//   state = load_optimizer_state(CheckpointFiles::verify(dir));   // the verified bytes (checkpoint_files.h)
 //
 // Per-parameter names are those of Optimizer::state_tensors(): "step" and "<param>.<state>"
 // (m, v, m_codes, v_codes, absmax_m, absmax_v, momentum, master). A shard holds, for each
@@ -26,11 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/sha256.h"
 #include "engine/optim/flat_optimizers.h"
 #include "runtime/shape.h"
 
 namespace wick {
 
+class CheckpointFiles;
 class Optimizer;
 class SafetensorsFile;
 
@@ -102,21 +105,25 @@ void load_optimizer_shard_into(Optimizer& optimizer, const OptimizerShard& shard
 
 // "optimizer.rank<R>-of-<N>.safetensors".
 std::string optimizer_shard_file_name(int rank, int world_size);
-void save_optimizer_shard(const std::string& path, const OptimizerShard& shard);
+// Writes the shard file (fsynced) and returns its size and SHA-256, hashed while it was written.
+FileDigest save_optimizer_shard(const std::string& path, const OptimizerShard& shard);
 OptimizerShard load_optimizer_shard(const std::string& path);
 
 // The single-file form (optimizer.safetensors): the per-parameter tensors with the layout in the
-// metadata.
-void save_optimizer_state(const std::string& path, const NamedTensors& state, const OptimizerLayout& layout);
+// metadata. Returns the file's size and SHA-256, hashed while it was written.
+FileDigest save_optimizer_state(const std::string& path, const NamedTensors& state, const OptimizerLayout& layout);
 
-// Reads a checkpoint directory's optimizer state in either form: optimizer.safetensors, or all of
+// Reads a checkpoint's optimizer state in either form: optimizer.safetensors, or all of
 // optimizer.rank<R>-of-<N>.safetensors for R = 0..N-1 (a missing rank is an error naming its file).
-// `layout` (optional) receives the layout.
+// `layout` (optional) receives the layout. From `files` (checkpoint_files.h), a verified set reads
+// the bytes it hashed and sees only the files its manifest lists; from a directory, the disk.
+NamedTensors load_optimizer_state(const CheckpointFiles& files, OptimizerLayout* layout = nullptr);
 NamedTensors load_optimizer_state(const std::string& checkpoint_dir, OptimizerLayout* layout = nullptr);
 // The layout recorded in an optimizer file's metadata (either form); throws WickError (Data)
 // when the file is not a wick optimizer-state file.
 OptimizerLayout read_optimizer_layout(const SafetensorsFile& file);
 // The state of a checkpoint re-cut for `world_size` ranks with zero_partition (resume on M ranks).
+std::vector<OptimizerShard> reshard_optimizer_state(const CheckpointFiles& files, int world_size);
 std::vector<OptimizerShard> reshard_optimizer_state(const std::string& checkpoint_dir, int world_size);
 
 }  // namespace wick

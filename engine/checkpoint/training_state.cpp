@@ -59,7 +59,7 @@ bool TrainingState::operator==(const TrainingState& other) const {
          rng.offset == other.rng.offset && extra == other.extra;
 }
 
-void save_training_state(const std::string& path, const TrainingState& state) {
+FileDigest save_training_state(const std::string& path, const TrainingState& state) {
   nlohmann::json json = {
       {"format", kFormat},
       {"format_version", kVersion},
@@ -70,7 +70,9 @@ void save_training_state(const std::string& path, const TrainingState& state) {
       {"rng", {{"key", state.rng.stream.key}, {"stream", state.rng.stream.stream}, {"offset", state.rng.offset}}},
       {"extra", state.extra},
   };
-  write_file_synced(path, json.dump(2) + "\n");
+  const std::string text = json.dump(2) + "\n";
+  write_file_synced(path, text);
+  return {text.size(), sha256_hex(text.data(), text.size())};
 }
 
 TrainingState load_training_state(const std::string& path) {
@@ -78,9 +80,13 @@ TrainingState load_training_state(const std::string& path) {
   if (!in) WICK_FAIL(Data, "cannot open training state ", path, ": ", std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
+  return training_state_from_json(text.str(), path);
+}
+
+TrainingState training_state_from_json(const std::string& text, const std::string& path) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text.str());
+    json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     WICK_FAIL(Data, path, ": not valid JSON (", e.what(), ")");
   }

@@ -3,7 +3,7 @@
 //
 //   TrainingState state{.step = 100, .epoch = 2, .sample_cursor = 1536, .seed = 42,
 //                       .rng = autograd::current_rng()};
-//   save_training_state(dir / "training_state.json", state);
+//   save_training_state(dir / "training_state.json", state);   // returns its size and SHA-256
 //   TrainingState back = load_training_state(dir / "training_state.json");   // equal to state
 //
 // The data-loader position is global (counted over all ranks), so it does not depend on the
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine/autograd/rng_state.h"
+#include "engine/checkpoint/sha256.h"
 
 namespace wick {
 
@@ -32,10 +33,13 @@ struct TrainingState {
   bool operator==(const TrainingState& other) const;
 };
 
-// Writes the JSON (fsynced). Throws WickError (Data) naming the file on an I/O error.
-void save_training_state(const std::string& path, const TrainingState& state);
+// Writes the JSON (fsynced) and returns the file's size and SHA-256. Throws WickError (Data) naming
+// the file on an I/O error.
+FileDigest save_training_state(const std::string& path, const TrainingState& state);
 // Reads it back. Throws WickError (Data) naming the file and the key when the file is missing,
 // not JSON, or lacks a field or has one of the wrong type.
 TrainingState load_training_state(const std::string& path);
+// The same from the file's text (e.g. CheckpointFiles::text); `source` names it in errors.
+TrainingState training_state_from_json(const std::string& text, const std::string& source);
 
 }  // namespace wick

@@ -71,7 +71,7 @@ class Trainer {
 
  private:
   void setup();
-  void restore(const fs::path& dir, DistributedSampler& sampler);
+  void restore(const CheckpointFiles& files, DistributedSampler& sampler);
   // Runs one optimizer step; false when it was skipped for a non-finite loss.
   bool train_step(int64_t step);
   void save(int64_t step);
@@ -122,7 +122,8 @@ void Trainer::setup() {
   trainable_ = model_->trainable_parameters();
   config_hash_ = config_hash(config_);
 
-  std::optional<fs::path> resume = choose_resume_checkpoint(*group_, run_dir_, options_.resume);
+  // Rank 0's files are the verified ones: loading reads the bytes that were hashed (no second read).
+  std::shared_ptr<const CheckpointFiles> resume = choose_resume_checkpoint(*group_, run_dir_, options_.resume);
   if (resume) load_trainable_weights(*model_, *resume);  // before the optimizer reads the parameters
   const TrainSection& t = config_.train;
   OptimizerConfig oc{.beta1 = static_cast<float>(t.betas.at(0)), .beta2 = static_cast<float>(t.betas.at(1)),
@@ -150,12 +151,14 @@ void Trainer::setup() {
   loader_ = std::make_unique<Prefetcher>(data_.dataset, std::move(sampler), PrefetchOptions{.depth = 2, .device = device_});
 }
 
-void Trainer::restore(const fs::path& dir, DistributedSampler& sampler) {
+void Trainer::restore(const CheckpointFiles& files, DistributedSampler& sampler) {
+  const fs::path& dir = files.dir();
   if (optimizer_->sharded())  // this rank's range of the state, whatever world size wrote it
-    load_optimizer_shard_into(*optimizer_, reshard_optimizer_state(dir.string(), group_->size()).at(group_->rank()));
+    load_optimizer_shard_into(*optimizer_, reshard_optimizer_state(files, group_->size()).at(group_->rank()));
   else
-    optimizer_->load_state(load_optimizer_state(dir.string()));
-  TrainingState state = load_training_state((dir / "training_state.json").string());
+    optimizer_->load_state(load_optimizer_state(files));
+  TrainingState state =
+      training_state_from_json(files.text("training_state.json"), (dir / "training_state.json").string());
   WICK_CHECK_KIND(Config, state.seed == static_cast<uint64_t>(config_.train.seed), dir.string(),
                   ": the checkpoint was trained with seed ", state.seed, " but train.seed is ", config_.train.seed);
   const int64_t saved_batch = extra_int(state, "global_batch", global_batch());
@@ -174,7 +177,7 @@ void Trainer::restore(const fs::path& dir, DistributedSampler& sampler) {
                          {"n_skipped", Tensor::scalar(static_cast<double>(extra_int(state, "loss_scale_skipped", 0)), DType::I64)}});
   result_.resumed_from = dir;
   if (rank0()) {
-    CheckpointManifest manifest = read_manifest(dir);
+    CheckpointManifest manifest = files.report().manifest ? *files.report().manifest : read_manifest(dir);
     if (manifest.config_hash != config_hash_)
       std::fprintf(stderr, "wick: warning: resume: the config differs from the one that wrote %s (hash %s, now %s)\n",
                    dir.string().c_str(), manifest.config_hash.c_str(), config_hash_.c_str());
