@@ -260,7 +260,7 @@ fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash
     size_t i = unrecorded[k];
     try {
       digests[i].sha256 = sha256_file(files[i].string(), &digests[i].bytes);
-    } catch (const WickError& e) {
+    } catch (const std::exception& e) {
       failures[i] = e.what();
     }
   });

@@ -36,7 +36,7 @@ FileCheck hash_file(const fs::path& path, bool keep_mapped) {
     } else {
       check.digest.sha256 = sha256_file(path.string(), &check.digest.bytes);
     }
-  } catch (const WickError& e) {
+  } catch (const std::exception& e) {
     check.problem = e.what();
   }
   return check;

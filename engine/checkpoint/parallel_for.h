@@ -3,13 +3,15 @@
 //   std::vector<FileDigest> digests(paths.size());
 //   parallel_for(paths.size(), [&](size_t i) { digests[i] = ...hash paths[i]...; });
 //
-// work(i) runs once for each i in [0, n), on min(n, hardware_concurrency) threads including the
-// calling one; it must not throw (catch and record instead). Returns when every job is done.
+// work(i) runs once for each i in [0, n), on up to min(n, hardware_concurrency) threads including
+// the calling one (fewer if the system refuses a thread); it must not throw (catch and record
+// instead). Returns when every job is done.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -23,7 +25,13 @@ void parallel_for(size_t n, const Work& work) {
     for (size_t i = next++; i < n; i = next++) work(i);
   };
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < n_threads; ++t) helpers.emplace_back(drain);
+  for (size_t t = 1; t < n_threads; ++t) {
+    try {
+      helpers.emplace_back(drain);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones running (and this one) take the rest
+    }
+  }
   drain();
   for (std::thread& helper : helpers) helper.join();
 }
