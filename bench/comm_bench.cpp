@@ -5,6 +5,7 @@
 //
 //   mpirun --oversubscribe -np 2 build/bench/comm_bench [--max-mib 256] [--backend auto]
 //          [--device cpu|cuda] [--dtype f32]
+//   build/bench/comm_bench --device cuda --backend nccl   # one GPU: NCCL's one-rank collectives
 // Prints a markdown table on rank 0. Sizes go from 1 KiB to --max-mib by factors of 4.
 #include <algorithm>
 #include <chrono>
@@ -55,9 +56,9 @@ double time_calls(comm::ProcessGroup& group, int iters, Fn fn) {
   for (int i = 0; i < iters; ++i) fn();
   synchronize(group.device());
   double mean = std::chrono::duration<double>(Clock::now() - start).count() / iters;
-  Tensor t = Tensor::from_vector(std::vector<double>{mean}, {1});
+  Tensor t = Tensor::from_vector(std::vector<double>{mean}, {1}).to(group.device());  // NCCL: on the GPU
   group.all_reduce(t, comm::ReduceOp::Max);
-  return t.item();
+  return t.to(Device::cpu()).item();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // blocks (the DiT of models/dit, hidden 256, depth 8: 9.85M parameters, 39 MB of f32 gradients).
 //
 //   mpirun --oversubscribe -np 2 build/bench/overlap_bench [--steps 10] [--bucket-mb 4] [--zero 1]
+//   build/bench/overlap_bench --device cuda [--zero 1]    # one GPU: an NCCL group of one rank
 //
 // Per step, each rank runs forward + backward with the buckets armed (collectives start during
 // backward) and finish(); the same without arming (every collective after backward); and
@@ -13,6 +14,11 @@
 // rank's range instead of all-reducing. One optimizer step (AdamW, clipping on; sharded: the norm's
 // gather and the masters' all-gather included) is timed as well. Medians over the steps, the
 // slowest rank's times; printed on rank 0.
+//
+// --device cuda: the model on the GPU and an NCCL group (of one rank without a launcher, else one
+// per node-local GPU); every phase ends with a device synchronize. With one rank NCCL's collectives
+// are local (in place: nothing to move), so the numbers measure what the bucket machinery costs on
+// CUDA streams (gradient copies, events, the NCCL stream and finish()), not communication hidden.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,9 +50,9 @@ double median(std::vector<double> v) {
 }
 
 double slowest(comm::ProcessGroup& group, double seconds) {
-  Tensor t = Tensor::from_vector<double>({seconds}, {1});
+  Tensor t = Tensor::from_vector<double>({seconds}, {1}).to(group.device());
   group.all_reduce(t, comm::ReduceOp::Max);
-  return t.to_vector<double>()[0];
+  return t.to(Device::cpu()).to_vector<double>()[0];
 }
 
 }  // namespace
@@ -55,38 +61,60 @@ int main(int argc, char** argv) {
   int steps = 10;
   int64_t bucket_mb = 4;
   bool zero = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string device_name = "cpu";
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "overlap_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--bucket-mb")) bucket_mb = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--zero")) zero = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--device")) device_name = argv[i + 1];
+    else {
+      std::fprintf(stderr, "overlap_bench: unknown option %s (valid: --steps, --bucket-mb, --zero, --device)\n", argv[i]);
+      return 2;
+    }
   }
   try {
-    auto group = comm::make_process_group("auto", Device::cpu(), 600);
+    Device device = parse_device(device_name);
+    // CUDA: NCCL, also with one rank (make_process_group gives an NCCL group of one rank for "nccl").
+    auto group = comm::make_process_group(device.is_cuda() ? "nccl" : "auto", device, 600);
+    device = group->device();
     const int rank = group->rank();
     set_init_seed(1);
     DiT model(DiTConfig{.in_channels = 4, .input_size = 16, .patch_size = 2, .hidden_size = 256, .depth = 8,
-                        .num_heads = 4, .text_dim = 64, .pooled_dim = 64});
+                        .num_heads = 4, .text_dim = 64, .pooled_dim = 64, .device = device});
     auto optimizer = make_optimizer("adamw", model.trainable_parameters(), {.max_grad_norm = 1.0f});
     if (zero) shard_optimizer(*optimizer, *group);
     GradientBuckets buckets(*optimizer, *group, bucket_mb << 20);
     const int64_t batch = 8;
-    auto stream = [&](uint64_t purpose) { return derive_stream(7, static_cast<uint64_t>(rank), purpose, RngPurpose::Test); };
-    Tensor x = randn({batch, 4, 16, 16}, stream(0)), target = randn({batch, 4, 16, 16}, stream(1));
-    Tensor t = randn({batch}, stream(2)), context = randn({batch, 8, 64}, stream(3)), pooled = randn({batch, 64}, stream(4));
-    Tensor mask = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(batch * 8, 1), {batch, 8});
+    auto noise = [&](const Shape& shape, uint64_t purpose) {
+      return randn(shape, derive_stream(7, static_cast<uint64_t>(rank), purpose, RngPurpose::Test), DType::F32, device);
+    };
+    Tensor x = noise({batch, 4, 16, 16}, 0), target = noise({batch, 4, 16, 16}, 1);
+    Tensor t = noise({batch}, 2), context = noise({batch, 8, 64}, 3), pooled = noise({batch, 64}, 4);
+    Tensor mask = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(batch * 8, 1), {batch, 8}).to(device);
 
     // mode 0: backward alone; 1: unarmed (collectives after backward); 2: armed (overlapped).
     // finish_seconds: the last finish() alone (unarmed: copies, every collective, the division).
     double finish_seconds = 0;
+    int64_t launched_in_backward = 0;
     auto run = [&](int mode) {
       autograd::GradientStore store;
       group->barrier();
+      synchronize(device);
       auto start = Clock::now();
       Tensor loss = autograd::mse_loss(model.forward(x, t, context, mask, pooled), target);
       if (mode > 0) buckets.arm(mode == 2);
       autograd::backward(loss, store);
+      synchronize(device);
       auto finish_start = Clock::now();
-      if (mode > 0) buckets.finish(store);
+      if (mode > 0) {
+        BucketReport report = buckets.finish(store);
+        if (mode == 2) launched_in_backward = report.n_launched_during_backward;
+      }
+      synchronize(device);
       finish_seconds = std::chrono::duration<double>(Clock::now() - finish_start).count();
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
@@ -94,8 +122,10 @@ int main(int argc, char** argv) {
     // The optimizer step on the reduced gradient (lr 0: the weights stay as they are).
     auto step = [&] {
       group->barrier();
+      synchronize(device);
       auto start = Clock::now();
       optimizer->step_reduced(0.0f);
+      synchronize(device);
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
     std::vector<double> alone, after, finished, overlapped, stepped;
@@ -109,12 +139,14 @@ int main(int argc, char** argv) {
     double tb = median(alone), tu = median(after), to = median(overlapped), tc = std::max(0.0, tu - tb);
     if (rank == 0) {
       const char* collective = buckets.reduce_scatters() ? "reduce-scatter" : "all-reduce";
-      std::printf("overlap_bench: %s, %d ranks, DiT hidden 256 depth 8 (%lld parameters), batch %lld per rank, "
-                  "%lld buckets of ~%lld MB (%s), optimizer state %s, %d steps (medians, slowest rank)\n\n",
-                  group->backend().c_str(), group->size(), static_cast<long long>(model.n_parameters()),
-                  static_cast<long long>(batch), static_cast<long long>(buckets.n_buckets()),
-                  static_cast<long long>(bucket_mb), collective,
-                  optimizer->sharded() ? "sharded (ZeRO-1)" : "replicated", steps);
+      std::printf("overlap_bench: %s on %s, %d rank%s, DiT hidden 256 depth 8 (%lld parameters), batch %lld per "
+                  "rank, %lld buckets of ~%lld MB (%s; %lld started during backward), optimizer state %s, %d steps "
+                  "(medians, slowest rank)\n\n",
+                  group->backend().c_str(), device.str().c_str(), group->size(), group->size() == 1 ? "" : "s",
+                  static_cast<long long>(model.n_parameters()), static_cast<long long>(batch),
+                  static_cast<long long>(buckets.n_buckets()), static_cast<long long>(bucket_mb), collective,
+                  static_cast<long long>(launched_in_backward), optimizer->sharded() ? "sharded (ZeRO-1)" : "replicated",
+                  steps);
       std::printf("| forward+backward alone | + %s after | + buckets during backward | %s alone | hidden | "
                   "unarmed finish() | optimizer step |\n", collective, collective);
       std::printf("|---|---|---|---|---|---|---|\n");

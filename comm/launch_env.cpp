@@ -10,6 +10,7 @@
 #include "comm/mpi_group.h"
 #include "comm/nccl_group.h"
 #include "comm/single_group.h"
+#include "comm/termination_notice.h"
 #include "runtime/error.h"
 
 #if WICK_HAS_MPI
@@ -132,7 +133,9 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Dev
               " (use mpi or auto)");
   LaunchEnv launch = detect_launch_env();
   if (!launch.launched || launch.world_size <= 1) {
-    // World size 1: MPI is never initialized.
+    // World size 1: MPI is never initialized. An explicit nccl still gets an NCCL communicator (of
+    // one rank, its id made locally), so the NCCL paths run on a single GPU.
+    if (backend == "nccl") return std::make_shared<NcclGroup>(device, timeout_s);
     return std::make_shared<SingleGroup>(device, timeout_s);
   }
   if (backend == "none")
@@ -140,6 +143,7 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Dev
               " ranks; use auto, mpi or nccl");
   init_mpi();
   auto mpi = std::make_shared<MpiGroup>(timeout_s);
+  install_termination_notice(mpi->rank(), mpi->size());
   bool use_nccl = backend == "nccl" || (backend == "auto" && device.is_cuda());
   if (!use_nccl) {
     WICK_CHECK_KIND(Config, device.is_cpu() || backend == "mpi", "distributed.backend: internal choice error");

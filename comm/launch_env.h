@@ -6,9 +6,9 @@
 //   catch (const WickError& e) { ...; comm::exit_after_failure(4); }   // never hangs on a lost peer
 //
 // Without a launcher the world size is 1 and MPI is never initialized (make_process_group returns
-// a SingleGroup whatever the backend). Under mpirun/srun, MPI is initialized once with
-// MPI_Init_thread (MPI_THREAD_MULTIPLE requested, MPI_THREAD_SERIALIZED required: wick serializes
-// its MPI calls) and finalized at exit. See docs/distributed.md.
+// a SingleGroup, or for an explicit "nccl" an NCCL group of one rank). Under mpirun/srun, MPI is
+// initialized once with MPI_Init_thread (MPI_THREAD_MULTIPLE requested, MPI_THREAD_SERIALIZED
+// required: wick serializes its MPI calls) and finalized at exit. See docs/distributed.md.
 #pragma once
 
 #include <memory>
@@ -45,9 +45,11 @@ int mpi_thread_level();
 
 // backend: "auto" (NCCL for a CUDA device, MPI for the CPU, under a launcher), "nccl", "mpi" or
 // "none" (SingleGroup; an error under a launcher with more than one rank). Unknown names throw
-// WickError(Config) listing the valid ones. Without a launcher every backend gives a SingleGroup
-// and MPI stays uninitialized. With NCCL the GPU is the node-local rank (modulo the visible
-// devices): the index of `device` is ignored; group->device() says which GPU was taken.
+// WickError(Config) listing the valid ones. Without a launcher (or with one rank) MPI stays
+// uninitialized and every backend gives a SingleGroup, except "nccl": an NcclGroup of one rank on
+// `device`, so the NCCL collectives, streams and watchdog run on a single GPU. With NCCL on
+// several ranks the GPU is the node-local rank (modulo the visible devices): the index of
+// `device` is ignored; group->device() says which GPU was taken.
 std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Device device, double timeout_s);
 
 // Ends the process after a failure with `status` (4 for a lost peer) without hanging: flushes

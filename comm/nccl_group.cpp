@@ -3,7 +3,7 @@
 #include "comm/launch_env.h"
 #include "runtime/error.h"
 
-#if WICK_HAS_NCCL && WICK_HAS_MPI && WICK_HAS_CUDA
+#if WICK_HAS_NCCL && WICK_HAS_CUDA
 #define WICK_NCCL_GROUP 1
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -25,18 +25,24 @@ namespace wick::comm {
 
 struct NcclGroup::State {};
 
-NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
-    : ProcessGroup(timeout_s), bootstrap_(std::move(bootstrap)) {
+namespace {
+[[noreturn]] void nccl_missing() {
   WICK_FAIL(Config, "the nccl process group is not available: wick was built without ",
 #if !WICK_HAS_CUDA
             "CUDA"
-#elif !WICK_HAS_NCCL
-            "NCCL (install NCCL, libnccl-dev or the CUDA toolkit's libnccl, and rebuild)"
 #else
-            "MPI, which NCCL needs for its bootstrap (install libopenmpi-dev and rebuild)"
+            "NCCL (install NCCL, libnccl-dev or the CUDA toolkit's libnccl, and rebuild)"
 #endif
-            , "; use distributed.backend: mpi with the CPU");
+            , "; use distributed.backend: mpi (or auto) with the CPU");
 }
+}  // namespace
+
+NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
+    : ProcessGroup(timeout_s), bootstrap_(std::move(bootstrap)) {
+  nccl_missing();
+}
+NcclGroup::NcclGroup(Device, double timeout_s) : ProcessGroup(timeout_s) { nccl_missing(); }
+void NcclGroup::start() {}
 NcclGroup::~NcclGroup() = default;
 std::shared_ptr<Work> NcclGroup::do_all_reduce(const Tensor&, ReduceOp) { return nullptr; }
 std::shared_ptr<Work> NcclGroup::do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp) { return nullptr; }
@@ -105,6 +111,12 @@ struct NcclGroup::State {
   std::condition_variable stop_signal;
   bool stop = false;
 
+  // Why a collective did not finish in time, for messages.
+  std::string stall_cause() const {
+    return size > 1 ? "a peer rank is lost or hung (NCCL cannot tell which)"
+                    : "the GPU work queued before it did not finish (a group of one rank waits for no peer)";
+  }
+
   // With `mutex` held.
   void abort_locked(const std::string& message) {
     if (!failure.empty()) return;
@@ -129,7 +141,7 @@ struct NcclGroup::State {
       if (timeout_s > 0 && seconds_since(start) > timeout_s) {
         abort_locked(detail::concat(what, " did not finish enqueueing on rank ", rank, " within ",
                                     format_seconds(seconds_since(start)), " (distributed.timeout_s = ", timeout_s,
-                                    "); a peer rank is lost or hung"));
+                                    "); ", stall_cause()));
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -166,8 +178,7 @@ struct NcclGroup::State {
         if (timeout_s > 0 && age > timeout_s) {
           abort_locked(detail::concat((*it)->what, " did not complete on rank ", rank, " of ", size, " within ",
                                       format_seconds(age), " (distributed.timeout_s = ", timeout_s,
-                                      "); a peer rank is lost or hung (NCCL cannot tell which); the watchdog "
-                                      "aborted the communicator"));
+                                      "); ", stall_cause(), "; the watchdog aborted the communicator"));
           break;
         }
         ++it;
@@ -203,7 +214,7 @@ class NcclWork : public Work {
       if (state_->failure.empty() && limit > 0 && age > limit)
         state_->abort_locked(detail::concat(pending_->what, " did not complete on rank ", state_->rank, " of ",
                                             state_->size, " within ", format_seconds(age),
-                                            " (timeout ", limit, " s); a peer rank is lost or hung"));
+                                            " (timeout ", limit, " s); ", state_->stall_cause()));
       if (!state_->failure.empty()) WICK_FAIL(Training, "nccl ", state_->failure);
       if (spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -256,15 +267,33 @@ std::string describe_call(const char* op, const Tensor& t, const char* reduce) {
 NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
     : ProcessGroup(timeout_s), bootstrap_(std::move(bootstrap)), state_(std::make_shared<State>()) {
   WICK_CHECK(bootstrap_ != nullptr, "NcclGroup: needs an MPI group for the bootstrap");
+  rank_ = bootstrap_->rank();
+  size_ = bootstrap_->size();
+  local_rank_ = bootstrap_->local_rank();
+  local_size_ = bootstrap_->local_size();
   int n_devices = cuda::device_count();
-  WICK_CHECK_KIND(Runtime, n_devices > 0, "nccl process group on rank ", bootstrap_->rank(),
+  WICK_CHECK_KIND(Runtime, n_devices > 0, "nccl process group on rank ", rank_, ": no CUDA device is visible");
+  device_ = Device::cuda(local_rank_ % n_devices);
+  start();
+}
+
+NcclGroup::NcclGroup(Device device, double timeout_s) : ProcessGroup(timeout_s), state_(std::make_shared<State>()) {
+  WICK_CHECK_KIND(Config, device.is_cuda(), "nccl process group: needs a CUDA device, got ", device.str());
+  int n_devices = cuda::device_count();
+  WICK_CHECK_KIND(Runtime, n_devices > 0, "nccl process group of one rank on ", device.str(),
                   ": no CUDA device is visible");
+  WICK_CHECK_KIND(Config, device.index >= 0 && device.index < n_devices, "nccl process group: ", device.str(),
+                  " does not exist (", n_devices, " CUDA device(s) visible)");
+  device_ = device;
+  start();
+}
+
+void NcclGroup::start() {
   State& s = *state_;
-  s.device = bootstrap_->local_rank() % n_devices;
-  s.rank = bootstrap_->rank();
-  s.size = bootstrap_->size();
-  s.timeout_s = timeout_s;
-  device_ = Device::cuda(s.device);
+  s.device = device_.index;
+  s.rank = rank_;
+  s.size = size_;
+  s.timeout_s = timeout_s();
   WICK_CUDA_OK(cudaSetDevice(s.device));
 
   ncclUniqueId id{};
@@ -272,7 +301,7 @@ NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
     ncclResult_t r = ncclGetUniqueId(&id);
     WICK_CHECK_KIND(Runtime, r == ncclSuccess, "ncclGetUniqueId: ", ncclGetErrorString(r));
   }
-  bootstrap_->broadcast_bytes(&id, sizeof(id), 0);
+  if (bootstrap_ != nullptr) bootstrap_->broadcast_bytes(&id, sizeof(id), 0);  // one rank: no bootstrap
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -346,7 +375,7 @@ std::shared_ptr<Work> NcclGroup::do_reduce_scatter_v(const Tensor& input, const 
   const int64_t element_bytes = dtype_size(input.dtype());
   char* base = static_cast<char*>(input.data());
   void* own = output.data();
-  const int me = rank();
+  const int me = rank_;
   return enqueue(state_, describe_call("reduce_scatter_v", input, reduce_op_name(op)), {input, output},
                  [&](ncclComm_t comm, cudaStream_t stream) {
                    // Segment r reduced onto rank r (recvbuff is read on the root only: in place when

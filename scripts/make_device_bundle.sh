@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs everything a GPU machine without package access needs to run wick's CUDA tests and GPU
 # benchmarks: the test and benchmark programs, bin/wick, libwick and every non-system library they
-# load (RUNPATH $ORIGIN/../lib), the reference scripts, and bench/gpu/run.sh. The CUDA libraries
+# load (RUNPATH $ORIGIN/../lib), the reference scripts, the training test scripts with their fixture
+# program (tests/train), and bench/gpu/run.sh. The CUDA libraries
 # themselves (cuBLAS, cuDNN, NCCL, NVRTC) are left out: bench/gpu/run.sh finds the GPU machine's own.
 #
 #   scripts/make_device_bundle.sh            # builds into build/, writes .device/wick-device.tar.xz
@@ -19,7 +20,7 @@ root=$stage/wick-device
 mkdir -p "$root/bin" "$root/lib" "$root/tests/data"
 cp -r "$build_dir/bundle/bin/." "$root/bin/"
 cp -r "$build_dir/bundle/lib/." "$root/lib/"
-for program in "$build_dir"/tests/wick_*_tests "$build_dir"/bench/*_bench; do
+for program in "$build_dir"/tests/wick_*_tests "$build_dir"/tests/wick_train_fixture "$build_dir"/bench/*_bench; do
   [ -x "$program" ] || continue
   cp "$program" "$root/bin/"
   patchelf --set-rpath '$ORIGIN/../lib' "$root/bin/$(basename "$program")"
@@ -36,6 +37,8 @@ for program in "$root"/bin/*; do
   done
 done
 cp -r tests/data/. "$root/tests/data/"
+mkdir -p "$root/tests/train"
+cp tests/train/*.sh tests/train/*.py "$root/tests/train/"   # train_nccl_test.sh and its helpers
 mkdir -p "$root/bench" "$root/tests/reference"
 cp -r bench/gpu "$root/bench/"
 cp bench/*.py "$root/bench/" 2>/dev/null || true

@@ -63,6 +63,28 @@ for entry in "${pids[@]}"; do
   grep -E '^\[  FAILED  \]' "$out/$name.log" | head -80 | sed 's/^/    /' >>"$report"
 done
 
+# NCCL with one rank (docs/distributed.md): what one GPU can check of the NCCL path. The NcclOneRank
+# tests ran above inside wick_comm_tests (listed here one by one: skipped means no GPU was seen);
+# then `wick train` with distributed.backend nccl against the single group.
+section "NCCL group of one rank"
+python3 - "$out/wick_comm_tests.xml" >>"$report" 2>&1 <<'PY' || echo "- no wick_comm_tests.xml" >>"$report"
+import sys, xml.etree.ElementTree as ET
+for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    if case.get("classname") != "NcclOneRank":
+        continue
+    state = "FAILED" if case.find("failure") is not None else \
+        "skipped" if case.get("result") == "skipped" or case.find("skipped") is not None else "passed"
+    print(f"- NcclOneRank.{case.get('name')}: {state} ({case.get('time')} s)")
+PY
+if [ -x "$root/bin/wick_train_fixture" ]; then
+  timeout "${WICK_GPU_TEST_TIMEOUT:-480}" "$root/tests/train/train_nccl_test.sh" "$root/bin/wick" \
+    "$root/bin/wick_train_fixture" "$out/train_nccl" >"$out/train_nccl.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 77 ] || status=1   # 77: no GPU visible, skipped
+  { echo; echo "train_nccl_test.sh (wick train --set distributed.backend=nccl vs the single group): rc=$rc"
+    echo '```'; tail -30 "$out/train_nccl.log"; echo '```'; } >>"$report"
+fi
+
 if [ "${WICK_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   # The CUDA tests of the runtime (ops, random, copies) and the engine (gradients, optimizers), each
   # tool and program in parallel, with a time limit (the tools slow kernels down many times).
@@ -102,6 +124,19 @@ for program in "$root"/bin/cuda_matmul_bench; do
   "$program" --benchmark_min_time=0.5 >"$out/$name.log" 2>&1
   { echo "### $name"; echo '```'; sed -n '/^ratio/,$p' "$out/$name.log"; grep -E 'GB/s|TFLOP/s' "$out/$name.log" | sed 's/\x1b\[[0-9;]*m//g'; echo '```'; } >>"$report"
 done
+# The gradient buckets on CUDA streams with an NCCL group of one rank (all-reduce, and reduce-scatter
+# into a ZeRO-1 shard), and NCCL's one-rank collectives from 1 KiB to 256 MiB.
+for zero in 0 1; do
+  [ -x "$root/bin/overlap_bench" ] || break
+  log=$out/overlap_bench_cuda_zero$zero.log
+  "$root/bin/overlap_bench" --device cuda --zero $zero --steps 20 >"$log" 2>&1 || status=1
+  { echo "### overlap_bench --device cuda --zero $zero"; echo; cat "$log"; echo; } >>"$report"
+done
+if [ -x "$root/bin/comm_bench" ]; then
+  "$root/bin/comm_bench" --device cuda --backend nccl --max-mib 256 >"$out/comm_bench_nccl.log" 2>&1 || status=1
+  { echo "### comm_bench --device cuda --backend nccl (one rank: bus bandwidth is 0 by its formula)"; echo
+    cat "$out/comm_bench_nccl.log"; echo; } >>"$report"
+fi
 for script in "$root"/bench/gpu/*.py; do
   [ -f "$script" ] || continue
   name=$(basename "$script" .py)

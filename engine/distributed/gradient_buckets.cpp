@@ -40,7 +40,7 @@ GradientBuckets::GradientBuckets(Optimizer& optimizer, comm::ProcessGroup& group
   // intersections with them are contiguous, in rank order, and partition the bucket: the counts of
   // a variable-count reduce-scatter (some may be zero).
   owned_end_ = optimizer.flat_numel();
-  sharded_ = optimizer.sharded() && group.size() > 1;
+  sharded_ = optimizer.sharded();
   if (sharded_) {
     std::vector<FlatRange> ranges = zero_partition(optimizer.flat_numel(), group.size());
     const FlatRange mine = ranges[static_cast<size_t>(group.rank())];
@@ -121,11 +121,8 @@ void GradientBuckets::on_ready(size_t slot, const Tensor& grad) {
 
 void GradientBuckets::launch(Bucket& bucket) {
   // Padding between parameters stays zero: the optimizer allocates it zeroed and only views of the
-  // parameters are ever written.
-  if (group_.size() == 1) {
-    bucket.work = std::make_shared<comm::CompletedWork>();
-    return;
-  }
+  // parameters are ever written. A group of one rank runs its collectives too (the single group's
+  // complete at once; an NCCL group of one rank goes through its stream and events).
   const Tensor& flat = optimizer_.flat_gradient();
   Tensor range = flat.narrow(0, bucket.begin, bucket.end - bucket.begin);
   if (!sharded_) {

@@ -12,7 +12,7 @@
 namespace wick {
 
 void shard_optimizer(Optimizer& optimizer, comm::ProcessGroup& group) {
-  if (group.size() == 1) return;
+  if (group.backend() == "single") return;  // nothing to share: the whole state stays here
   WICK_CHECK(optimizer.flat_master().device() == group.device(), "shard_optimizer: the parameters are on ",
              optimizer.flat_master().device().str(), " but the ", group.backend(), " group works on ",
              group.device().str());

@@ -20,8 +20,9 @@
 
 namespace wick {
 
-// Shards `optimizer`'s state over `group` (a no-op for a group of one rank). The group's device must
-// be the parameters' device.
+// Shards `optimizer`'s state over `group`. A no-op for the single-process group; a communicator of
+// one rank (NCCL forced on one GPU) shards too, into one range, so the gathers run through it. The
+// group's device must be the parameters' device.
 void shard_optimizer(Optimizer& optimizer, comm::ProcessGroup& group);
 
 }  // namespace wick

@@ -65,7 +65,8 @@ fs::path save_training_checkpoint(comm::ProcessGroup& group, const CheckpointSav
   if (writer) WICK_CHECK(writer->staging_dir() == staging, "checkpoint: staging directory ", writer->staging_dir().string(),
                          " is not the expected ", staging.string());
 
-  const bool sharded = world > 1 && (save.shard_optimizer || save.optimizer->sharded());
+  // A sharded optimizer holds only its range (one rank: all of it, in the shard form).
+  const bool sharded = save.optimizer->sharded() || (world > 1 && save.shard_optimizer);
   std::optional<FileDigest> shard_digest;  // the same on every rank: whether the ranks wrote shards
   if (save.optimizer->sharded()) {  // ZeRO-1: this rank holds only its range
     shard_digest = save_optimizer_shard((staging / optimizer_shard_file_name(rank, world)).string(),

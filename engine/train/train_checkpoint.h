@@ -6,11 +6,12 @@
 //   fs::path saved = save_training_checkpoint(*group, {...});   // every rank calls it
 //
 // Saving: rank 0 creates the staging directory and broadcasts its writer's process id; with
-// shard_optimizer and several ranks each rank writes its ZeRO-1 shard of the optimizer state
-// (optimizer.rank<R>-of-<N>.safetensors, hashed while written) and the digests are all-gathered to
-// rank 0, otherwise rank 0 writes optimizer.safetensors; after a barrier rank 0 writes
-// model.safetensors (the trainable parameters) and training_state.json, commits (manifest last,
-// rename, `latest`) and prunes to keep_last; a second barrier ends the call.
+// shard_optimizer and several ranks, or a sharded optimizer (also one rank of an NCCL group), each
+// rank writes its ZeRO-1 shard of the optimizer state (optimizer.rank<R>-of-<N>.safetensors, hashed
+// while written) and the digests are all-gathered to rank 0, otherwise rank 0 writes
+// optimizer.safetensors; after a barrier rank 0 writes model.safetensors (the trainable parameters)
+// and training_state.json, commits (manifest last, rename, `latest`) and prunes to keep_last; a
+// second barrier ends the call.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,7 @@ struct CheckpointSave {
   TrainingState state;
   std::map<std::string, std::string> model_metadata;
   std::string config_hash;
-  bool shard_optimizer = true;  // with several ranks: one optimizer file per rank
+  bool shard_optimizer = true;  // with several ranks: one optimizer file per rank (a sharded optimizer always)
   int keep_last = 0;            // prune_checkpoints after the commit (0 = keep all)
 };
 

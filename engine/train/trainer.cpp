@@ -90,7 +90,7 @@ class Trainer {
   std::shared_ptr<DiT> model_;
   NamedParameters trainable_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<GradientBuckets> buckets_;  // several ranks, the group on the parameters' device, no fp16 scaler
+  std::unique_ptr<GradientBuckets> buckets_;  // a communicator on the parameters' device, no fp16 scaler
   std::optional<LrSchedule> schedule_;
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<Prefetcher> loader_;
@@ -136,13 +136,13 @@ void Trainer::setup() {
   objective_ = std::make_unique<Objective>(config_);
   if (t.mixed_precision == MixedPrecision::FP16) scaler_.emplace();
   // Data parallelism (docs/distributed.md): gradients averaged in buckets overlapped with backward,
-  // optimizer state sharded (ZeRO-1). Both need the group to work on the parameters' device (MPI with
-  // CPU parameters, NCCL with CUDA ones); otherwise, and with the fp16 loss scaler (which unscales
-  // the gradient store), the gradients are averaged in one staged all-reduce after backward.
-  const bool group_on_device = group_->device() == device_;
-  if (group_->size() > 1 && group_on_device && config_.distributed.shard_optimizer)
-    shard_optimizer(*optimizer_, *group_);
-  if (group_->size() > 1 && group_on_device && !scaler_)
+  // optimizer state sharded (ZeRO-1). Both need a communicator (several ranks, or NCCL forced on
+  // one GPU: distributed.backend nccl) working on the parameters' device (MPI with CPU parameters,
+  // NCCL with CUDA ones); otherwise, and with the fp16 loss scaler (which unscales the gradient
+  // store), the gradients are averaged in one staged all-reduce after backward.
+  const bool communicator = group_->backend() != "single" && group_->device() == device_;
+  if (communicator && config_.distributed.shard_optimizer) shard_optimizer(*optimizer_, *group_);
+  if (communicator && !scaler_)
     buckets_ = std::make_unique<GradientBuckets>(*optimizer_, *group_, config_.distributed.bucket_mb << 20);
   DistributedSampler sampler(data_.ids, data_.bucket_of,
                              {.seed = static_cast<uint64_t>(t.seed), .rank = group_->rank(), .world = group_->size(),
@@ -309,13 +309,15 @@ TrainResult Trainer::run() {
                  data_.ids.size(), data_.dataset->path().c_str(), device_.str().c_str(), group_->size(),
                  group_->size() == 1 ? "" : "s", static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                  static_cast<long long>(global_batch() * t.gradient_accumulation));
-    if (group_->size() > 1) {
+    if (group_->size() > 1 || buckets_) {
       std::string gradients = "gradients averaged after backward";
       if (buckets_)
         gradients = std::string(buckets_->reduce_scatters() ? "gradients reduce-scattered" : "gradients all-reduced") +
                     " in " + std::to_string(buckets_->n_buckets()) + " bucket(s) overlapped with backward";
-      std::fprintf(stderr, "wick train: data parallel over %d ranks: %s, optimizer state %s\n", group_->size(),
-                   gradients.c_str(), optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
+      std::fprintf(stderr, "wick train: data parallel over %d rank%s (%s on %s): %s, optimizer state %s\n",
+                   group_->size(), group_->size() == 1 ? "" : "s", group_->backend().c_str(),
+                   group_->device().str().c_str(), gradients.c_str(),
+                   optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
     }
   }
   if (rank0()) {

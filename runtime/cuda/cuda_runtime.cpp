@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/host_function.h"
 #include "runtime/cuda/cuda_check.h"
 
 #if WICK_HAS_NCCL
@@ -138,6 +139,11 @@ void synchronize_stream(int device, void* stream) {
 void synchronize_device(int device) {
   set_device(device);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void launch_host_function(int device, void* stream, void (*fn)(void*), void* arg) {
+  set_device(device);
+  CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, arg));
 }
 
 std::string runtime_version_string() {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/host_function.h"
 #include "runtime/error.h"
 
 namespace wick::cuda {
@@ -31,6 +32,7 @@ void* create_stream(int) { no_cuda("creating a CUDA stream"); }
 void destroy_stream(int, void*) {}
 void synchronize_stream(int, void*) {}
 void synchronize_device(int) {}
+void launch_host_function(int, void*, void (*)(void*), void*) { no_cuda("queueing a host function on a CUDA stream"); }
 std::string runtime_version_string() { return ""; }
 std::string cublas_version_string() { return ""; }
 std::string cudnn_version_string() { return ""; }

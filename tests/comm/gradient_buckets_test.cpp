@@ -213,7 +213,7 @@ TEST(GradientBuckets, ShardedOptimizerGetsTheMeanInItsRangeByReduceScatter) {
 }
 
 TEST(GradientBuckets, ShardingAfterTheBucketsWereMadeIsRefused) {
-  if (g_group->size() == 1) GTEST_SKIP() << "one rank: shard_optimizer is a no-op";
+  if (g_group->size() == 1) GTEST_SKIP() << "the single group: shard_optimizer is a no-op";
   Net net = make_net();
   auto optimizer = make_optimizer("sgd", net.parameters());
   GradientBuckets buckets(*optimizer, *g_group, 4096);

@@ -232,7 +232,7 @@ TEST(Zero1, ReduceScatteredStepsWithClippingEqualTheAllReducedUnshardedOnes) {
 }
 
 TEST(Zero1, ShardedOptimizerRefusesANormReducer) {
-  if (g_group->size() == 1) GTEST_SKIP() << "one rank: shard_optimizer is a no-op";
+  if (g_group->size() == 1) GTEST_SKIP() << "the single group: shard_optimizer is a no-op";
   NamedParameters params = exact_parameters({{1000, DType::F32}});
   auto optimizer = make_optimizer("adamw", params);
   shard_optimizer(*optimizer, *g_group);
