@@ -40,9 +40,10 @@ void run_train(const TrainArgs& args) {
   try {
     std::vector<std::string> overrides = args.sets;
     if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
-    std::vector<std::string> notes;
-    TrainConfig config = parse_config_file(args.config, overrides, &notes);
+    std::vector<std::string> notes, warnings;
+    TrainConfig config = parse_config_file(args.config, overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
+    for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
     train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
   } catch (const WickError& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());

@@ -84,6 +84,7 @@ enum class RngPurpose : uint32_t {
   Augment = 5,         // data augmentation (flips, crops)
   Shuffle = 6,         // data order
   Test = 7,            // tests and benchmarks
+  StepDropout = 8,     // dropout draws keyed by (step, rank), not by sample (engine/autograd/rng_state.h)
 };
 
 struct RngStream {

@@ -2,6 +2,8 @@
 # Installs what wick builds against: Debian packages (quietly, only those missing) and the
 # header-only cudnn-frontend from pip's nvidia-cudnn-frontend wheel (unpacked into .deps/, no pip
 # install). Safe to run again: it does nothing when everything is present.
+#   scripts/install_deps.sh            # build dependencies
+#   scripts/install_deps.sh --tests    # also what only tests use: python3-h5py (reads packed datasets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,12 @@ packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libpng-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev dataset-fashion-mnist unzip
 )
+for option in "$@"; do
+  case $option in
+    --tests) packages+=(python3-h5py) ;;
+    *) echo "install_deps: unknown option $option (valid: --tests)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

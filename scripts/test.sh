@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh Debian 12 machine: installs the packages wick needs,
-# configures and builds (warnings are errors), then runs every ctest label. CUDA tests skip with
-# a visible message where no GPU is present.
+# The whole test suite, from a fresh Debian 12 machine: installs the packages wick and its tests
+# need (python3-h5py for interop.h5py_dataset), configures and builds (warnings are errors), then
+# runs every ctest label. CUDA tests skip with a visible message where no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+scripts/install_deps.sh --tests
 scripts/build.sh "$@"
 build_dir=${WICK_BUILD_DIR:-build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}

@@ -15,7 +15,12 @@ namespace wick {
 
 using config_detail::ConfigContext;
 using config_detail::EnumTable;
+using config_detail::flag_off;
+using config_detail::is_empty;
+using config_detail::is_false;
+using config_detail::number_is;
 using config_detail::Range;
+using config_detail::scalar_in;
 using config_detail::Section;
 
 namespace {
@@ -62,7 +67,8 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
             {{"arch", {"architecture"}}, {"is_flux"}, {"is_v3"}, {"is_sdxl"},
              {"name_or_path", {"path", "pretrained_model_name_or_path"}}, {"dtype"}, {"in_channels"},
              {"patch_size"}, {"hidden_size"}, {"depth"}, {"num_heads"}, {"mlp_ratio"}, {"text_dim"}},
-            {"quantize", "quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"});
+            {"quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"},
+            {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
   bool has_arch = s.get_enum("arch", m.arch, arch_table);
   // ai-toolkit's booleans: `is_flux: true` sets the arch; contradicting an explicit arch is an error.
   const std::pair<const char*, Arch> flags[] = {{"is_flux", Arch::Flux}, {"is_v3", Arch::Sd3}, {"is_sdxl", Arch::Sdxl}};
@@ -93,7 +99,9 @@ void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n)
             {{"type", {"adapter_type"}}, {"linear", {"rank", "network_dim"}},
              {"linear_alpha", {"alpha", "network_alpha"}}, {"dropout", {"network_dropout"}},
              {"target", {"target_modules"}}},
-            {"conv", "conv_alpha", "network_kwargs"});
+            {"conv_alpha"},
+            {{"conv", "wick adapts Linear layers only (no conv adapters)", number_is(0)},
+             {"network_kwargs", "wick chooses the adapted modules by network.target alone", is_empty()}});
   s.get_enum("type", n.type, network_table);
   s.get_int("linear", n.linear, Range::above(0));
   s.get_float("linear_alpha", n.linear_alpha, Range::above(0));
@@ -111,8 +119,14 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"timestep_sampling", {"timestep_type"}}, {"logit_mean"}, {"logit_std"}, {"timestep_shift"},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
              {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}},
-            {"train_unet", "train_text_encoder", "ema_config", "skip_first_sample", "disable_sampling",
-             "linear_timesteps", "content_or_style", "loss_type", "optimizer_params", "cache_text_embeddings"});
+            {"skip_first_sample", "disable_sampling", "cache_text_embeddings"},
+            {{"loss_type", "wick's loss is always the mean squared error", scalar_in({"mse"})},
+             {"ema_config", "wick keeps no EMA of the weights", flag_off("use_ema")},
+             {"optimizer_params", "wick's optimizer takes only train.lr, betas, eps and weight_decay", is_empty()},
+             {"content_or_style", "wick draws timesteps by train.timestep_sampling alone", scalar_in({"balanced"})},
+             {"linear_timesteps", "wick draws timesteps by train.timestep_sampling alone", is_false()},
+             {"train_unet", "wick always trains the denoiser", scalar_in({"true", "yes", "on", "1"})},
+             {"train_text_encoder", "wick never trains the text encoder (captions are cached embeddings)", is_false()}});
   s.get_int("batch_size", t.batch_size, Range::above(0));
   s.get_int("steps", t.steps, Range::above(0));
   s.get_int("gradient_accumulation", t.gradient_accumulation, Range::above(0));
@@ -146,8 +160,13 @@ void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string
   Section s(ctx, node, path,
             {{"path", {"folder_path", "dataset_path", "file"}}, {"include_labels"}, {"exclude_labels"},
              {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}},
-            {"caption_ext", "shuffle_tokens", "cache_latents_to_disk", "cache_latents", "resolution",
-             "num_repeats", "keep_tokens", "random_flip", "flip_x", "flip_y", "token_dropout_rate"});
+            {"caption_ext", "cache_latents_to_disk", "cache_latents", "resolution", "keep_tokens"},
+            {{"num_repeats", "wick shows every sample once per epoch", number_is(1)},
+             {"random_flip", "wick does not flip the cached latents", is_false()},
+             {"flip_x", "wick does not flip the cached latents", is_false()},
+             {"flip_y", "wick does not flip the cached latents", is_false()},
+             {"shuffle_tokens", "the captions are cached embeddings, their tokens are not shuffled", is_false()},
+             {"token_dropout_rate", "the captions are cached embeddings, no token is dropped", number_is(0)}});
   s.get_string("path", d.path);
   s.get_int_list("include_labels", d.include_labels, Range::at_least(0));
   s.get_int_list("exclude_labels", d.exclude_labels, Range::at_least(0));
@@ -317,6 +336,17 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)
     if (d.caption_dropout < 0) d.caption_dropout = c.train.caption_dropout;
+  // ai-toolkit's `timestep_type: shift` draws σ uniformly and applies its scheduler's shift: 3.0 (SD3)
+  // for its SD flow-matching config. Without train.timestep_shift, wick uses that value.
+  if (c.train.timestep_sampling == TimestepSampling::Shift) {
+    if (!ctx.set_at.count("train.timestep_shift")) {
+      c.train.timestep_shift = kDefaultTimestepShift;
+    } else if (c.train.timestep_shift == 1.0) {
+      ctx.fail_key("train.timestep_shift",
+                   "train.timestep_sampling shift with train.timestep_shift 1 is plain uniform sampling: use "
+                   "timestep_sampling uniform, or a shift other than 1 (leave timestep_shift out for SD3's 3)");
+    }
+  }
 
   if (c.name.empty()) ctx.fail_key("name", "missing required key 'name' (the run directory is <output_dir>/<name>)");
   if (c.output_dir.empty()) ctx.fail_key("output_dir", "output_dir must not be empty");
@@ -339,6 +369,20 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
                                      " but there is nothing to sample: give sample.prompts or sample.n_per_class");
   if (c.distributed.backend == CommBackend::Nccl && c.device == "cpu")
     ctx.fail_key("distributed.backend", "distributed.backend nccl needs a CUDA device, but device is cpu");
+  if (c.datasets.size() == 1 && c.datasets[0].weight != 1.0) {
+    const std::string key = ctx.set_at.count("datasets[0].weight") ? "datasets[0].weight" : "dataset.weight";
+    std::ostringstream weight;
+    weight << c.datasets[0].weight;
+    ctx.fail_key(key, key + " is " + weight.str() +
+                          ", but the run has one dataset and a sampling weight among datasets has nothing to weigh "
+                          "(remove it; wick trains on one dataset per run)");
+  }
+
+  if (!c.trigger_word.empty())
+    ctx.warn_key("trigger_word", "trigger_word '" + c.trigger_word +
+                                     "' replaces [trigger] in the prompts wick encodes when it samples (sample.prompts, "
+                                     "sample.negative_prompt, wick sample --prompt); the training captions were encoded "
+                                     "when the dataset was packed, so unlike ai-toolkit wick cannot put the word into them");
 }
 
 TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::vector<std::string>& overrides) {
@@ -360,8 +404,9 @@ const char* sampler_name(SamplerKind value) { return name_in(sampler_table, valu
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
 
 TrainConfig parse_config_string(const std::string& text, const std::string& source,
-                                const std::vector<std::string>& overrides, std::vector<std::string>* notes) {
-  ConfigContext ctx{.source = source, .notes = notes};
+                                const std::vector<std::string>& overrides, std::vector<std::string>* notes,
+                                std::vector<std::string>* warnings) {
+  ConfigContext ctx{.source = source, .notes = notes, .warnings = warnings};
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -373,13 +418,13 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
 }
 
 TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides,
-                              std::vector<std::string>* notes) {
+                              std::vector<std::string>* notes, std::vector<std::string>* warnings) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw WickError(ErrorKind::Config, path + ": cannot open the config file");
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad()) throw WickError(ErrorKind::Config, path + ": cannot read the config file");
-  return parse_config_string(text.str(), path, overrides, notes);
+  return parse_config_string(text.str(), path, overrides, notes, warnings);
 }
 
 }  // namespace wick

@@ -27,6 +27,51 @@ void ConfigContext::fail_key(const std::string& key_path, const std::string& mes
   throw WickError(ErrorKind::Config, (found != set_at.end() ? found->second : source) + ": " + message);
 }
 
+void ConfigContext::warn_key(const std::string& key_path, const std::string& message) const {
+  if (!warnings) return;
+  auto found = set_at.find(key_path);
+  warnings->push_back((found != set_at.end() ? found->second : source) + ": " + message);
+}
+
+namespace {
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
+std::function<bool(const YAML::Node&)> scalar_in(std::vector<std::string> values) {
+  return [values = std::move(values)](const YAML::Node& node) {
+    return node.IsScalar() && std::find(values.begin(), values.end(), lowercase(node.Scalar())) != values.end();
+  };
+}
+
+std::function<bool(const YAML::Node&)> is_false() { return scalar_in({"false", "no", "off", "0"}); }
+
+std::function<bool(const YAML::Node&)> number_is(double value) {
+  return [value](const YAML::Node& node) {
+    if (!node.IsScalar()) return false;
+    const std::string& text = node.Scalar();
+    char* end = nullptr;
+    double parsed = std::strtod(text.c_str(), &end);
+    return end != text.c_str() && *end == '\0' && parsed == value;
+  };
+}
+
+std::function<bool(const YAML::Node&)> is_empty() {
+  return [](const YAML::Node& node) { return (node.IsMap() || node.IsSequence()) && node.size() == 0; };
+}
+
+std::function<bool(const YAML::Node&)> flag_off(std::string key) {
+  return [key = std::move(key)](const YAML::Node& node) {
+    if (!node.IsMap()) return false;
+    YAML::Node flag = node[key];
+    return !flag.IsDefined() || flag.IsNull() || is_false()(flag);
+  };
+}
+
 bool Range::contains(double v) const {
   if (std::isnan(v)) return false;
   if (lo_open ? !(v > lo) : !(v >= lo)) return false;
@@ -91,7 +136,7 @@ const char* node_kind(const YAML::Node& node) {
 }  // namespace
 
 Section::Section(ConfigContext& ctx, const YAML::Node& node, std::string path, std::vector<KeyDef> keys,
-                 std::vector<std::string> ignored)
+                 std::vector<std::string> ignored, const std::vector<UnhonouredKey>& unhonoured)
     : ctx_(ctx), node_(node), path_(std::move(path)), keys_(std::move(keys)) {
   if (!node_.IsDefined() || node_.IsNull()) return;
   if (!node_.IsMap())
@@ -117,7 +162,17 @@ Section::Section(ConfigContext& ctx, const YAML::Node& node, std::string path, s
       values_[match->name] = entry.second;
       continue;
     }
-    if (std::find(ignored.begin(), ignored.end(), key) != ignored.end()) {
+    auto unhonoured_key = std::find_if(unhonoured.begin(), unhonoured.end(),
+                                       [&](const UnhonouredKey& u) { return u.name == key; });
+    const YAML::Node value = entry.second;
+    if (unhonoured_key != unhonoured.end() && !value.IsNull() && !unhonoured_key->same_as_wick(value)) {
+      if (ctx_.warnings)
+        ctx_.warnings->push_back(ctx_.where(key_node) + ": '" + child_path(path_, key) + "'" +
+                                 (value.IsScalar() ? " (" + value.Scalar() + ")" : std::string()) +
+                                 " is ignored by wick but changes training in ai-toolkit: " + unhonoured_key->wick_does);
+      continue;
+    }
+    if (unhonoured_key != unhonoured.end() || std::find(ignored.begin(), ignored.end(), key) != ignored.end()) {
       if (ctx_.notes)
         ctx_.notes->push_back(ctx_.where(key_node) + ": '" + child_path(path_, key) +
                               "' is accepted for compatibility and ignored by wick");

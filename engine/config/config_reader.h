@@ -6,13 +6,16 @@
 //   train.get_float("lr", config.train.lr, Range::above(0));
 //
 // Section's constructor rejects unknown keys (naming the nearest valid one), a key given together
-// with one of its aliases, and a non-mapping node. Getters leave the output untouched when the key
-// is absent or its value is empty (`key:` with nothing after it), and record where it was set.
+// with one of its aliases, and a non-mapping node; it notes accepted keys wick ignores and warns
+// about ignored ai-toolkit options whose value would change training there. Getters leave the
+// output untouched when the key is absent or its value is empty (`key:` with nothing after it), and
+// record where it was set.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -27,6 +30,7 @@ struct ConfigContext {
   std::string source;                       // file name (or "<string>")
   std::string override_arg;                 // non-empty while applying one --set argument
   std::vector<std::string>* notes = nullptr;
+  std::vector<std::string>* warnings = nullptr;
   std::map<std::string, std::string> set_at;  // canonical key path -> where it was last set
 
   // "<source>:<line>:<column>" (1-based) or "--set <argument>".
@@ -34,12 +38,32 @@ struct ConfigContext {
   [[noreturn]] void fail(const YAML::Node& at, const std::string& message) const;
   // "<where the key was set>: " or "<source>: " when it kept its default.
   [[noreturn]] void fail_key(const std::string& key_path, const std::string& message) const;
+  // Appends "<where the key was set>: <message>" to `warnings` (when given).
+  void warn_key(const std::string& key_path, const std::string& message) const;
 };
 
 struct KeyDef {
   std::string name;
   std::vector<std::string> aliases = {};
 };
+
+// An ai-toolkit option that changes training there and that wick does not honour. A value for which
+// `same_as_wick` holds (or an empty one) asks for what wick does anyway and is only noted; any other
+// value gets a warning: "'<path>' (<value>) is ignored by wick but changes training in ai-toolkit:
+// <wick_does>".
+struct UnhonouredKey {
+  std::string name;
+  std::string wick_does;
+  std::function<bool(const YAML::Node&)> same_as_wick;
+};
+// Predicates for UnhonouredKey::same_as_wick: a scalar equal (case-insensitively) to one of `values`;
+// a boolean false; a number equal to `value`; an empty mapping (or list); a mapping whose `key` is
+// absent or false.
+std::function<bool(const YAML::Node&)> scalar_in(std::vector<std::string> values);
+std::function<bool(const YAML::Node&)> is_false();
+std::function<bool(const YAML::Node&)> number_is(double value);
+std::function<bool(const YAML::Node&)> is_empty();
+std::function<bool(const YAML::Node&)> flag_off(std::string key);
 
 // An inclusive or exclusive bound on a number; the message reads "must be > 0" etc.
 struct Range {
@@ -65,9 +89,10 @@ struct EnumTable {
 class Section {
  public:
   // `path` is the dotted key path of this mapping ("" for the top level, "train", "datasets[1]").
-  // `ignored` keys are accepted (ai-toolkit options with no meaning in wick) and noted.
+  // `ignored` keys are accepted (ai-toolkit options with no meaning in wick) and noted; `unhonoured`
+  // keys are accepted too, with a warning when their value would change training in ai-toolkit.
   Section(ConfigContext& ctx, const YAML::Node& node, std::string path, std::vector<KeyDef> keys,
-          std::vector<std::string> ignored = {});
+          std::vector<std::string> ignored = {}, const std::vector<UnhonouredKey>& unhonoured = {});
 
   // The value node of key `name` (or of one of its aliases); an undefined node when absent.
   YAML::Node value(const std::string& name) const;

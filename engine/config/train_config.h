@@ -60,6 +60,10 @@ struct NetworkConfig {
   bool operator==(const NetworkConfig&) const = default;
 };
 
+// SD3's shift s, which `train.timestep_sampling: shift` applies when train.timestep_shift is not given
+// (as ai-toolkit's SD flow-matching scheduler config does).
+inline constexpr double kDefaultTimestepShift = 3.0;
+
 struct TrainSection {
   int64_t batch_size = 1;              // per rank, per micro-step
   int64_t steps = 1000;                // optimizer steps
@@ -79,7 +83,8 @@ struct TrainSection {
   TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;
-  double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none)
+  double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none); timestep_sampling shift
+                                       // without it: kDefaultTimestepShift
   double caption_dropout = 0.0;        // probability a caption is replaced by the empty one
   double min_snr_gamma = 0.0;          // 0 = off
   double noise_offset = 0.0;           // 0 = off
@@ -93,7 +98,8 @@ struct DatasetConfig {
   std::vector<int64_t> include_labels; // keep only samples whose label is listed (empty = all)
   std::vector<int64_t> exclude_labels; // drop samples whose label is listed
   double caption_dropout = -1.0;       // per dataset; resolved to train.caption_dropout when not given
-  double weight = 1.0;                 // relative sampling weight when there are several datasets
+  double weight = 1.0;                 // relative sampling weight among datasets; with one dataset
+                                       // anything but 1 is a Config error
   bool operator==(const DatasetConfig&) const = default;
 };
 
@@ -128,7 +134,7 @@ struct TrainConfig {
   std::string name;                    // required: the run directory is <output_dir>/<name>
   std::string output_dir = "output";
   std::string device = "auto";         // auto | cpu | cuda | cuda:N
-  std::string trigger_word;            // replaces "[trigger]" in captions and prompts
+  std::string trigger_word;            // replaces "[trigger]" in prompts encoded at sampling time
   ModelConfig model;
   NetworkConfig network;
   TrainSection train;
@@ -143,13 +149,17 @@ struct TrainConfig {
 // `overrides` are "key.path=value" strings (as given to --set), applied after the text, value parsed
 // as YAML (scalar or [list]); a list element is addressed by index ("datasets.0.path=..."), and
 // `dataset.KEY` addresses the first dataset. `notes`, if given, receives one line per accepted
-// key that wick ignores (ai-toolkit options with no meaning here), with its location.
+// key that wick ignores (ai-toolkit options with no meaning here), with its location; `warnings`
+// one line per setting that would change training in ai-toolkit but does not in wick (an ignored
+// ai-toolkit option with a value other than wick's behaviour, trigger_word), with its location.
 TrainConfig parse_config_string(const std::string& text, const std::string& source,
                                 const std::vector<std::string>& overrides = {},
-                                std::vector<std::string>* notes = nullptr);
+                                std::vector<std::string>* notes = nullptr,
+                                std::vector<std::string>* warnings = nullptr);
 // Reads and parses a file; a missing or unreadable file is a Config error naming the path.
 TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides = {},
-                              std::vector<std::string>* notes = nullptr);
+                              std::vector<std::string>* notes = nullptr,
+                              std::vector<std::string>* warnings = nullptr);
 
 // The resolved config as YAML in wick's canonical shape: every key under its canonical name, in a
 // fixed order, defaults filled. parse_config_string(to_yaml(c), ...) == c.

@@ -236,6 +236,21 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
   save_safetensors(path, tensors, metadata);
 }
 
+void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, tensor] : model.named_parameters())
+    tensors.emplace_back(name, autograd::detach(tensor).to(config.save.dtype));
+  WICK_CHECK(!tensors.empty(), "save_model_weights: the model has no parameters");
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  save_safetensors(path, tensors,
+                   {{"format", "pt"},
+                    {"wick_network_type", network_type_name(config.network.type)},
+                    {"wick_step", std::to_string(step)},
+                    {"wick_config", to_yaml(config)}});
+}
+
 void load_lora(Module& model, const std::string& path) {
   SafetensorsFile file = SafetensorsFile::open(path);
   auto adapters = nn::find_adapters(model);

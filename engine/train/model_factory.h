@@ -4,6 +4,7 @@
 //   std::shared_ptr<DiT> model = build_model(config, *ds, Device::cpu());  // base loaded, adapters applied
 //   save_lora(*model, config, "output/run/lora/run.safetensors", step, sha256_file(base_file));
 //   load_lora(*other, "output/run/lora/run.safetensors");                  // onto a model with adapters
+//   save_model_weights(*model, config, "output/run/model/run.safetensors", step);  // network.type full
 //
 // build_model: the DiT from config.model, with in_channels / text_dim / pooled width / latent size
 // taken from the dataset (a config value that contradicts the dataset is a Config error); base
@@ -73,6 +74,12 @@ std::string kohya_lora_name(const std::string& module_path);
 // temporary file and a rename. A model without adapters is a Usage error.
 void save_lora(const Module& model, const TrainConfig& config, const std::string& path, int64_t step,
                const std::string& base_model_hash);
+
+// Writes every parameter of `model` (a network.type full run's trained model) as safetensors in
+// config.save.dtype under the model's own parameter names, so the file loads back as
+// model.name_or_path (load_parameters casts to the model's dtype). Metadata: wick_network_type
+// ("full"), wick_step, wick_config (the resolved YAML). Written through a temporary file and a rename.
+void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step);
 
 // Loads a file written by save_lora (or kohya-style with the same module names) into the adapters of
 // `model`. Every adapter must find its tensors with the same rank, alpha and kind (LoRA / DoRA), and

@@ -190,8 +190,11 @@ bool Trainer::train_step(int64_t step) {
   const TrainSection& t = config_.train;
   const double lr = schedule_->lr_at(step - 1);
   const auto seed = static_cast<uint64_t>(t.seed);
+  // Dropout (network.dropout) draws row b of a batch-leading tensor from sample b's stream, keyed by
+  // (seed, sample id, epoch), so its masks do not depend on the rank or the world size; other draws
+  // come from a stream of (seed, step, rank) (docs/training.md "Randomness").
   autograd::current_rng() = {derive_stream(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(group_->rank()),
-                                           RngPurpose::Dropout), 0};
+                                           RngPurpose::StepDropout), 0};
   const double caption_dropout = config_.datasets[0].caption_dropout;
   const LatentDatasetAttributes& attributes = data_.dataset->attributes();
   grads_.clear();
@@ -201,6 +204,8 @@ bool Trainer::train_step(int64_t step) {
     Batch batch = loader_->next();
     check_batch_finite(batch.latents, batch.ids, data_.dataset->path());
     const int64_t epoch = batch_epoch(batch);
+    autograd::set_sample_streams(
+        autograd::per_sample_streams(seed, batch.ids, static_cast<uint64_t>(epoch), RngPurpose::Dropout));
     Tensor x0 = Objective::scale_latents(batch.latents, attributes);
     diffusion::Conditioning cond = drop_captions(batch, caption_dropout, seed, epoch);
     ObjectiveBatch ob = objective_->make(x0, batch.ids, epoch);
@@ -218,6 +223,7 @@ bool Trainer::train_step(int64_t step) {
     autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
                        scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
   }
+  autograd::set_sample_streams({});
   // Every rank finishes the buckets' collectives before any other one (docs/distributed.md).
   BucketReport reduced;
   if (buckets_) reduced = buckets_->finish(grads_);
@@ -282,6 +288,10 @@ void Trainer::save(int64_t step) {
     fs::path lora = run_dir_ / "lora" / (config_.name + ".safetensors");
     save_lora(*model_, config_, lora.string(), step, base_hash_);
     result_.lora_file = lora;
+  } else if (rank0()) {  // the trained model in save.dtype (the checkpoint keeps the exact weights)
+    fs::path exported = run_dir_ / "model" / (config_.name + ".safetensors");
+    save_model_weights(*model_, config_, exported.string(), step);
+    result_.model_file = exported;
   }
 }
 
@@ -341,6 +351,7 @@ TrainResult Trainer::run() {
     std::fprintf(stderr, "wick train: %s: outputs in %s", config_.name.c_str(), run_dir_.string().c_str());
     if (result_.last_checkpoint) std::fprintf(stderr, " (checkpoint %s", result_.last_checkpoint->string().c_str());
     if (result_.lora_file) std::fprintf(stderr, ", LoRA %s", result_.lora_file->string().c_str());
+    if (result_.model_file) std::fprintf(stderr, ", model %s", result_.model_file->string().c_str());
     std::fprintf(stderr, "%s\n", result_.last_checkpoint ? ")" : "");
   }
   result_.skipped_steps = skipped_;

@@ -41,7 +41,8 @@ struct TrainResult {
   int64_t skipped_steps = 0;               // over the whole run (resumes included)
   std::optional<std::filesystem::path> resumed_from;
   std::optional<std::filesystem::path> last_checkpoint;
-  std::optional<std::filesystem::path> lora_file;  // network lora | dora
+  std::optional<std::filesystem::path> lora_file;   // network lora | dora
+  std::optional<std::filesystem::path> model_file;  // network full: model/<name>.safetensors in save.dtype
   std::vector<std::filesystem::path> sample_grids;
   int world_size = 1;
   int rank = 0;

@@ -23,8 +23,8 @@ const std::string kConfigsDir = std::string(WICK_TEST_DATA_DIR) + "/../../config
 const std::string kMinimal = "name: run\ndataset:\n  path: data/fashion.h5\n";
 
 TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides = {},
-                  std::vector<std::string>* notes = nullptr) {
-  return parse_config_string(text, "cfg.yaml", overrides, notes);
+                  std::vector<std::string>* notes = nullptr, std::vector<std::string>* warnings = nullptr) {
+  return parse_config_string(text, "cfg.yaml", overrides, notes, warnings);
 }
 
 // The message of the Config error `fn` throws ("" and a test failure if it throws nothing).
@@ -92,8 +92,8 @@ TEST(Config, QuickstartLoraParses) {
 }
 
 TEST(Config, FluxLoraInAiToolkitShapeParses) {
-  std::vector<std::string> notes;
-  TrainConfig c = parse_config_file(kConfigsDir + "/flux_lora.yaml", {}, &notes);
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse_config_file(kConfigsDir + "/flux_lora.yaml", {}, &notes, &warnings);
   EXPECT_EQ(c.name, "flux_lora_v1");
   EXPECT_EQ(c.output_dir, "output");  // training_folder
   EXPECT_EQ(c.device, "cuda:0");
@@ -130,7 +130,62 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   }
   EXPECT_TRUE(saw_train_unet);
   EXPECT_TRUE(saw_width);
+  // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
+  // The trigger word cannot reach the cached training captions: a warning.
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:12:21: trigger_word 'p3r5on' replaces [trigger] in the "
+                                           "prompts wick encodes when it samples"),
+                                HasSubstr("the training captions were encoded when the dataset was packed")));
   expect_round_trip(c);
+}
+
+// ai-toolkit options wick does not honour: a value that asks for what wick does is noted, any other
+// value that would change training in ai-toolkit is a warning naming the key, its value and location.
+TEST(Config, IgnoredAiToolkitOptionsThatChangeTrainingWarn) {
+  std::vector<std::string> notes, warnings;
+  parse(kMinimal + "train:\n  loss_type: l1\n  ema_config: {use_ema: true, ema_decay: 0.99}\n"
+                   "  optimizer_params: {decouple: true}\n  skip_first_sample: true\n"
+                   "network:\n  conv: 16\n",
+        {"dataset.num_repeats=10", "dataset.flip_x=true"}, &notes, &warnings);
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          "cfg.yaml:10:3: 'network.conv' (16) is ignored by wick but changes training in ai-toolkit: "
+                          "wick adapts Linear layers only (no conv adapters)",
+                          "cfg.yaml:5:3: 'train.loss_type' (l1) is ignored by wick but changes training in ai-toolkit: "
+                          "wick's loss is always the mean squared error",
+                          "cfg.yaml:6:3: 'train.ema_config' is ignored by wick but changes training in ai-toolkit: wick "
+                          "keeps no EMA of the weights",
+                          "cfg.yaml:7:3: 'train.optimizer_params' is ignored by wick but changes training in "
+                          "ai-toolkit: wick's optimizer takes only train.lr, betas, eps and weight_decay",
+                          "--set dataset.num_repeats=10: 'dataset.num_repeats' (10) is ignored by wick but changes "
+                          "training in ai-toolkit: wick shows every sample once per epoch",
+                          "--set dataset.flip_x=true: 'dataset.flip_x' (true) is ignored by wick but changes training "
+                          "in ai-toolkit: wick does not flip the cached latents"}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "cfg.yaml:8:3: 'train.skip_first_sample' is accepted for compatibility and ignored by wick");
+
+  // The values that mean what wick does anyway: notes, no warning.
+  notes.clear();
+  warnings.clear();
+  parse(kMinimal + "train:\n  loss_type: MSE\n  ema_config: {use_ema: false}\n  optimizer_params: {}\n"
+                   "  train_text_encoder: false\n  content_or_style: balanced\n  linear_timesteps: false\n"
+                   "network:\n  conv:\n  network_kwargs: {}\n",
+        {"dataset.num_repeats=1", "dataset.random_flip=false", "dataset.token_dropout_rate=0.0"}, &notes, &warnings);
+  EXPECT_TRUE(warnings.empty()) << ::testing::PrintToString(warnings);
+  EXPECT_EQ(notes.size(), 11u);
+}
+
+TEST(Config, TimestepSamplingShiftDefaultsToSd3Shift) {
+  EXPECT_EQ(kDefaultTimestepShift, 3.0);
+  TrainConfig c = parse(kMinimal + "train:\n  timestep_sampling: shift\n");
+  EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::Shift);
+  EXPECT_EQ(c.train.timestep_shift, 3.0);
+  expect_round_trip(c);
+  EXPECT_EQ(parse(kMinimal + "train:\n  timestep_type: shift\n  timestep_shift: 1.5\n").train.timestep_shift, 1.5);
+  // Without the shift sampling, the shift stays 1 (none) unless given.
+  EXPECT_EQ(parse(kMinimal + "train:\n  timestep_sampling: uniform\n").train.timestep_shift, 1.0);
+  EXPECT_EQ(error_of(kMinimal + "train:\n  timestep_sampling: shift\n  timestep_shift: 1\n"),
+            "cfg.yaml:6:19: train.timestep_sampling shift with train.timestep_shift 1 is plain uniform sampling: use "
+            "timestep_sampling uniform, or a shift other than 1 (leave timestep_shift out for SD3's 3)");
 }
 
 // ---- the shapes of the trainers wick's users come from ----
@@ -318,6 +373,14 @@ TEST(ConfigErrors, StructuralMistakes) {
             "cfg.yaml:3:3: missing required key 'dataset.path' (the cached-latent HDF5 file)");
   EXPECT_EQ(error_of("name: run\ndatasets:\n  - path: a.h5\n  - weight: 2\n"),
             "cfg.yaml:4:5: missing required key 'datasets[1].path' (the cached-latent HDF5 file)");
+  // One dataset: a sampling weight has nothing to weigh.
+  EXPECT_EQ(error_of(kMinimal + "  weight: 2.5\n"),
+            "cfg.yaml:4:11: dataset.weight is 2.5, but the run has one dataset and a sampling weight among datasets "
+            "has nothing to weigh (remove it; wick trains on one dataset per run)");
+  EXPECT_EQ(error_of("name: run\ndatasets:\n  - path: a.h5\n    weight: 0.5\n"),
+            "cfg.yaml:4:13: datasets[0].weight is 0.5, but the run has one dataset and a sampling weight among "
+            "datasets has nothing to weigh (remove it; wick trains on one dataset per run)");
+  EXPECT_EQ(parse(kMinimal + "  weight: 1\n").datasets[0].weight, 1.0);
   EXPECT_EQ(error_of("dataset:\n  path: a.h5\n"),
             "cfg.yaml: missing required key 'name' (the run directory is <output_dir>/<name>)");
   EXPECT_EQ(error_of(kMinimal + "save:\n  every: 10\n  save_every: 20\n"),

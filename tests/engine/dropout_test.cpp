@@ -119,7 +119,7 @@ TEST(Dropout, BF16KeepsDTypeAndMask) {
 TEST(RngCursor, TakeAdvancesAndImplicitDropoutUsesTheCursor) {
   RngCursorGuard restore;  // leave the thread's cursor as it was for other tests
   current_rng() = RngCursor{test_stream(3), 40};
-  RngCursor first = take(10);
+  RngSpan first = take(10);
   EXPECT_EQ(first.offset, 40u);
   EXPECT_EQ(current_rng().offset, 50u);
   EXPECT_THROW(take(-1), WickError);
@@ -147,6 +147,83 @@ TEST(RngCursor, GuardReplaysASnapshotAndRestores) {
   }
   EXPECT_EQ(current_rng().offset, after.offset);
   EXPECT_EQ(current_rng().stream.stream, after.stream.stream);
+}
+
+// Rows [begin, begin + count) of x, contiguous.
+Tensor rows_of(const Tensor& x, int64_t begin, int64_t count) { return x.narrow(0, begin, count).contiguous(); }
+
+TEST(Dropout, RowStreamsGiveEachRowItsOwnMask) {
+  Tensor x = random_input({3, 4, 5});
+  std::vector<RngStream> streams = {test_stream(20), test_stream(21), test_stream(22)};
+  Tensor y = dropout(x, 0.5, streams, 7, true);
+  for (int64_t b = 0; b < 3; ++b)
+    EXPECT_EQ(rows_of(y, b, 1).to_vector<float>(),
+              dropout(rows_of(x, b, 1), 0.5, streams[b], 7, true).to_vector<float>()) << "row " << b;
+  EXPECT_THROW(dropout(x, 0.5, std::vector<RngStream>{test_stream(20)}, 0, true), WickError);  // 1 stream, 3 rows
+}
+
+// The property the trainer relies on: a sample's masks depend on its own stream and the sequence of
+// draws, not on the other samples of its batch. One batch of 4 and two batches of 2 draw the same.
+TEST(RngCursor, PerSampleDrawsDoNotDependOnTheBatch) {
+  RngCursorGuard restore;
+  const std::vector<int64_t> ids = {11, 5, 42, 7};
+  Tensor h1 = random_input({4, 6, 8}), h2 = random_input({4, 3});
+  auto run = [&](int64_t begin, int64_t count) {  // two dropouts, as two LoRA layers of one forward
+    current_rng() = RngCursor{test_stream(30), 0};
+    set_sample_streams(per_sample_streams(9, std::vector<int64_t>(ids.begin() + begin, ids.begin() + begin + count), 2,
+                                          RngPurpose::Dropout));
+    Tensor a = dropout(rows_of(h1, begin, count), 0.5, true);
+    Tensor b = dropout(rows_of(h2, begin, count), 0.5, true);
+    EXPECT_EQ(current_rng().sample_offset, uint64_t{6 * 8 + 3});  // numel / B per draw
+    EXPECT_EQ(current_rng().offset, 0u);                          // the shared stream was not used
+    return std::pair{a, b};
+  };
+  auto [whole_a, whole_b] = run(0, 4);
+  auto [first_a, first_b] = run(0, 2);
+  auto [second_a, second_b] = run(2, 2);
+  EXPECT_EQ(rows_of(whole_a, 0, 2).to_vector<float>(), first_a.to_vector<float>());
+  EXPECT_EQ(rows_of(whole_a, 2, 2).to_vector<float>(), second_a.to_vector<float>());
+  EXPECT_EQ(rows_of(whole_b, 0, 2).to_vector<float>(), first_b.to_vector<float>());
+  EXPECT_EQ(rows_of(whole_b, 2, 2).to_vector<float>(), second_b.to_vector<float>());
+  // Row b is sample b's stream: elements [0, 48) for the first draw, [48, 51) for the second.
+  RngStream s42 = derive_stream(9, 42, 2, RngPurpose::Dropout);
+  EXPECT_EQ(rows_of(whole_a, 2, 1).to_vector<float>(), dropout(rows_of(h1, 2, 1), 0.5, s42, 0, true).to_vector<float>());
+  EXPECT_EQ(rows_of(whole_b, 2, 1).to_vector<float>(), dropout(rows_of(h2, 2, 1), 0.5, s42, 48, true).to_vector<float>());
+}
+
+TEST(RngCursor, OtherLeadingSizesDrawFromTheSharedStream) {
+  RngCursorGuard restore;
+  current_rng() = RngCursor{test_stream(31), 5};
+  set_sample_streams(per_sample_streams(9, {1, 2}, 0, RngPurpose::Dropout));
+  Tensor x = random_input({3, 4});  // 3 rows, 2 sample streams: the shared stream's [5, 17)
+  Tensor y = dropout(x, 0.5, true);
+  EXPECT_EQ(y.to_vector<float>(), dropout(x, 0.5, test_stream(31), 5, true).to_vector<float>());
+  EXPECT_EQ(current_rng().offset, 17u);
+  EXPECT_EQ(current_rng().sample_offset, 0u);
+  set_sample_streams({});  // none: every draw is shared
+  EXPECT_FALSE(draws_per_sample(2));
+  EXPECT_EQ(dropout(random_input({2, 4}), 0.5, true).dim(), 2);
+  EXPECT_EQ(current_rng().offset, 25u);
+}
+
+TEST(RngCursor, GuardReplaysPerSampleDraws) {
+  RngCursorGuard restore;
+  current_rng() = RngCursor{test_stream(32), 0};
+  set_sample_streams(per_sample_streams(3, {4, 8}, 1, RngPurpose::Dropout));
+  Tensor x = random_input({2, 9});
+  RngCursor snapshot = current_rng();
+  Tensor first = dropout(x, 0.5, true);
+  Tensor second = dropout(x, 0.5, true);
+  EXPECT_NE(first.to_vector<float>(), second.to_vector<float>());
+  set_sample_streams(per_sample_streams(3, {5, 6}, 1, RngPurpose::Dropout));  // the next micro-batch
+  {
+    RngCursorGuard replay(snapshot);
+    EXPECT_EQ(dropout(x, 0.5, true).to_vector<float>(), first.to_vector<float>());
+    EXPECT_EQ(dropout(x, 0.5, true).to_vector<float>(), second.to_vector<float>());
+  }
+  EXPECT_EQ(current_rng().sample_streams.size(), 2u);
+  EXPECT_EQ(current_rng().sample_streams[0].stream, derive_stream(3, 5, 1, RngPurpose::Dropout).stream);
+  EXPECT_EQ(current_rng().sample_offset, 0u);
 }
 
 }  // namespace

@@ -96,6 +96,18 @@ TEST(TrainLoop, TwentyStepsLossFallsAndTheRunDirectoryIsComplete) {
     EXPECT_TRUE(verify_checkpoint(checkpoints_dir(run) / checkpoint_dir_name(step)).valid()) << step;
   EXPECT_EQ(fs::read_symlink(checkpoints_dir(run) / "latest"), fs::path("step_00000020"));
   EXPECT_FALSE(r.lora_file.has_value());
+  // network.type full: the model exported in save.dtype (f32 here), equal to the final checkpoint.
+  ASSERT_TRUE(r.model_file.has_value());
+  EXPECT_EQ(*r.model_file, run / "model" / "run.safetensors");
+  SafetensorsFile exported = SafetensorsFile::open(r.model_file->string());
+  SafetensorsFile final_weights = SafetensorsFile::open((checkpoints_dir(run) / "step_00000020" / "model.safetensors").string());
+  EXPECT_EQ(exported.metadata().at("wick_step"), "20");
+  EXPECT_EQ(exported.metadata().at("wick_network_type"), "full");
+  ASSERT_EQ(exported.names(), final_weights.names());
+  for (const std::string& name : exported.names()) {
+    EXPECT_EQ(exported.get(name).dtype(), DType::F32) << name;
+    EXPECT_EQ(exported.get(name).to_vector<float>(), final_weights.get(name).to_vector<float>()) << name;
+  }
 }
 
 TEST(TrainLoop, AResumedRunRepeatsTheUninterruptedOneBitwise) {
@@ -147,6 +159,47 @@ TEST(TrainLoop, LoraOnACheckpointTrainsOnlyTheAdaptersAndWritesTheFile) {
   SafetensorsFile model = SafetensorsFile::open((*r.last_checkpoint / "model.safetensors").string());
   for (const std::string& name : model.names()) EXPECT_THAT(name, ::testing::AnyOf(HasSubstr("lora_down"), HasSubstr("lora_up")));
   for (double loss : r.losses) EXPECT_TRUE(std::isfinite(loss));
+}
+
+// network.dropout draws its masks per sample (docs/training.md "Randomness"): a LoRA run with dropout
+// resumes bitwise, and gradient checkpointing replays the masks (the same losses and adapters).
+TEST(TrainLoop, LoraDropoutResumesBitwiseAndReplaysUnderGradientCheckpointing) {
+  fs::path dir = temp_dir("lora_dropout");
+  std::string data = synthetic(dir);
+  // The base: a full run's exported model in bf16 (save.dtype), loaded and cast to the f32 model.
+  TrainResult base_run = train(run_config(dir / "base", data, {"train.steps=5", "save.dtype=bf16"}), quiet());
+  ASSERT_TRUE(base_run.model_file.has_value());
+  const std::string base = base_run.model_file->string();
+  EXPECT_EQ(SafetensorsFile::open(base).get("pos_embed").dtype(), DType::BF16);
+  auto config = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> sets = {"model.name_or_path=" + base, "network.type=lora", "network.linear=4",
+                                     "network.dropout=0.3", "train.steps=12", "train.gradient_accumulation=2"};
+    sets.insert(sets.end(), extra.begin(), extra.end());
+    return run_config(dir / name, data, sets);
+  };
+  auto adapters = [&](const std::string& name) {
+    SafetensorsFile f = SafetensorsFile::open((checkpoints_dir(dir / name / "run") / "step_00000012" / "model.safetensors").string());
+    std::vector<std::vector<float>> values;
+    for (const std::string& n : f.names()) values.push_back(f.get(n).to_vector<float>());
+    return values;
+  };
+  TrainResult whole = train(config("whole", {}), quiet());
+  ASSERT_EQ(whole.losses.size(), 12u);
+  // The dropout is live: without it the losses differ from step 2 on (lora_up starts at zero).
+  TrainResult no_dropout = train(config("no_dropout", {"network.dropout=0"}), quiet());
+  EXPECT_NE(no_dropout.losses, whole.losses);
+
+  TrainConfig parts = config("parts", {});
+  train(parts, quiet("auto", 8));
+  fs::remove_all(checkpoints_dir(dir / "parts" / "run") / "step_00000008");  // resume from step 5
+  TrainResult second = train(parts, quiet("auto"));
+  ASSERT_TRUE(second.resumed_from.has_value());
+  EXPECT_EQ(logged_losses(dir / "parts" / "run"), whole.losses);
+  EXPECT_EQ(adapters("parts"), adapters("whole"));
+
+  TrainResult checkpointed = train(config("checkpointed", {"train.gradient_checkpointing=true"}), quiet());
+  EXPECT_EQ(checkpointed.losses, whole.losses);
+  EXPECT_EQ(adapters("checkpointed"), adapters("whole"));
 }
 
 TEST(TrainLoop, GradientCheckpointingTrainsTheSameLossesBitwise) {

@@ -300,16 +300,28 @@ TEST(DiT, GradientCheckpointingReplaysLoraDropout) {
     if (max_abs(p) == 0.0) copy_into(p, mul(random_input(p.shape(), 101, p.dtype()), 0.1));
   Inputs in = make_inputs(c, 4, 4, 102);
   Tensor target = random_input(in.x.shape(), 103);
-  autograd::current_rng() = autograd::RngCursor{derive_stream(104, 0, 0, RngPurpose::Dropout), 0};
-  PassResult plain = forward_backward(dit, in, target);
-  dit.set_gradient_checkpointing(true);
-  autograd::current_rng() = autograd::RngCursor{derive_stream(104, 0, 0, RngPurpose::Dropout), 0};
-  PassResult checkpointed = forward_backward(dit, in, target);
-  ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
-  for (size_t i = 0; i < plain.grads.size(); ++i) EXPECT_EQ(plain.grads[i], checkpointed.grads[i]) << "gradient " << i;
-  // The dropout is live: another cursor draws other masks and other gradients.
-  autograd::current_rng() = autograd::RngCursor{derive_stream(105, 0, 0, RngPurpose::Dropout), 0};
-  EXPECT_NE(forward_backward(dit, in, target).grads, checkpointed.grads);
+  autograd::RngCursorGuard restore;
+  // The shared stream only, then per-sample streams (as the trainer sets them: every LoRA input is
+  // [B, ...], so each draw takes one row per sample).
+  for (bool per_sample : {false, true}) {
+    SCOPED_TRACE(per_sample ? "per-sample streams" : "shared stream");
+    auto set_cursor = [&](uint64_t seed) {
+      autograd::current_rng() = autograd::RngCursor{derive_stream(seed, 0, 0, RngPurpose::Dropout), 0};
+      if (per_sample) autograd::set_sample_streams(autograd::per_sample_streams(seed, {3, 1, 4, 1}, 0, RngPurpose::Dropout));
+    };
+    dit.set_gradient_checkpointing(false);
+    set_cursor(104);
+    PassResult plain = forward_backward(dit, in, target);
+    EXPECT_EQ(autograd::current_rng().offset == 0, per_sample);  // per sample: nothing from the shared stream
+    dit.set_gradient_checkpointing(true);
+    set_cursor(104);
+    PassResult checkpointed = forward_backward(dit, in, target);
+    ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
+    for (size_t i = 0; i < plain.grads.size(); ++i) EXPECT_EQ(plain.grads[i], checkpointed.grads[i]) << "gradient " << i;
+    // The dropout is live: another cursor draws other masks and other gradients.
+    set_cursor(105);
+    EXPECT_NE(forward_backward(dit, in, target).grads, checkpointed.grads);
+  }
 }
 
 TEST(DiT, SmallSizeParametersAndCpuStepTime) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `wick train` from the command line: bad input gives its message and exit status before the first
 # step; non-finite losses end the run with status 4 and the last checkpoint intact; a run killed with
-# SIGKILL after a checkpoint and resumed with --resume auto logs the same losses as an uninterrupted run.
+# SIGKILL after a checkpoint and resumed with --resume auto logs the same losses and ends with the same
+# parameters as an uninterrupted run, whose exported model (model/<name>.safetensors) is in save.dtype.
 #   train_cli_test.sh WICK FIXTURE WORK_DIR
 set -u
 wick=$1 fixture=$2 work=$3
@@ -42,13 +43,17 @@ expect 2 "did you mean 'lr'" --set name=key --set train.lrr=1
 expect 2 "valid values: adamw8bit, adamw, sgd" --set name=opt --set train.optimizer=adam
 expect 2 "model.in_channels is 16 but the latents have 4 channels" --set name=shape --set model.in_channels=16
 expect 2 "model.arch flux" --set name=arch --set model.arch=flux --set model.name_or_path="$work/data/synthetic.h5"
+expect 2 "dataset.weight is 2, but the run has one dataset" --set name=weight --set dataset.weight=2
+# An ai-toolkit option that would change training is warned about before anything else happens.
+expect 2 "wick: warning: --set train.loss_type=l1: 'train.loss_type' (l1) is ignored by wick" --set name=warn \
+  --set train.loss_type=l1 --set model.in_channels=16
 touch "$work/not_a_dir"
 expect 2 "cannot be created" --set output_dir="$work/not_a_dir"
 out=$("$wick" train "$work/absent.yaml" 2>&1)
 status=$?
 if [ "$status" -eq 2 ] && grep -q "absent.yaml" <<<"$out"; then echo "ok: missing config -> 2"; else
   fail "a missing config file exited $status: $out"; fi
-for name in missing nan key opt shape arch; do
+for name in missing nan key opt shape arch weight warn; do
   [ ! -e "$work/out/$name/config.yaml" ] || fail "$name: config.yaml was written by a run that never started"
 done
 
@@ -82,4 +87,31 @@ echo "killed after step $killed_at of $steps (checkpoints: $(ls "$work/out/kille
 grep -m1 "resuming from" "$work/resumed.log" || fail "the second run did not resume"
 python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/killed/metrics.jsonl" $steps ||
   fail "the resumed run's losses differ from the uninterrupted run's"
+python3 "$here/same_tensors.py" "$work/out/whole/checkpoints/$(printf step_%08d $steps)/model.safetensors" \
+  "$work/out/killed/checkpoints/$(printf step_%08d $steps)/model.safetensors" ||
+  fail "the resumed run's final parameters differ from the uninterrupted run's"
+# network.type full also exports the model in save.dtype (f16 by default): the final weights, rounded.
+python3 - "$work/out/whole/model/whole.safetensors" "$work/out/whole/checkpoints/$(printf step_%08d $steps)/model.safetensors" <<'PY' ||
+import json, struct, sys
+def read(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    body = data[8 + n:]
+    values = {}
+    for name, e in header.items():
+        raw = body[e["data_offsets"][0]:e["data_offsets"][1]]
+        code = {"F16": "e", "F32": "f"}[e["dtype"]]
+        values[name] = (e["dtype"], e["shape"], struct.unpack(f"<{len(raw) // struct.calcsize(code)}{code}", raw))
+    return meta, values
+meta, exported = read(sys.argv[1])
+_, exact = read(sys.argv[2])
+bad = [k for k in exact if k not in exported or exported[k][0] != "F16" or exported[k][1] != exact[k][1] or
+       any(abs(a - b) > abs(b) * 2.0**-11 + 2.0**-24 for a, b in zip(exported[k][2], exact[k][2]))]
+print(f"model/whole.safetensors: {len(exported)} tensors in f16 (metadata wick_step {meta.get('wick_step')}), "
+      f"{len(bad)} differ from the checkpoint's f32 weights beyond f16 rounding")
+sys.exit(0 if not bad and exported.keys() == exact.keys() and meta.get("wick_network_type") == "full" else 1)
+PY
+  fail "model/whole.safetensors is not the final model rounded to f16"
 exit $((failures > 0))

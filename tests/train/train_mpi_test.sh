@@ -5,7 +5,7 @@
 # uninterrupted 2-rank runs (bitwise); its checkpoints hold one optimizer shard per rank; the 2-rank
 # losses match a 1-rank run with the same global batch (12, to rounding); the 2-rank checkpoint
 # resumes on 1 rank and on 3 ranks, and a 4-rank checkpoint resumes on 1 rank, each continuing the
-# uninterrupted run's losses.
+# uninterrupted run's losses; a LoRA with network.dropout matches across 1 and 2 ranks and resumes bitwise.
 #   train_mpi_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
@@ -85,7 +85,9 @@ python3 "$here/same_tensors.py" "$work/out/whole/checkpoints/step_00000020/model
 # bitwise equal to an uninterrupted 2-rank run of the same length.
 long=200
 run2 "$work/long.log" --set name=long --set train.steps=$long
-timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=killed \
+# The job runs in a session of its own (setsid), so that kill -9 reaches mpirun and both ranks and
+# nothing else on the machine: pkill -s matches that session only.
+setsid timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=killed \
   --set train.steps=$long >"$work/killed.log" 2>&1 &
 job=$!
 for _ in $(seq 1 6000); do
@@ -93,7 +95,7 @@ for _ in $(seq 1 6000); do
   kill -0 $job 2>/dev/null || break
   sleep 0.01
 done
-pkill -9 -f "name=killed" 2>/dev/null
+pkill -9 -s "$job" 2>/dev/null
 wait $job 2>/dev/null
 killed_at=$(python3 "$here/last_step.py" "$work/out/killed/metrics.jsonl")
 echo "2-rank job killed after step $killed_at of $long"
@@ -136,5 +138,25 @@ sys.exit(0 if per[0] < per[1] / 3 else 1)
 PY
 moved four 10 four_to1 1 12
 continues four four_to1 11 20 || fail "4 ranks -> 1 rank diverged from the straight 4-rank run"
+
+# A LoRA with adapter dropout (network.dropout): the masks are drawn per sample, keyed by (seed,
+# sample id, epoch), so 2 ranks with batch 6 match 1 rank with batch 12 (32-bit AdamW, within 1e-6),
+# and a 2-rank run stopped and resumed repeats the uninterrupted one bitwise.
+lora=(--set model.name_or_path="$work/out/whole32/checkpoints/step_00000020" --set network.type=lora
+  --set network.linear=4 --set network.dropout=0.3 --set train.optimizer=adamw)
+run2 "$work/lora2.log" --set name=lora2 "${lora[@]}"
+"$wick" train "$work/run.yaml" --no-progress --set name=lora1 --set train.batch_size=12 "${lora[@]}" \
+  >"$work/lora1.log" 2>&1 || { fail "the 1-rank LoRA run failed"; tail -5 "$work/lora1.log"; }
+python3 "$here/compare_losses.py" "$work/out/lora2/metrics.jsonl" "$work/out/lora1/metrics.jsonl" 20 --tolerance 1e-6 ||
+  fail "1-rank and 2-rank LoRA losses with network.dropout differ beyond 1e-6"
+run2 "$work/lora_part1.log" --set name=lora_parts --stop-after 12 "${lora[@]}"
+rm -rf "$work/out/lora_parts/checkpoints/step_00000012"
+run2 "$work/lora_part2.log" --set name=lora_parts "${lora[@]}"
+grep -m1 "resuming from .*step_00000010" "$work/lora_part2.log" || fail "the LoRA run did not resume from step 10"
+python3 "$here/compare_losses.py" "$work/out/lora2/metrics.jsonl" "$work/out/lora_parts/metrics.jsonl" 20 ||
+  fail "the resumed 2-rank LoRA run's losses (network.dropout) differ from the uninterrupted one's"
+python3 "$here/same_tensors.py" "$work/out/lora2/checkpoints/step_00000020/model.safetensors" \
+  "$work/out/lora_parts/checkpoints/step_00000020/model.safetensors" ||
+  fail "the resumed 2-rank LoRA run's adapters differ from the uninterrupted run's"
 
 exit $((failures > 0))
