@@ -4,10 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "engine/data/distributed_sampler.h"
 #include "engine/data/fashion_pack.h"
@@ -278,6 +280,54 @@ TEST(Prefetcher, DeliversTheSameBatchesAsDirectReads) {
     EXPECT_EQ(got.labels.to_vector<int64_t>(), direct.labels.to_vector<int64_t>());
     EXPECT_EQ(got.captions, direct.captions);
     EXPECT_EQ(loader.state(), reference.state());
+  }
+}
+
+// Polls `loader.ready()` until it equals `want` (true) or 10 s pass (false).
+bool reaches(const Prefetcher& loader, int want) {
+  for (int i = 0; i < 1000; ++i) {
+    if (loader.ready() == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(Prefetcher, KeepsDepthBatchesReadyAndNoMore) {
+  auto ds = LatentDataset::open(fixture("fixture.h5"));
+  std::vector<int64_t> ids = select_ids(*ds, {});
+  std::vector<int64_t> buckets;
+  for (int64_t id : ids) buckets.push_back(ds->bucket_of(id));
+  SamplerOptions options{.seed = 3, .rank = 0, .world = 1, .batch_size = 2};
+  for (int depth : {2, 3}) {
+    Prefetcher loader(ds, DistributedSampler(ids, buckets, options), {.depth = depth});
+    EXPECT_TRUE(reaches(loader, depth)) << "depth " << depth << ": ready " << loader.ready();
+    for (int step = 0; step < 4; ++step) {
+      loader.next();
+      EXPECT_TRUE(reaches(loader, depth)) << "after next() " << step << ": ready " << loader.ready();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(loader.ready(), depth);  // it stops there
+  }
+  EXPECT_THROW(Prefetcher(ds, DistributedSampler(ids, buckets, options), {.depth = 1}), WickError);
+}
+
+TEST(Prefetcher, CudaBatchesEqualCpuBatches) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto ds = LatentDataset::open(fixture("fixture.h5"));
+  std::vector<int64_t> ids = select_ids(*ds, {});
+  std::vector<int64_t> buckets;
+  for (int64_t id : ids) buckets.push_back(ds->bucket_of(id));
+  SamplerOptions options{.seed = 4, .rank = 0, .world = 1, .batch_size = 2};
+  Prefetcher cpu(ds, DistributedSampler(ids, buckets, options), {.depth = 2});
+  Prefetcher gpu(ds, DistributedSampler(ids, buckets, options), {.depth = 2, .device = Device::cuda(0)});
+  for (int step = 0; step < 8; ++step) {
+    Batch a = cpu.next(), b = gpu.next();
+    ASSERT_EQ(a.ids, b.ids);
+    EXPECT_TRUE(b.latents.device().is_cuda());
+    EXPECT_EQ(a.latents.to_vector<float>(), b.latents.to(Device::cpu()).to_vector<float>());
+    EXPECT_EQ(a.text_embeds.to_vector<float>(), b.text_embeds.to(Device::cpu()).to_vector<float>());
+    EXPECT_EQ(a.text_pooled.to_vector<float>(), b.text_pooled.to(Device::cpu()).to_vector<float>());
+    EXPECT_EQ(a.text_mask.to_vector<uint8_t>(), b.text_mask.to(Device::cpu()).to_vector<uint8_t>());
   }
 }
 
