@@ -218,6 +218,12 @@ class NcclWork : public Work {
       if (!state_->failure.empty()) WICK_FAIL(Training, "nccl ", state_->failure);
       if (spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    {
+      // An aborted communicator's kernels exit early and still complete the event: the buffer is
+      // then only partly reduced, so a collective that finished after an abort fails too.
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (!state_->failure.empty()) WICK_FAIL(Training, "nccl ", state_->failure);
+    }
     // Later work on the caller's stream sees the results.
     auto consumer = static_cast<cudaStream_t>(current_stream(Device::cuda(state_->device)).handle);
     WICK_CUDA_OK(cudaStreamWaitEvent(consumer, pending_->done, 0));
