@@ -21,7 +21,7 @@ class ModulateNode : public Node {
   void release() override { x_ = scale_ = Tensor(); }
 
  private:
-  Tensor x_, scale_;
+  Tensor x_, scale_;  // x only when scale needs its gradient
   bool need_x_, need_shift_, need_scale_;
 };
 
@@ -38,7 +38,7 @@ class GatedResidualNode : public Node {
   void release() override { gate_ = f_ = Tensor(); }
 
  private:
-  Tensor gate_, f_;
+  Tensor gate_, f_;  // f only when gate needs its gradient (a frozen gate keeps no activation)
   bool need_x_, need_gate_, need_f_;
 };
 
@@ -47,7 +47,8 @@ class GatedResidualNode : public Node {
 Tensor modulate(const Tensor& x, const Tensor& shift, const Tensor& scale) {
   Tensor out = wick::modulate(x, shift, scale);
   if (needs_grad({x, shift, scale}))
-    record(std::make_shared<ModulateNode>(detach(x), detach(scale), requires_grad(x), requires_grad(shift),
+    record(std::make_shared<ModulateNode>(requires_grad(scale) ? detach(x) : Tensor(), detach(scale), requires_grad(x),
+                                          requires_grad(shift),
                                           requires_grad(scale)),
            {x, shift, scale}, out);
   return out;
@@ -56,7 +57,8 @@ Tensor modulate(const Tensor& x, const Tensor& shift, const Tensor& scale) {
 Tensor gated_residual(const Tensor& x, const Tensor& gate, const Tensor& f) {
   Tensor out = wick::gated_residual(x, gate, f);
   if (needs_grad({x, gate, f}))
-    record(std::make_shared<GatedResidualNode>(detach(gate), detach(f), requires_grad(x), requires_grad(gate),
+    record(std::make_shared<GatedResidualNode>(detach(gate), requires_grad(gate) ? detach(f) : Tensor(),
+                                               requires_grad(x), requires_grad(gate),
                                                requires_grad(f)),
            {x, gate, f}, out);
   return out;

@@ -49,18 +49,19 @@ void modulate_backward_typed(const C* grad, const C* x, const C* scale, C* grad_
           if (gsc) std::fill(gsc, gsc + dim, C(0));
           for (int64_t n = 0; n < tokens; ++n) {
             const C* g = grad + (b * tokens + n) * dim;
-            const C* xr = x + (b * tokens + n) * dim;
             if (grad_x) {
               C* gx = grad_x + (b * tokens + n) * dim;
               for (int64_t d = 0; d < dim; ++d) gx[d] = g[d] * one_plus[d];
             }
             if (gsh)
               for (int64_t d = 0; d < dim; ++d) gsh[d] += g[d];
-            if (gsc)
+            if (gsc) {
+              const C* xr = x + (b * tokens + n) * dim;
               for (int64_t d = 0; d < dim; ++d) {
                 const C product = g[d] * xr[d];
                 gsc[d] += product;
               }
+            }
           }
         }
       },
@@ -112,50 +113,52 @@ void gated_residual_backward_typed(const C* grad, const C* gate, const C* f, C* 
       1);
 }
 
+// fn(C{}) with C the C++ type of `dtype` (f32 or f64).
+template <typename Fn>
+void with_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::F64)
+    fn(double{});
+  else
+    fn(float{});
+}
+
 }  // namespace
 
 void modulate_forward(DType dtype, const void* x, const void* shift, const void* scale, void* out, int64_t batch,
                       int64_t tokens, int64_t dim) {
-  if (dtype == DType::F64)
-    modulate_forward_typed(static_cast<const double*>(x), static_cast<const double*>(shift),
-                           static_cast<const double*>(scale), static_cast<double*>(out), batch, tokens, dim);
-  else
-    modulate_forward_typed(static_cast<const float*>(x), static_cast<const float*>(shift),
-                           static_cast<const float*>(scale), static_cast<float*>(out), batch, tokens, dim);
+  with_type(dtype, [&](auto tag) {
+    using C = decltype(tag);
+    modulate_forward_typed(static_cast<const C*>(x), static_cast<const C*>(shift), static_cast<const C*>(scale),
+                           static_cast<C*>(out), batch, tokens, dim);
+  });
 }
 
 void modulate_backward(DType dtype, const void* grad, const void* x, const void* scale, void* grad_x,
                        void* grad_shift, void* grad_scale, int64_t batch, int64_t tokens, int64_t dim) {
-  if (dtype == DType::F64)
-    modulate_backward_typed(static_cast<const double*>(grad), static_cast<const double*>(x),
-                            static_cast<const double*>(scale), static_cast<double*>(grad_x),
-                            static_cast<double*>(grad_shift), static_cast<double*>(grad_scale), batch, tokens, dim);
-  else
-    modulate_backward_typed(static_cast<const float*>(grad), static_cast<const float*>(x),
-                            static_cast<const float*>(scale), static_cast<float*>(grad_x),
-                            static_cast<float*>(grad_shift), static_cast<float*>(grad_scale), batch, tokens, dim);
+  with_type(dtype, [&](auto tag) {
+    using C = decltype(tag);
+    modulate_backward_typed(static_cast<const C*>(grad), static_cast<const C*>(x), static_cast<const C*>(scale),
+                            static_cast<C*>(grad_x), static_cast<C*>(grad_shift), static_cast<C*>(grad_scale), batch,
+                            tokens, dim);
+  });
 }
 
 void gated_residual_forward(DType dtype, const void* x, const void* gate, const void* f, void* out, int64_t batch,
                             int64_t tokens, int64_t dim) {
-  if (dtype == DType::F64)
-    gated_residual_forward_typed(static_cast<const double*>(x), static_cast<const double*>(gate),
-                                 static_cast<const double*>(f), static_cast<double*>(out), batch, tokens, dim);
-  else
-    gated_residual_forward_typed(static_cast<const float*>(x), static_cast<const float*>(gate),
-                                 static_cast<const float*>(f), static_cast<float*>(out), batch, tokens, dim);
+  with_type(dtype, [&](auto tag) {
+    using C = decltype(tag);
+    gated_residual_forward_typed(static_cast<const C*>(x), static_cast<const C*>(gate), static_cast<const C*>(f),
+                                 static_cast<C*>(out), batch, tokens, dim);
+  });
 }
 
 void gated_residual_backward(DType dtype, const void* grad, const void* gate, const void* f, void* grad_f,
                              void* grad_gate, int64_t batch, int64_t tokens, int64_t dim) {
-  if (dtype == DType::F64)
-    gated_residual_backward_typed(static_cast<const double*>(grad), static_cast<const double*>(gate),
-                                  static_cast<const double*>(f), static_cast<double*>(grad_f),
-                                  static_cast<double*>(grad_gate), batch, tokens, dim);
-  else
-    gated_residual_backward_typed(static_cast<const float*>(grad), static_cast<const float*>(gate),
-                                  static_cast<const float*>(f), static_cast<float*>(grad_f),
-                                  static_cast<float*>(grad_gate), batch, tokens, dim);
+  with_type(dtype, [&](auto tag) {
+    using C = decltype(tag);
+    gated_residual_backward_typed(static_cast<const C*>(grad), static_cast<const C*>(gate), static_cast<const C*>(f),
+                                  static_cast<C*>(grad_f), static_cast<C*>(grad_gate), batch, tokens, dim);
+  });
 }
 
 }  // namespace wick::cpu

@@ -49,46 +49,53 @@ Tensor gated_residual(const Tensor& x, const Tensor& gate, const Tensor& f) {
   return out;
 }
 
+// grad [B, N, D] against the per-row operands, and `wide` (x or f) when given.
+void check_backward(const char* op, const Tensor& grad, std::initializer_list<const Tensor*> rows, const Tensor& wide) {
+  check(op, grad, rows);
+  if (wide.defined())
+    WICK_CHECK(wide.shape() == grad.shape() && wide.dtype() == grad.dtype() && wide.device() == grad.device(), op,
+               ": ", wide.describe(), " does not match grad ", grad.describe());
+}
+
 ModulateGrads modulate_backward(const Tensor& grad, const Tensor& x, const Tensor& scale, bool need_x, bool need_shift,
                                 bool need_scale) {
-  check("modulate_backward", x, {&scale});
-  WICK_CHECK(grad.defined() && grad.shape() == x.shape() && grad.dtype() == x.dtype() && grad.device() == x.device(),
-             "modulate_backward: grad ", grad.defined() ? grad.describe() : std::string("(undefined)"),
-             " does not match x ", x.describe());
+  WICK_CHECK(!need_scale || x.defined(), "modulate_backward: the gradient of scale needs x");
+  check_backward("modulate_backward", grad, {&scale}, x);
   ModulateGrads out;
-  if (!fused(x)) {
+  if (!fused(grad)) {
     if (need_x) out.x = mul(grad, one_plus(scale));
     if (need_shift) out.shift = sum(grad, {1});
     if (need_scale) out.scale = sum(mul(grad, x), {1});
     return out;
   }
-  Tensor g = grad.contiguous(), xc = x.contiguous(), sc = scale.contiguous();
-  if (need_x) out.x = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (need_shift) out.shift = Tensor::empty(scale.shape(), x.dtype(), x.device());
-  if (need_scale) out.scale = Tensor::empty(scale.shape(), x.dtype(), x.device());
-  cpu::modulate_backward(x.dtype(), g.data(), xc.data(), sc.data(), need_x ? out.x.data() : nullptr,
-                         need_shift ? out.shift.data() : nullptr, need_scale ? out.scale.data() : nullptr, x.size(0),
-                         x.size(1), x.size(2));
+  Tensor g = grad.contiguous(), sc = scale.contiguous();
+  Tensor xc = need_scale ? x.contiguous() : Tensor();
+  if (need_x) out.x = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  if (need_shift) out.shift = Tensor::empty(scale.shape(), grad.dtype(), grad.device());
+  if (need_scale) out.scale = Tensor::empty(scale.shape(), grad.dtype(), grad.device());
+  cpu::modulate_backward(grad.dtype(), g.data(), need_scale ? xc.data() : nullptr, sc.data(),
+                         need_x ? out.x.data() : nullptr, need_shift ? out.shift.data() : nullptr,
+                         need_scale ? out.scale.data() : nullptr, grad.size(0), grad.size(1), grad.size(2));
   return out;
 }
 
 GatedResidualGrads gated_residual_backward(const Tensor& grad, const Tensor& gate, const Tensor& f, bool need_gate,
                                            bool need_f) {
-  check("gated_residual_backward", f, {&gate});
-  WICK_CHECK(grad.defined() && grad.shape() == f.shape() && grad.dtype() == f.dtype() && grad.device() == f.device(),
-             "gated_residual_backward: grad ", grad.defined() ? grad.describe() : std::string("(undefined)"),
-             " does not match f ", f.describe());
+  WICK_CHECK(!need_gate || f.defined(), "gated_residual_backward: the gradient of gate needs f");
+  check_backward("gated_residual_backward", grad, {&gate}, f);
   GatedResidualGrads out;
-  if (!fused(f)) {
+  if (!fused(grad)) {
     if (need_f) out.f = mul(grad, gate.unsqueeze(1));
     if (need_gate) out.gate = sum(mul(grad, f), {1});
     return out;
   }
-  Tensor g = grad.contiguous(), gc = gate.contiguous(), fc = f.contiguous();
-  if (need_f) out.f = Tensor::empty(f.shape(), f.dtype(), f.device());
-  if (need_gate) out.gate = Tensor::empty(gate.shape(), f.dtype(), f.device());
-  cpu::gated_residual_backward(f.dtype(), g.data(), gc.data(), fc.data(), need_f ? out.f.data() : nullptr,
-                               need_gate ? out.gate.data() : nullptr, f.size(0), f.size(1), f.size(2));
+  Tensor g = grad.contiguous(), gc = gate.contiguous();
+  Tensor fc = need_gate ? f.contiguous() : Tensor();
+  if (need_f) out.f = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  if (need_gate) out.gate = Tensor::empty(gate.shape(), grad.dtype(), grad.device());
+  cpu::gated_residual_backward(grad.dtype(), g.data(), gc.data(), need_gate ? fc.data() : nullptr,
+                               need_f ? out.f.data() : nullptr, need_gate ? out.gate.data() : nullptr, grad.size(0),
+                               grad.size(1), grad.size(2));
   return out;
 }
 

@@ -20,12 +20,14 @@ Tensor gated_residual(const Tensor& x, const Tensor& gate, const Tensor& f);
 struct ModulateGrads {
   Tensor x, shift, scale;  // each undefined unless asked for
 };
+// x is read only for the gradient of scale (it may be undefined otherwise).
 ModulateGrads modulate_backward(const Tensor& grad, const Tensor& x, const Tensor& scale, bool need_x, bool need_shift,
                                 bool need_scale);
 
 struct GatedResidualGrads {
   Tensor gate, f;  // each undefined unless asked for; the gradient of x is grad itself
 };
+// f is read only for the gradient of gate (it may be undefined otherwise).
 GatedResidualGrads gated_residual_backward(const Tensor& grad, const Tensor& gate, const Tensor& f, bool need_gate,
                                            bool need_f);
 
