@@ -42,7 +42,7 @@
 #include "engine/data/prefetcher.h"
 #include "engine/init.h"
 #include "engine/optim/optimizer.h"
-#include "engine/train/objective.h"
+#include "models/diffusion/objective.h"
 #include "models/diffusion/flow_matching.h"
 #include "models/dit/dit.h"
 #include "runtime/ops/elementwise.h"
@@ -142,7 +142,7 @@ QuickstartModel make_model() {
   return m;
 }
 
-// The model's prediction in the compute dtype and the loss in f32, as engine/train/objective.cpp.
+// The model's prediction in the compute dtype and the loss in f32, as models/diffusion/objective.cpp.
 Tensor predict_and_loss(QuickstartModel& m, const diffusion::FlowMatchingBatch& fb, const Tensor& context,
                         const Tensor& mask, const Tensor& pooled) {
   const DType compute = setup().dtype;

@@ -16,9 +16,9 @@
 
 #include "engine/data/idx.h"
 #include "engine/logging/image.h"
-#include "engine/train/evaluate.h"
-#include "engine/train/generate.h"
 #include "launch/commands.h"
+#include "models/diffusion/evaluate.h"
+#include "models/diffusion/generate.h"
 #include "runtime/error.h"
 #include "runtime/ops/join.h"
 
@@ -95,11 +95,11 @@ void run_eval(const EvalArgs& args) {
   }
 
   {
-    std::shared_ptr<DiT> base = build_trained_model(run, false);
+    std::shared_ptr<DiffusionModel> base = build_trained_model(run, false);
     report.models.push_back(evaluate_model(*base, run.config, dataset, classifier, report.options, "base"));
   }
   if (!run.lora.empty()) {
-    std::shared_ptr<DiT> tuned = build_trained_model(run, true);
+    std::shared_ptr<DiffusionModel> tuned = build_trained_model(run, true);
     report.models.push_back(evaluate_model(*tuned, run.config, dataset, classifier, report.options, "lora"));
   }
   report.targets = check_targets(report.models[0], report.models.size() > 1 ? &report.models[1] : nullptr,

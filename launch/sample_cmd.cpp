@@ -5,15 +5,15 @@
 //   wick sample output/quickstart_lora --prompt "Ankle boot" --out boots.png     # base + the run's LoRA
 //
 // Steps, guidance and seed default to the run's sample section. Image k of prompt p starts from
-// noise index p·n + k of the seed (engine/train/generate.h).
+// noise index p·n + k of the seed (models/diffusion/generate.h).
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/logging/image.h"
-#include "engine/train/generate.h"
 #include "launch/commands.h"
+#include "models/diffusion/generate.h"
 #include "runtime/error.h"
 
 namespace wick::launch {
@@ -32,7 +32,7 @@ struct SampleArgs {
 void run_sample(const SampleArgs& args) {
   WICK_CHECK_KIND(Config, !args.prompts.empty(), "sample: give at least one --prompt");
   TrainedRun run = locate_run(args.source, args.lora);
-  std::shared_ptr<DiT> model = build_trained_model(run, true);
+  std::shared_ptr<DiffusionModel> model = build_trained_model(run, true);
   const int64_t steps = args.steps > 0 ? args.steps : run.config.sample.steps;
   const double guidance = args.guidance >= 0.0 ? args.guidance : run.config.sample.guidance;
   const auto seed = static_cast<uint64_t>(args.seed >= 0 ? args.seed : run.config.sample.seed);
@@ -43,8 +43,8 @@ void run_sample(const SampleArgs& args) {
                run.base_weights.c_str(), run.lora.empty() ? "" : " + ", run.lora.c_str(), args.prompts.size(),
                args.prompts.size() == 1 ? "" : "s", static_cast<long long>(args.n), static_cast<long long>(steps),
                guidance, static_cast<unsigned long long>(seed), run.device.str().c_str());
-  Tensor latents = generate_latents(*model, run.config, dataset_text_encoder(*run.dataset), captions, steps, guidance,
-                                    seed);
+  Tensor latents = generate_latents(*model, run.config, dataset_text_encoder(*run.dataset), captions,
+                                    sample_latent_shape(*run.dataset), steps, guidance, seed);
   Tensor images = latents_to_images(latents, run.dataset->attributes());
   Image grid = make_image_grid(images, {.n_columns = args.n, .scale = args.scale, .value_min = 0.0f,
                                         .value_max = 1.0f, .labels = captions});

@@ -11,8 +11,9 @@
 
 #include "comm/launch_env.h"
 #include "engine/config/train_config.h"
-#include "engine/train/trainer.h"
 #include "launch/commands.h"
+#include "models/diffusion/train.h"
+#include "models/registry.h"
 #include "runtime/error.h"
 
 namespace wick::launch {
@@ -41,7 +42,7 @@ void run_train(const TrainArgs& args) {
     std::vector<std::string> overrides = args.sets;
     if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
     std::vector<std::string> notes, warnings;
-    TrainConfig config = parse_config_file(args.config, overrides, &notes, &warnings);
+    TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
     for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
     train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,7 +18,7 @@ namespace wick {
 namespace {
 
 constexpr const char* kFormat = "wick.training_state";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: typed loop counters (1 kept them as strings in "extra")
 
 void write_file_synced(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -56,7 +58,9 @@ T field(const nlohmann::json& json, const char* key, const std::string& path) {
 bool TrainingState::operator==(const TrainingState& other) const {
   return step == other.step && epoch == other.epoch && sample_cursor == other.sample_cursor && seed == other.seed &&
          rng.stream.key == other.rng.stream.key && rng.stream.stream == other.rng.stream.stream &&
-         rng.offset == other.rng.offset && extra == other.extra;
+         rng.offset == other.rng.offset && global_batch == other.global_batch &&
+         skipped_steps == other.skipped_steps && nonfinite_in_a_row == other.nonfinite_in_a_row &&
+         loss_scale == other.loss_scale;
 }
 
 FileDigest save_training_state(const std::string& path, const TrainingState& state) {
@@ -68,8 +72,14 @@ FileDigest save_training_state(const std::string& path, const TrainingState& sta
       {"sample_cursor", state.sample_cursor},
       {"seed", state.seed},
       {"rng", {{"key", state.rng.stream.key}, {"stream", state.rng.stream.stream}, {"offset", state.rng.offset}}},
-      {"extra", state.extra},
+      {"global_batch", state.global_batch},
+      {"skipped_steps", state.skipped_steps},
+      {"nonfinite_in_a_row", state.nonfinite_in_a_row},
   };
+  if (state.loss_scale)
+    json["loss_scale"] = {{"scale", state.loss_scale->scale},
+                          {"growth_tracker", state.loss_scale->growth_tracker},
+                          {"n_skipped", state.loss_scale->n_skipped}};
   const std::string text = json.dump(2) + "\n";
   write_file_synced(path, text);
   return {text.size(), sha256_hex(text.data(), text.size())};
@@ -106,7 +116,39 @@ TrainingState training_state_from_json(const std::string& text, const std::strin
   state.rng.stream.key = field<uint64_t>(rng, "key", rng_path);
   state.rng.stream.stream = field<uint64_t>(rng, "stream", rng_path);
   state.rng.offset = field<uint64_t>(rng, "offset", rng_path);
-  if (json.contains("extra")) state.extra = field<std::map<std::string, std::string>>(json, "extra", path);
+  if (version >= 2) {
+    state.global_batch = field<int64_t>(json, "global_batch", path);
+    state.skipped_steps = field<int64_t>(json, "skipped_steps", path);
+    state.nonfinite_in_a_row = field<int64_t>(json, "nonfinite_in_a_row", path);
+    if (json.contains("loss_scale")) {
+      nlohmann::json scale = field<nlohmann::json>(json, "loss_scale", path);
+      const std::string scale_path = path + " (loss_scale)";
+      state.loss_scale = TrainingState::LossScale{field<double>(scale, "scale", scale_path),
+                                                  field<int64_t>(scale, "growth_tracker", scale_path),
+                                                  field<int64_t>(scale, "n_skipped", scale_path)};
+    }
+    return state;
+  }
+  // Version 1 kept the loop's counters as strings under "extra".
+  if (json.contains("extra")) {
+    auto extra = field<std::map<std::string, std::string>>(json, "extra", path);
+    auto number = [&](const char* key, auto fallback) -> decltype(fallback) {
+      auto it = extra.find(key);
+      if (it == extra.end()) return fallback;
+      try {
+        if constexpr (std::is_same_v<decltype(fallback), double>) return std::stod(it->second);
+        else return std::stoll(it->second);
+      } catch (const std::exception&) {
+        WICK_FAIL(Data, path, ": extra.", key, " is not a number: '", it->second, "'");
+      }
+    };
+    state.global_batch = number("global_batch", int64_t{0});
+    state.skipped_steps = number("skipped_steps", int64_t{0});
+    state.nonfinite_in_a_row = number("nonfinite_in_a_row", int64_t{0});
+    if (extra.count("loss_scale"))
+      state.loss_scale = TrainingState::LossScale{number("loss_scale", 0.0), number("loss_scale_tracker", int64_t{0}),
+                                                  number("loss_scale_skipped", int64_t{0})};
+  }
   return state;
 }
 

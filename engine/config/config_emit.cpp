@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <variant>
 
 #include "engine/config/train_config.h"
 
@@ -61,16 +62,11 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "trigger_word", c.trigger_word);
 
   begin(out, "model");
-  put(out, "arch", arch_name(c.model.arch));
+  put(out, "arch", c.model.arch.c_str());
   put(out, "name_or_path", c.model.name_or_path);
   put(out, "dtype", dtype_name(c.model.dtype));
-  put(out, "in_channels", c.model.in_channels);
-  put(out, "patch_size", c.model.patch_size);
-  put(out, "hidden_size", c.model.hidden_size);
-  put(out, "depth", c.model.depth);
-  put(out, "num_heads", c.model.num_heads);
-  put(out, "mlp_ratio", c.model.mlp_ratio);
-  put(out, "text_dim", c.model.text_dim);
+  for (const auto& [name, value] : c.model.options.values())
+    std::visit([&out, &name](const auto& v) { put(out, name.c_str(), v); }, value);
   out << YAML::EndMap;
 
   begin(out, "network");
@@ -126,6 +122,7 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "every", c.save.every);
   put(out, "keep_last", c.save.keep_last);
   put(out, "dtype", dtype_name(c.save.dtype));
+  put(out, "format", lora_format_name(c.save.format));
   out << YAML::EndMap;
 
   begin(out, "sample");

@@ -3,6 +3,8 @@
 // keys, and the checks that span several keys.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +19,7 @@ using config_detail::ConfigContext;
 using config_detail::EnumTable;
 using config_detail::flag_off;
 using config_detail::is_empty;
+using config_detail::KeyDef;
 using config_detail::is_false;
 using config_detail::number_is;
 using config_detail::Range;
@@ -25,9 +28,6 @@ using config_detail::Section;
 
 namespace {
 
-const EnumTable<Arch> arch_table = {
-    {{"dit", Arch::Dit}, {"flux", Arch::Flux}, {"sd3", Arch::Sd3}, {"sdxl", Arch::Sdxl}},
-    {{"sd35", Arch::Sd3}, {"sd3.5", Arch::Sd3}, {"mmdit", Arch::Sd3}}};
 const EnumTable<NetworkType> network_table = {
     {{"lora", NetworkType::Lora}, {"dora", NetworkType::Dora}, {"full", NetworkType::Full}},
     {{"none", NetworkType::Full}}};
@@ -42,14 +42,17 @@ const EnumTable<NoiseScheduler> scheduler_table = {
      {"epsilon", NoiseScheduler::Ddpm}}};
 const EnumTable<TimestepSampling> timestep_table = {
     {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
-     {"shift", TimestepSampling::Shift}},
-    {{"sigmoid", TimestepSampling::LogitNormal}, {"linear", TimestepSampling::Uniform}}};
+     {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}},
+    {{"sigmoid", TimestepSampling::LogitNormal}, {"linear", TimestepSampling::Uniform},
+     {"flux", TimestepSampling::FluxShift}}};
 const EnumTable<SamplerKind> sampler_table = {
     {{"auto", SamplerKind::Auto}, {"euler", SamplerKind::Euler}, {"ddim", SamplerKind::Ddim}},
     {{"flowmatch", SamplerKind::Euler}}};
 const EnumTable<CommBackend> backend_table = {
     {{"auto", CommBackend::Auto}, {"nccl", CommBackend::Nccl}, {"mpi", CommBackend::Mpi},
      {"none", CommBackend::None}}};
+const EnumTable<LoraFormat> lora_format_table = {{{"kohya", LoraFormat::Kohya}, {"peft", LoraFormat::Peft}},
+                                                 {{"comfyui", LoraFormat::Kohya}, {"diffusers", LoraFormat::Peft}}};
 
 template <typename E>
 const char* name_in(const EnumTable<E>& table, E value) {
@@ -62,36 +65,134 @@ const std::vector<std::string> optimizer_choices = {"adamw8bit", "adamw", "sgd"}
 
 // ---- sections ----
 
+std::string lowercase(std::string text) {
+  for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The architecture a `model:` mapping selects: model.arch (or its alias `architecture`), else a
+// true ai-toolkit flag (is_flux, ...), else `current` (the arch chosen so far: the file's, when an
+// override names no arch). Contradictions and unknown names fail with the registered names.
+const ArchSchema& select_arch(ConfigContext& ctx, const YAML::Node& node, const std::string& current) {
+  const ConfigSchema& schema = *ctx.schema;
+  const ArchSchema* chosen = nullptr;
+  YAML::Node chosen_at;
+  for (const char* key : {"arch", "architecture"}) {
+    YAML::Node value = node.IsMap() ? node[key] : YAML::Node();
+    if (!value.IsDefined() || value.IsNull()) continue;
+    if (!value.IsScalar()) ctx.fail(value, std::string("model.") + key + " must be a string");
+    chosen = schema.find(value.Scalar());
+    if (!chosen)
+      ctx.fail(value, "model.arch: unknown architecture '" + value.Scalar() + "'; registered: " + schema.names());
+    chosen_at = value;
+  }
+  const ArchSchema* by_flag = nullptr;
+  for (const ArchSchema& arch : schema.archs) {
+    if (arch.flag.empty() || !node.IsMap()) continue;
+    YAML::Node value = node[arch.flag];
+    if (!value.IsDefined() || !value.IsScalar()) continue;
+    const std::string text = lowercase(value.Scalar());
+    if (text != "true" && text != "yes" && text != "on") continue;
+    if (by_flag) ctx.fail(value, "model." + by_flag->flag + " and model." + arch.flag + " are both true");
+    if (chosen && chosen != &arch)
+      ctx.fail(value, "model." + arch.flag + ": true contradicts model.arch '" + chosen->name + "'");
+    chosen = by_flag = &arch;
+    chosen_at = value;
+  }
+  if (chosen) {
+    ctx.set_at["model.arch"] = ctx.where(chosen_at);
+    return *chosen;
+  }
+  const ArchSchema* kept = schema.find(current.empty() ? schema.default_arch : current);
+  WICK_CHECK(kept != nullptr, "config schema: no architecture '", current, "' (default '", schema.default_arch, "')");
+  return *kept;
+}
+
+// Reads one declared key of an architecture into `options` (type and range checked, with the
+// key's location on failure).
+void read_option(Section& s, const OptionKey& key, ModelOptions& options) {
+  switch (key.type) {
+    case OptionType::Bool: {
+      bool v = std::get<bool>(key.default_value);
+      if (s.get_bool(key.name, v)) options.set(key.name, v);
+      break;
+    }
+    case OptionType::Int: {
+      int64_t v = 0;
+      if (s.get_int(key.name, v, key.range)) options.set(key.name, v);
+      break;
+    }
+    case OptionType::Float: {
+      double v = 0;
+      if (s.get_float(key.name, v, key.range)) options.set(key.name, v);
+      break;
+    }
+    case OptionType::String: {
+      std::string v;
+      if (key.choices.empty() ? s.get_string(key.name, v) : s.get_choice(key.name, v, key.choices))
+        options.set(key.name, v);
+      break;
+    }
+    case OptionType::IntList: {
+      std::vector<int64_t> v;
+      if (s.get_int_list(key.name, v, key.range)) options.set(key.name, v);
+      break;
+    }
+    case OptionType::FloatList: {
+      std::vector<double> v;
+      if (s.get_float_list(key.name, v, key.range)) options.set(key.name, v);
+      break;
+    }
+    case OptionType::StringList: {
+      std::vector<std::string> v;
+      if (s.get_string_list(key.name, v)) options.set(key.name, v);
+      break;
+    }
+  }
+}
+
 void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
-  Section s(ctx, node, "model",
-            {{"arch", {"architecture"}}, {"is_flux"}, {"is_v3"}, {"is_sdxl"},
-             {"name_or_path", {"path", "pretrained_model_name_or_path"}}, {"dtype"}, {"in_channels"},
-             {"patch_size"}, {"hidden_size"}, {"depth"}, {"num_heads"}, {"mlp_ratio"}, {"text_dim"}},
-            {"quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"},
+  const ArchSchema& arch = select_arch(ctx, node, m.arch);
+  if (arch.name != m.arch) {  // a new architecture: its own keys, at their defaults
+    m.arch = arch.name;
+    m.options = ModelOptions::defaults(arch.keys);
+  }
+  std::vector<KeyDef> keys = {{"arch", {"architecture"}}, {"name_or_path", {"path", "pretrained_model_name_or_path"}},
+                              {"dtype"}};
+  for (const ArchSchema& other : ctx.schema->archs)
+    if (!other.flag.empty()) keys.push_back({other.flag});
+  for (const OptionKey& key : arch.keys) keys.push_back({key.name, key.aliases});
+  // A key of another architecture gets a message that says so (rather than "unknown key").
+  if (node.IsMap())
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      bool known = false;
+      for (const KeyDef& def : keys)
+        known = known || def.name == key || std::find(def.aliases.begin(), def.aliases.end(), key) != def.aliases.end();
+      if (known || std::find(arch.ignored.begin(), arch.ignored.end(), key) != arch.ignored.end()) continue;
+      for (const ArchSchema& other : ctx.schema->archs)
+        for (const OptionKey& option : other.keys)
+          if (&other != &arch && (option.name == key ||
+                                  std::find(option.aliases.begin(), option.aliases.end(), key) != option.aliases.end()))
+            ctx.fail(entry.first, "model." + key + " is a key of arch " + other.name + ", but this config's model.arch is " +
+                                      arch.name + " (its keys: " +
+                                      [&] {
+                                        std::vector<std::string> names;
+                                        for (const OptionKey& k : arch.keys) names.push_back(k.name);
+                                        return names.empty() ? std::string("none") : config_detail::join(names);
+                                      }() + ")");
+    }
+  std::vector<std::string> ignored = {"quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"};
+  ignored.insert(ignored.end(), arch.ignored.begin(), arch.ignored.end());
+  Section s(ctx, node, "model", keys, ignored,
             {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
-  bool has_arch = s.get_enum("arch", m.arch, arch_table);
-  // ai-toolkit's booleans: `is_flux: true` sets the arch; contradicting an explicit arch is an error.
-  const std::pair<const char*, Arch> flags[] = {{"is_flux", Arch::Flux}, {"is_v3", Arch::Sd3}, {"is_sdxl", Arch::Sdxl}};
-  const char* flag_used = nullptr;
-  for (const auto& [flag, arch] : flags) {
+  for (const ArchSchema& other : ctx.schema->archs) {  // flags: type-checked; a false one asks for nothing
     bool on = false;
-    if (!s.get_bool(flag, on) || !on) continue;
-    if (flag_used) ctx.fail(s.value(flag), std::string("model.") + flag_used + " and model." + flag + " are both true");
-    if (has_arch && m.arch != arch)
-      ctx.fail(s.value(flag), std::string("model.") + flag + ": true contradicts model.arch '" + arch_name(m.arch) + "'");
-    m.arch = arch;
-    flag_used = flag;
-    ctx.set_at["model.arch"] = ctx.where(s.value(flag));
+    if (!other.flag.empty()) s.get_bool(other.flag, on);
   }
   s.get_string("name_or_path", m.name_or_path);
   s.get_dtype("dtype", m.dtype);
-  s.get_int("in_channels", m.in_channels, Range::at_least(0));
-  s.get_int("patch_size", m.patch_size, Range::above(0));
-  s.get_int("hidden_size", m.hidden_size, Range::above(0));
-  s.get_int("depth", m.depth, Range::above(0));
-  s.get_int("num_heads", m.num_heads, Range::above(0));
-  s.get_float("mlp_ratio", m.mlp_ratio, Range::above(0));
-  s.get_int("text_dim", m.text_dim, Range::at_least(0));
+  for (const OptionKey& key : arch.keys) read_option(s, key, m.options);
 }
 
 void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n) {
@@ -183,11 +284,14 @@ void parse_datasets(ConfigContext& ctx, const YAML::Node& node, std::vector<Data
 }
 
 void parse_save(ConfigContext& ctx, const YAML::Node& node, SaveConfig& v) {
-  Section s(ctx, node, "save", {{"every", {"save_every"}}, {"keep_last", {"max_step_saves_to_keep"}}, {"dtype"}},
+  Section s(ctx, node, "save",
+            {{"every", {"save_every"}}, {"keep_last", {"max_step_saves_to_keep"}}, {"dtype"},
+             {"format", {"lora_format"}}},
             {"push_to_hub", "hf_repo_id", "hf_private", "save_format"});
   s.get_int("every", v.every, Range::at_least(0));
   s.get_int("keep_last", v.keep_last, Range::at_least(0));
   s.get_dtype("dtype", v.dtype);
+  s.get_enum("format", v.format, lora_format_table);
 }
 
 void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
@@ -330,8 +434,9 @@ void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig
 // Defaults that depend on other keys, then checks that span several keys.
 void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (!ctx.set_at.count("network.linear_alpha")) c.network.linear_alpha = double(c.network.linear);
-  if (!ctx.set_at.count("train.noise_scheduler") && c.model.arch == Arch::Sdxl)
-    c.train.noise_scheduler = NoiseScheduler::Ddpm;
+  const ArchSchema* arch = ctx.schema->find(c.model.arch);
+  WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
+  if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)
@@ -355,15 +460,13 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
     std::string at = ctx.set_at.count("dataset") ? "dataset" : "datasets[" + std::to_string(i) + "]";
     if (c.datasets[i].path.empty()) ctx.fail_key(at, "missing required key '" + at + ".path' (the cached-latent HDF5 file)");
   }
-  if (c.model.arch != Arch::Dit && c.model.name_or_path.empty())
-    ctx.fail_key("model.arch", std::string("model.arch ") + arch_name(c.model.arch) +
-                                   " needs model.name_or_path (the base weights)");
+  if (arch->needs_base_weights && c.model.name_or_path.empty())
+    ctx.fail_key("model.arch", "model.arch " + c.model.arch + " needs model.name_or_path (the base weights)");
   if (c.network.type != NetworkType::Full && c.model.name_or_path.empty())
     ctx.fail_key("network.type", std::string("network.type ") + network_type_name(c.network.type) +
                                      " trains an adapter on a base model: set model.name_or_path");
-  if (c.model.arch == Arch::Dit && c.model.hidden_size % c.model.num_heads != 0)
-    ctx.fail_key("model.num_heads", "model.hidden_size (" + std::to_string(c.model.hidden_size) +
-                                        ") must be divisible by model.num_heads (" + std::to_string(c.model.num_heads) + ")");
+  if (arch->check)
+    if (auto problem = arch->check(c.model.options)) ctx.fail_key("model." + problem->first, problem->second);
   if (c.sample.every > 0 && c.sample.prompts.empty() && c.sample.n_per_class == 0)
     ctx.fail_key("sample.every", "sample.every is " + std::to_string(c.sample.every) +
                                      " but there is nothing to sample: give sample.prompts or sample.n_per_class");
@@ -387,6 +490,10 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
 
 TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::vector<std::string>& overrides) {
   TrainConfig config;
+  const ArchSchema* fallback = ctx.schema->find(ctx.schema->default_arch);
+  WICK_CHECK(fallback != nullptr, "config schema: the default arch '", ctx.schema->default_arch, "' is not registered");
+  config.model.arch = fallback->name;
+  config.model.options = ModelOptions::defaults(fallback->keys);
   parse_root(ctx, root, config);
   for (const std::string& argument : overrides) apply_override(ctx, argument, config);
   resolve_and_check(ctx, config);
@@ -395,18 +502,34 @@ TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::ve
 
 }  // namespace
 
-const char* arch_name(Arch value) { return name_in(arch_table, value); }
 const char* network_type_name(NetworkType value) { return name_in(network_table, value); }
 const char* mixed_precision_name(MixedPrecision value) { return name_in(precision_table, value); }
 const char* noise_scheduler_name(NoiseScheduler value) { return name_in(scheduler_table, value); }
 const char* timestep_sampling_name(TimestepSampling value) { return name_in(timestep_table, value); }
 const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
+const char* lora_format_name(LoraFormat value) { return name_in(lora_format_table, value); }
 
-TrainConfig parse_config_string(const std::string& text, const std::string& source,
+const ArchSchema* ConfigSchema::find(const std::string& name) const {
+  const std::string wanted = lowercase(name);
+  for (const ArchSchema& arch : archs) {
+    if (lowercase(arch.name) == wanted) return &arch;
+    for (const std::string& alias : arch.aliases)
+      if (lowercase(alias) == wanted) return &arch;
+  }
+  return nullptr;
+}
+
+std::string ConfigSchema::names() const {
+  std::vector<std::string> list;
+  for (const ArchSchema& arch : archs) list.push_back(arch.name);
+  return config_detail::join(list);
+}
+
+TrainConfig parse_config_string(const std::string& text, const std::string& source, const ConfigSchema& schema,
                                 const std::vector<std::string>& overrides, std::vector<std::string>* notes,
                                 std::vector<std::string>* warnings) {
-  ConfigContext ctx{.source = source, .notes = notes, .warnings = warnings};
+  ConfigContext ctx{.source = source, .schema = &schema, .notes = notes, .warnings = warnings};
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -417,14 +540,15 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
   return parse_with(ctx, root, overrides);
 }
 
-TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides,
-                              std::vector<std::string>* notes, std::vector<std::string>* warnings) {
+TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schema,
+                              const std::vector<std::string>& overrides, std::vector<std::string>* notes,
+                              std::vector<std::string>* warnings) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw WickError(ErrorKind::Config, path + ": cannot open the config file");
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad()) throw WickError(ErrorKind::Config, path + ": cannot read the config file");
-  return parse_config_string(text.str(), path, overrides, notes, warnings);
+  return parse_config_string(text.str(), path, schema, overrides, notes, warnings);
 }
 
 }  // namespace wick

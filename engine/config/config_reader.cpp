@@ -72,31 +72,6 @@ std::function<bool(const YAML::Node&)> flag_off(std::string key) {
   };
 }
 
-bool Range::contains(double v) const {
-  if (std::isnan(v)) return false;
-  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
-  if (hi_open ? !(v < hi) : !(v <= hi)) return false;
-  return true;
-}
-
-namespace {
-std::string number_text(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-}  // namespace
-
-std::string Range::describe() const {
-  bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
-  if (has_lo && has_hi)
-    return std::string("in ") + (lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) +
-           (hi_open ? ")" : "]");
-  if (has_lo) return (lo_open ? "> " : ">= ") + number_text(lo);
-  if (has_hi) return (hi_open ? "< " : "<= ") + number_text(hi);
-  return "a number";
-}
-
 int64_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<int64_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = int64_t(j);

@@ -22,12 +22,15 @@
 #include <utility>
 #include <vector>
 
+#include "engine/config/model_options.h"
+#include "engine/config/train_config.h"
 #include "runtime/dtype.h"
 
 namespace wick::config_detail {
 
 struct ConfigContext {
   std::string source;                       // file name (or "<string>")
+  const ConfigSchema* schema = nullptr;     // the registered architectures (never null while parsing)
   std::string override_arg;                 // non-empty while applying one --set argument
   std::vector<std::string>* notes = nullptr;
   std::vector<std::string>* warnings = nullptr;
@@ -65,19 +68,7 @@ std::function<bool(const YAML::Node&)> number_is(double value);
 std::function<bool(const YAML::Node&)> is_empty();
 std::function<bool(const YAML::Node&)> flag_off(std::string key);
 
-// An inclusive or exclusive bound on a number; the message reads "must be > 0" etc.
-struct Range {
-  double lo = -std::numeric_limits<double>::infinity();
-  bool lo_open = false;
-  double hi = std::numeric_limits<double>::infinity();
-  bool hi_open = false;
-  static Range any() { return {}; }
-  static Range above(double lo) { return {lo, true}; }
-  static Range at_least(double lo) { return {lo, false}; }
-  static Range between(double lo, double hi, bool hi_open = false) { return {lo, false, hi, hi_open}; }
-  bool contains(double v) const;
-  std::string describe() const;  // "> 0", ">= 0", "in [0, 1)"
-};
+using Range = ConfigRange;
 
 // Name/value pairs: canonical spellings first (listed in errors), then accepted aliases.
 template <typename E>

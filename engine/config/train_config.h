@@ -9,45 +9,71 @@
 // Every error is a WickError of kind Config whose message starts with where the mistake is:
 // "<file>:<line>:<column>: " for the file, "--set <argument>: " for an override. Keys and their
 // aliases are listed in docs/config.md.
+//
+// The parser knows no architecture: `schema` (models/registry.h `config_schema()`) lists the
+// architectures with the `model:` keys each owns; model.arch picks one (an unknown name lists them).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <functional>
+#include <optional>
+#include <utility>
+
+#include "engine/config/model_options.h"
 #include "runtime/dtype.h"
 
 namespace wick {
 
-enum class Arch { Dit, Flux, Sd3, Sdxl };
 enum class NetworkType { Lora, Dora, Full };
 enum class MixedPrecision { No, BF16, FP16 };
 enum class NoiseScheduler { FlowMatch, Ddpm };
-enum class TimestepSampling { LogitNormal, Uniform, Shift };
+enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
+enum class LoraFormat { Kohya, Peft };
 
-// Canonical config spellings ("dit", "lora", "bf16", "flowmatch", ...).
-const char* arch_name(Arch value);
+// Canonical config spellings ("lora", "bf16", "flowmatch", ...).
 const char* network_type_name(NetworkType value);
 const char* mixed_precision_name(MixedPrecision value);
 const char* noise_scheduler_name(NoiseScheduler value);
 const char* timestep_sampling_name(TimestepSampling value);
 const char* sampler_name(SamplerKind value);
 const char* comm_backend_name(CommBackend value);
+const char* lora_format_name(LoraFormat value);
+
+// What an architecture contributes to the config (models/registry.h builds one per registered
+// architecture): its names, the ai-toolkit flag that selects it, the `model:` keys it owns, and the
+// defaults it gives keys of other sections.
+struct ArchSchema {
+  std::string name;                          // "dit", "flux"
+  std::vector<std::string> aliases = {};     // accepted spellings of model.arch ("flux1")
+  std::string flag = {};                     // ai-toolkit's boolean that selects it ("is_flux"), or ""
+  std::vector<OptionKey> keys = {};          // model.<key>
+  std::vector<std::string> ignored = {};     // model.<key> accepted with a note (no meaning for it)
+  bool needs_base_weights = false;           // model.name_or_path required
+  NoiseScheduler default_noise_scheduler = NoiseScheduler::FlowMatch;
+  // Checks across its keys: the (key, message) of the first problem, or nullopt.
+  std::function<std::optional<std::pair<std::string, std::string>>(const ModelOptions&)> check = {};
+};
+
+struct ConfigSchema {
+  std::vector<ArchSchema> archs;
+  std::string default_arch;                  // model.arch when a config names none
+  // The schema of a name or alias (case-insensitive), nullptr when none matches.
+  const ArchSchema* find(const std::string& name) const;
+  // "dit, flux" (the names, for messages).
+  std::string names() const;
+};
 
 struct ModelConfig {
-  Arch arch = Arch::Dit;             // also set by is_flux / is_v3 / is_sdxl: true
-  std::string name_or_path;          // base weights (file or checkpoint directory); "" = from scratch
+  std::string arch;                  // a registered architecture's canonical name (also set by its flag,
+                                     // e.g. is_flux: true)
+  std::string name_or_path;          // base weights (file, folder or checkpoint directory); "" = from scratch
   DType dtype = DType::F32;          // storage dtype of the frozen base weights: f32 | bf16 | f16
-  // The small DiT (arch dit). in_channels / text_dim 0 = taken from the dataset.
-  int64_t in_channels = 0;
-  int64_t patch_size = 2;
-  int64_t hidden_size = 128;
-  int64_t depth = 4;
-  int64_t num_heads = 4;
-  double mlp_ratio = 4.0;
-  int64_t text_dim = 0;
+  ModelOptions options;              // the architecture's own keys, checked, defaults filled
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -56,7 +82,8 @@ struct NetworkConfig {
   int64_t linear = 16;                 // rank
   double linear_alpha = 16.0;          // defaults to `linear` when not given
   double dropout = 0.0;                // on the adapter's input, [0, 1)
-  std::vector<std::string> target;     // glob patterns over module paths; empty = the arch's default
+  std::vector<std::string> target;     // glob patterns over module paths, or the arch's preset names
+                                       // (attention, attention_mlp, all); empty = the arch's default
   bool operator==(const NetworkConfig&) const = default;
 };
 
@@ -84,7 +111,8 @@ struct TrainSection {
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;
   double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none); timestep_sampling shift
-                                       // without it: kDefaultTimestepShift
+                                       // without it: kDefaultTimestepShift. flux_shift: the
+                                       // resolution-dependent shift of Flux instead
   double caption_dropout = 0.0;        // probability a caption is replaced by the empty one
   double min_snr_gamma = 0.0;          // 0 = off
   double noise_offset = 0.0;           // 0 = off
@@ -107,6 +135,7 @@ struct SaveConfig {
   int64_t every = 250;                 // checkpoint every N steps (0 = only at the end)
   int64_t keep_last = 4;               // checkpoints kept (0 = all)
   DType dtype = DType::F16;            // dtype of exported LoRA / model weights
+  LoraFormat format = LoraFormat::Kohya;  // LoRA file naming: kohya (ComfyUI) or peft (diffusers)
   bool operator==(const SaveConfig&) const = default;
 };
 
@@ -152,12 +181,13 @@ struct TrainConfig {
 // key that wick ignores (ai-toolkit options with no meaning here), with its location; `warnings`
 // one line per setting that would change training in ai-toolkit but does not in wick (an ignored
 // ai-toolkit option with a value other than wick's behaviour, trigger_word), with its location.
-TrainConfig parse_config_string(const std::string& text, const std::string& source,
+TrainConfig parse_config_string(const std::string& text, const std::string& source, const ConfigSchema& schema,
                                 const std::vector<std::string>& overrides = {},
                                 std::vector<std::string>* notes = nullptr,
                                 std::vector<std::string>* warnings = nullptr);
 // Reads and parses a file; a missing or unreadable file is a Config error naming the path.
-TrainConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides = {},
+TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schema,
+                              const std::vector<std::string>& overrides = {},
                               std::vector<std::string>* notes = nullptr,
                               std::vector<std::string>* warnings = nullptr);
 

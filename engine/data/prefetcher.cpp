@@ -125,4 +125,8 @@ int Prefetcher::ready() const {
   return static_cast<int>(queue_.size());
 }
 
+int64_t batch_epoch(const Batch& batch) {
+  return batch.after.position == 0 ? batch.after.epoch - 1 : batch.after.epoch;
+}
+
 }  // namespace wick

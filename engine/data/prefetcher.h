@@ -36,6 +36,9 @@ struct Batch {
   SamplerState after;  // sampler state once this batch is consumed
 };
 
+// The epoch a batch was drawn from (Batch::after is the state after it, possibly the next epoch's start).
+int64_t batch_epoch(const Batch& batch);
+
 struct PrefetchOptions {
   int depth = 2;                  // batches kept ready (at least 2)
   Device device = Device::cpu();  // where latents, embeds, pooled and mask are placed

@@ -17,11 +17,11 @@ namespace fs = std::filesystem;
 
 namespace wick {
 
-Device select_device(const TrainConfig& config) {
-  if (config.device == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
-  Device device = parse_device(config.device);
+Device select_device(const std::string& name) {
+  if (name == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  Device device = parse_device(name);
   if (device.is_cuda())
-    WICK_CHECK_KIND(Config, device.index < cuda_device_count(), "device: ", config.device, " is not available (",
+    WICK_CHECK_KIND(Config, device.index < cuda_device_count(), "device: ", name, " is not available (",
                     cuda_device_count(), " CUDA devices visible", cuda_compiled() ? "" : "; wick was built without CUDA",
                     ")");
   return device;
@@ -49,13 +49,7 @@ void check_output_directory(const fs::path& run_dir, const std::string& resume) 
                   "auto, or choose another name / remove the directory");
 }
 
-void check_supported(const TrainConfig& config) {
-  WICK_CHECK_KIND(Config, config.datasets.size() == 1, "datasets: ", config.datasets.size(),
-                  " datasets given; wick trains on one dataset per run so far (merge them into one file)");
-}
-
-TrainingData open_training_data(const TrainConfig& config, bool validate) {
-  const DatasetConfig& d = config.datasets.at(0);
+TrainingData open_training_data(const DatasetConfig& d, bool validate) {
   TrainingData out;
   out.dataset = LatentDataset::open(d.path);
   if (validate) {

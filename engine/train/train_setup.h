@@ -1,9 +1,9 @@
 // The checks `wick train` makes before its first step, each a WickError naming what is wrong
 // (Config: exit status 2, Data: 3), and the pieces of setup they guard.
 //
-//   Device device = select_device(config);                    // auto: cuda:0 when a GPU is visible
+//   Device device = select_device(config.device);             // auto: cuda:0 when a GPU is visible
 //   check_output_directory(run_dir, "auto");                  // writable; `none` refuses old checkpoints
-//   TrainingData data = open_training_data(config, true);     // opened, validated, filtered
+//   TrainingData data = open_training_data(config.datasets[0], true);   // opened, validated, filtered
 //
 // Nothing here writes into the run directory except a probe file it removes again.
 #pragma once
@@ -20,17 +20,14 @@
 
 namespace wick {
 
-// config.device: auto -> cuda:0 when a GPU is visible, else cpu; cpu, cuda, cuda:N as written
+// A config's `device`: auto -> cuda:0 when a GPU is visible, else cpu; cpu, cuda, cuda:N as written
 // (a CUDA device that is not there is a Config error).
-Device select_device(const TrainConfig& config);
+Device select_device(const std::string& device);
 
 // Creates the run directory (and parents) and checks that a file can be created in it (Config error
 // naming the directory otherwise). With resume "none", a run directory that already holds
 // checkpoints or metrics is a Config error (a fresh run would mix with, and replace, the old one).
 void check_output_directory(const std::filesystem::path& run_dir, const std::string& resume);
-
-// Configuration choices wick cannot honour, as Config errors naming the key (several datasets).
-void check_supported(const TrainConfig& config);
 
 struct TrainingData {
   std::shared_ptr<LatentDataset> dataset;
@@ -39,10 +36,10 @@ struct TrainingData {
   std::vector<std::string> class_names;  // /label_names, or "class <k>" for the labels present
 };
 
-// Opens config.datasets[0] (Data error when missing, not HDF5, or not the schema), validates every
-// sample when `validate` (NaN/Inf in latents or text, wrong dtypes: Data error listing the first
-// problems) and applies include_labels / exclude_labels (no sample left: Config error).
-TrainingData open_training_data(const TrainConfig& config, bool validate);
+// Opens the dataset (Data error when missing, not HDF5, or not the schema), validates every sample
+// when `validate` (NaN/Inf in latents or text, wrong dtypes: Data error listing the first problems)
+// and applies include_labels / exclude_labels (no sample left: Config error).
+TrainingData open_training_data(const DatasetConfig& dataset, bool validate);
 
 // Throws a Data error naming the file and the sample ids when a loaded batch holds a non-finite latent.
 void check_batch_finite(const Tensor& latents, const std::vector<int64_t>& ids, const std::string& path);

@@ -182,6 +182,21 @@ Tensor DiT::timestep_features(const Tensor& t, DType dtype) const {
   return autograd::to_dtype(features, dtype);
 }
 
+Tensor DiT::predict(const Tensor& x_t, const Tensor& time, const diffusion::Conditioning& cond) {
+  return forward(x_t, time, cond.context, cond.context_mask, cond.pooled);
+}
+
+std::string DiT::summary() const {
+  return "DiT (hidden " + std::to_string(config_.hidden_size) + ", depth " + std::to_string(config_.depth) +
+         ", heads " + std::to_string(config_.num_heads) + ", patch " + std::to_string(config_.patch_size) + ")";
+}
+
+void DiT::check_latent_size(int64_t h, int64_t w) const {
+  WICK_CHECK_KIND(Config, h == config_.input_size && w == config_.input_size, "latents of ", h, "x", w,
+                  " do not fit the DiT, which takes ", config_.input_size, "x", config_.input_size,
+                  " latents (its position table has one size)");
+}
+
 Tensor DiT::forward(const Tensor& x, const Tensor& t, const Tensor& context, const Tensor& context_mask,
                     const Tensor& pooled) {
   const DiTConfig& c = config_;

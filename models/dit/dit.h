@@ -16,7 +16,7 @@
 
 #include <memory>
 
-#include "engine/module.h"
+#include "models/architecture.h"
 
 namespace wick {
 
@@ -37,10 +37,18 @@ struct DiTConfig {
   Device device = Device::cpu();
 };
 
-class DiT : public Module {
+class DiT : public DiffusionModel {
  public:
   explicit DiT(DiTConfig config);
   std::string type_name() const override { return "DiT"; }
+
+  // DiffusionModel: forward with cond.context / context_mask / pooled (guidance is ignored: the DiT
+  // has no guidance input).
+  Tensor predict(const Tensor& x_t, const Tensor& time, const diffusion::Conditioning& cond) override;
+  std::string summary() const override;
+  void check_latent_size(int64_t h, int64_t w) const override;
+  DType dtype() const override { return config_.dtype; }
+  std::string arch_name() const override { return "dit"; }
 
   // x [B, C, H, W] (H = W = input_size); t [B] sigmas in [0, 1] (embedded as t·1000, as SD3);
   // context [B, L, text_dim]; context_mask [B, L] U8 (nonzero = real token; undefined = all
@@ -53,7 +61,7 @@ class DiT : public Module {
   // Gradient checkpointing per block (engine/autograd/checkpoint.h): a block keeps only its inputs
   // during the forward and runs again in backward. Gradients are the same as without it (bitwise on
   // the CPU); activation memory falls from every block's intermediates to one block's.
-  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+  void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
   int64_t n_tokens() const { return grid_ * grid_; }
   int64_t out_channels() const { return config_.learn_sigma ? 2 * config_.in_channels : config_.in_channels; }
 

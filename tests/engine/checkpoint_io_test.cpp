@@ -93,7 +93,10 @@ TrainingState training_state(int64_t step) {
   state.sample_cursor = 1234;
   state.seed = 0xFFFFFFFFFFFFFFF1ull;  // above 2^63: must survive JSON
   state.rng = {{0x8000000000000001ull, 0x123456789ABCDEFull}, 777};
-  state.extra = {{"loss_scale", "65536"}};
+  state.global_batch = 64;
+  state.skipped_steps = 2;
+  state.nonfinite_in_a_row = 1;
+  state.loss_scale = TrainingState::LossScale{65536.0, 17, 3};
   return state;
 }
 
@@ -168,6 +171,27 @@ TEST(CheckpointIo, TrainingStateRoundTrip) {
     EXPECT_THAT(e.what(), HasSubstr("\"epoch\""));
     EXPECT_THAT(e.what(), HasSubstr(path.string()));
   }
+}
+
+// Checkpoints written before the counters were typed (format_version 1) kept them as strings.
+TEST(CheckpointIo, TrainingStateVersion1CountersAreRead) {
+  fs::path path = fresh_dir("state_v1") / "training_state.json";
+  std::ofstream(path) << R"({"format": "wick.training_state", "format_version": 1, "step": 9, "epoch": 0,
+    "sample_cursor": 64, "seed": 42, "rng": {"key": 1, "stream": 2, "offset": 3},
+    "extra": {"global_batch": "32", "skipped_steps": "1", "nonfinite_in_a_row": "0", "loss_scale": "32768",
+              "loss_scale_tracker": "5", "loss_scale_skipped": "2"}})";
+  TrainingState state = load_training_state(path.string());
+  EXPECT_EQ(state.step, 9);
+  EXPECT_EQ(state.global_batch, 32);
+  EXPECT_EQ(state.skipped_steps, 1);
+  EXPECT_EQ(state.nonfinite_in_a_row, 0);
+  ASSERT_TRUE(state.loss_scale.has_value());
+  EXPECT_EQ(state.loss_scale->scale, 32768.0);
+  EXPECT_EQ(state.loss_scale->growth_tracker, 5);
+  EXPECT_EQ(state.loss_scale->n_skipped, 2);
+  std::ofstream(path) << R"({"format": "wick.training_state", "format_version": 1, "step": 9, "epoch": 0,
+    "sample_cursor": 64, "seed": 42, "rng": {"key": 1, "stream": 2, "offset": 3}, "extra": {"global_batch": "x"}})";
+  EXPECT_THROW(load_training_state(path.string()), WickError);
 }
 
 TEST(CheckpointIo, WriteVerifyReadRoundTripIsBitwise) {

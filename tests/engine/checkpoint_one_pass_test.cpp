@@ -105,7 +105,7 @@ TrainingState state_at(int64_t step) {
   state.epoch = 1;
   state.sample_cursor = 96;
   state.seed = 7;
-  state.extra = {{"note", "one pass"}};
+  state.global_batch = 32;
   return state;
 }
 

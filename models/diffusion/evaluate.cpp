@@ -1,4 +1,4 @@
-#include "engine/train/evaluate.h"
+#include "models/diffusion/evaluate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "engine/data/idx.h"
 #include "engine/init.h"
-#include "engine/train/generate.h"
+#include "models/diffusion/generate.h"
 #include "models/nn/basic.h"
 #include "models/nn/linear.h"
 #include "runtime/error.h"
@@ -177,7 +177,7 @@ std::vector<int64_t> trained_labels(const TrainConfig& config, const LatentDatas
   return {labels.begin(), labels.end()};
 }
 
-ModelScores evaluate_model(DiT& model, const TrainConfig& config, const LatentDataset& dataset,
+ModelScores evaluate_model(DiffusionModel& model, const TrainConfig& config, const LatentDataset& dataset,
                            FashionClassifier& classifier, const EvalOptions& options, const std::string& name) {
   WICK_CHECK_KIND(Config, options.n_per_class >= 1, "eval: --n-per-class must be >= 1, got ", options.n_per_class);
   const auto& class_names = dataset.attributes().label_names;
@@ -198,7 +198,8 @@ ModelScores evaluate_model(DiT& model, const TrainConfig& config, const LatentDa
     std::vector<std::string> captions(static_cast<size_t>(options.n_per_class), class_names[static_cast<size_t>(label)]);
     // Every class starts from the same noise (indices 0 .. n_per_class − 1 of options.seed): classes
     // differ by their caption only, and a class's images do not depend on which others run.
-    Tensor latents = generate_latents(model, config, encoder, captions, options.steps, options.guidance, options.seed);
+    Tensor latents = generate_latents(model, config, encoder, captions, sample_latent_shape(dataset), options.steps,
+                                      options.guidance, options.seed);
     images.push_back(latents_to_images(latents, dataset.attributes()));
     for (int64_t k = 0; k < options.n_per_class; ++k) result.labels.push_back(label);
     if (options.progress)

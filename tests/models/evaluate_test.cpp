@@ -1,4 +1,4 @@
-// Quality measurement (engine/train/evaluate.h): the Fashion-MNIST classifier scores real test
+// Quality measurement (models/diffusion/evaluate.h): the Fashion-MNIST classifier scores real test
 // images at its known accuracy, saves and reloads, per-class counts and pixel statistics, the
 // targets' met/missed logic, eval.json fields, and evaluate_model on a tiny packed dataset.
 // Tests that need Debian's dataset-fashion-mnist skip (visibly) without it.
@@ -12,8 +12,9 @@
 #include "engine/data/fashion_pack.h"
 #include "engine/data/idx.h"
 #include "engine/init.h"
-#include "engine/train/evaluate.h"
-#include "engine/train/generate.h"
+#include "models/diffusion/evaluate.h"
+#include "models/diffusion/generate.h"
+#include "models/dit/dit.h"
 #include "runtime/ops/creation.h"
 #include "tests/error_of.h"
 

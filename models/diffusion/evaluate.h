@@ -17,7 +17,7 @@
 #include "engine/config/train_config.h"
 #include "engine/data/latent_dataset.h"
 #include "engine/keras/sequential.h"
-#include "models/dit/dit.h"
+#include "models/architecture.h"
 
 namespace wick {
 
@@ -105,7 +105,7 @@ struct ModelScores {
 // image k of every class starts from noise index k of options.seed), classifies them, and fills the per-class
 // pixel statistics of up to n_per_class real samples of each class read from `dataset`. The dataset
 // needs labels and /label_names; the model must fit it (a WickError otherwise).
-ModelScores evaluate_model(DiT& model, const TrainConfig& config, const LatentDataset& dataset,
+ModelScores evaluate_model(DiffusionModel& model, const TrainConfig& config, const LatentDataset& dataset,
                            FashionClassifier& classifier, const EvalOptions& options, const std::string& name);
 
 // ---- the quickstart's targets (issue: base >= 70% on the classes it saw; after the LoRA >= 60% on

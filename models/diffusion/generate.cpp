@@ -1,12 +1,14 @@
-#include "engine/train/generate.h"
+#include "models/diffusion/generate.h"
 
 #include <algorithm>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/fashion_pack.h"
-#include "engine/train/model_factory.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/samplers.h"
+#include "models/lora_files.h"
+#include "models/model_factory.h"
+#include "models/registry.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
@@ -30,7 +32,7 @@ class EvalModeGuard {
   bool was_training_;
 };
 
-Device model_device(const DiT& model) {
+Device model_device(const DiffusionModel& model) {
   auto parameters = model.named_parameters();
   return parameters.empty() ? Device::cpu() : parameters.front().second.device();
 }
@@ -79,42 +81,31 @@ HashedTextEncoder dataset_text_encoder(const LatentDataset& dataset) {
   return HashedTextEncoder(dataset.text_length(), dataset.text_dim());
 }
 
-diffusion::Denoiser dit_denoiser(DiT& model, NoiseScheduler scheduler, DType compute_dtype) {
+diffusion::Denoiser model_denoiser(DiffusionModel& model, NoiseScheduler scheduler) {
   const double t_scale = scheduler == NoiseScheduler::Ddpm ? 1.0 / 1000.0 : 1.0;
-  return [&model, t_scale, compute_dtype](const Tensor& x, const Tensor& t, const diffusion::Conditioning& cond) {
+  const DType compute = model.dtype();
+  return [&model, t_scale, compute](const Tensor& x, const Tensor& t, const diffusion::Conditioning& cond) {
     Tensor model_t = t_scale == 1.0 ? t : mul(t, t_scale);
-    Tensor out = model.forward(x.to(compute_dtype), model_t, cond.context, cond.context_mask, cond.pooled);
+    Tensor out = model.predict(x.to(compute), model_t, cond);
     return out.to(DType::F32);
   };
 }
 
-DType generation_dtype(const DiT& model, const TrainConfig& config) {
-  switch (config.train.mixed_precision) {
-    case MixedPrecision::BF16: return DType::BF16;
-    case MixedPrecision::FP16: return DType::F16;
-    case MixedPrecision::No: break;
-  }
-  return model.config().dtype;
-}
-
-Tensor generate_latents(DiT& model, const TrainConfig& config, const HashedTextEncoder& encoder,
-                        const std::vector<std::string>& captions, int64_t steps, double guidance, uint64_t seed) {
+Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const HashedTextEncoder& encoder,
+                        const std::vector<std::string>& captions, const Shape& latent_shape, int64_t steps,
+                        double guidance, uint64_t seed) {
   WICK_CHECK_KIND(Config, steps >= 1, "generate: steps must be >= 1, got ", steps);
   WICK_CHECK_KIND(Config, guidance >= 0.0, "generate: guidance must be >= 0, got ", guidance);
-  const DiTConfig& dit = model.config();
-  WICK_CHECK_KIND(Config, encoder.dim() == dit.text_dim, "generate: the text encoder gives ", encoder.dim(),
-                  "-wide embeddings, the model takes text_dim ", dit.text_dim);
-  WICK_CHECK_KIND(Config, dit.pooled_dim == 0 || dit.pooled_dim == encoder.dim(), "generate: the model's pooled_dim ",
-                  dit.pooled_dim, " differs from the text encoder's width ", encoder.dim());
+  WICK_CHECK(latent_shape.size() == 3, "generate: latent_shape must be {C, H, W}");
   const SamplerKind sampler = resolved_sampler(config);
   const Device device = model_device(model);
-  const Shape image_shape = {dit.in_channels, dit.input_size, dit.input_size};
+  const Shape& image_shape = latent_shape;
   const int64_t n = static_cast<int64_t>(captions.size());
-  if (n == 0) return Tensor::empty({0, dit.in_channels, dit.input_size, dit.input_size}, DType::F32);
+  if (n == 0) return Tensor::empty({0, latent_shape[0], latent_shape[1], latent_shape[2]}, DType::F32);
 
   EvalModeGuard eval_mode(model);
   autograd::NoGradGuard no_grad;
-  diffusion::Denoiser denoiser = dit_denoiser(model, config.train.noise_scheduler, generation_dtype(model, config));
+  diffusion::Denoiser denoiser = model_denoiser(model, config.train.noise_scheduler);
   const diffusion::DdpmSchedule schedule = diffusion::DdpmSchedule::scaled_linear();
   const std::string negative = with_trigger(config.sample.negative_prompt, config.trigger_word);
 
@@ -134,7 +125,9 @@ Tensor generate_latents(DiT& model, const TrainConfig& config, const HashedTextE
     if (sampler == SamplerKind::Euler) {
       diffusion::FlowSamplerConfig flow;
       flow.n_steps = steps;
-      if (config.train.timestep_shift != 1.0) {
+      if (config.train.timestep_sampling == TimestepSampling::FluxShift) {
+        flow.shift = diffusion::SigmaShift::Resolution;
+      } else if (config.train.timestep_shift != 1.0) {
         flow.shift = diffusion::SigmaShift::Constant;
         flow.shift_value = config.train.timestep_shift;
       }
@@ -176,7 +169,7 @@ std::optional<TrainConfig> config_of_checkpoint(const std::string& weights) {
   fs::path path(weights);
   if (path.has_filename() && path.parent_path().filename() == "checkpoints") {
     fs::path config = path.parent_path().parent_path() / "config.yaml";
-    if (fs::exists(config)) return parse_config_file(config.string());
+    if (fs::exists(config)) return parse_config_file(config.string(), config_schema());
   }
   return std::nullopt;
 }
@@ -187,7 +180,7 @@ TrainConfig lora_training_config(const std::string& path) {
   auto found = file.metadata().find("wick_config");
   WICK_CHECK_KIND(Data, found != file.metadata().end(), path,
                   ": no wick_config metadata (not written by wick train), so its network settings are unknown");
-  return parse_config_string(found->second, path + " (wick_config metadata)");
+  return parse_config_string(found->second, path + " (wick_config metadata)", config_schema());
 }
 
 }  // namespace
@@ -198,16 +191,16 @@ TrainedRun locate_run(const std::string& source, const std::string& lora_overrid
   if (fs::is_directory(source)) {
     fs::path config = fs::path(source) / "config.yaml";
     WICK_CHECK_KIND(Config, fs::exists(config), source, ": not a run directory (no config.yaml; train it with wick train)");
-    run.config = parse_config_file(config.string());
+    run.config = parse_config_file(config.string(), config_schema());
     run.run_dir = source;
   } else {
-    run.config = parse_config_file(source);
+    run.config = parse_config_file(source, config_schema());
     run.run_dir = fs::path(run.config.output_dir) / run.config.name;
   }
   const TrainConfig& c = run.config;
   WICK_CHECK_KIND(Config, !c.datasets.empty(), source, ": the config names no dataset");
   run.dataset = LatentDataset::open(c.datasets[0].path);
-  run.device = select_device(c);
+  run.device = select_device(c.device);
   if (c.network.type == NetworkType::Full) {
     fs::path latest = run.run_dir / "checkpoints" / "latest";
     if (fs::exists(latest)) {
@@ -239,16 +232,22 @@ TrainedRun locate_run(const std::string& source, const std::string& lora_overrid
   return run;
 }
 
-std::shared_ptr<DiT> build_trained_model(const TrainedRun& run, bool with_lora) {
+std::shared_ptr<DiffusionModel> build_trained_model(const TrainedRun& run, bool with_lora) {
   TrainConfig config = run.config;
   config.model.name_or_path = run.base_weights;
   config.network = NetworkConfig{};  // full: every weight from base_weights
   const bool lora = with_lora && !run.lora.empty();
   if (lora) config.network = run.lora_config->network;
-  std::shared_ptr<DiT> model = build_model(config, *run.dataset, run.device);
+  std::shared_ptr<DiffusionModel> model = build_model(config, dataset_geometry(*run.dataset), run.device);
   if (lora) load_lora(*model, run.lora);
   model->eval();
   return model;
+}
+
+Shape sample_latent_shape(const LatentDataset& dataset) {
+  WICK_CHECK_KIND(Data, !dataset.buckets().empty(), dataset.path(), ": the dataset has no buckets");
+  const BucketInfo& bucket = dataset.buckets().front();
+  return {dataset.attributes().latent_channels, bucket.height, bucket.width};
 }
 
 }  // namespace wick

@@ -6,7 +6,7 @@
 //
 // Cells: with sample.n_per_class > 0, one row per class of the dataset (/label_names) with that many
 // images, the class name as caption; then one cell per sample.prompts entry. Images come from
-// generate_latents (engine/train/generate.h) with sample.steps, sample.guidance and sample.seed, so
+// generate_latents (models/diffusion/generate.h) with sample.steps, sample.guidance and sample.seed, so
 // the grids of one run differ only by the weights. Each row's first cell carries its caption.
 #pragma once
 
@@ -17,7 +17,7 @@
 
 #include "engine/config/train_config.h"
 #include "engine/train/train_setup.h"
-#include "models/dit/dit.h"
+#include "models/architecture.h"
 
 namespace wick {
 
@@ -30,13 +30,14 @@ struct SampleLayout {
 };
 SampleLayout sample_layout(const SampleConfig& sample, const std::vector<std::string>& class_names);
 
-// Config errors, before training starts, when sample.every > 0 but the grid cannot be made: no class
-// names for n_per_class, an embedding the sampler cannot re-create, latents wick cannot turn into pixels.
+// Config errors, before training starts, when sample.every > 0 but the grid cannot be made: an
+// architecture that cannot sample yet, no class names for n_per_class, an embedding the sampler
+// cannot re-create, latents wick cannot turn into pixels.
 void check_sampling(const TrainConfig& config, const TrainingData& data);
 
 // Generates the grid for `step`, writes <run_dir>/samples/step_<N>.png (through a temporary file and a
 // rename) and, when `log` is given, the TensorBoard image. Returns the PNG's path.
-std::filesystem::path write_sample_grid(DiT& model, const TrainConfig& config, const TrainingData& data,
+std::filesystem::path write_sample_grid(DiffusionModel& model, const TrainConfig& config, const TrainingData& data,
                                         const std::filesystem::path& run_dir, int64_t step, RunLog* log);
 
 }  // namespace wick

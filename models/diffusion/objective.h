@@ -3,15 +3,15 @@
 // guidance. Every random number comes from Philox streams keyed by (seed, sample id, epoch), so a
 // sample draws the same noise, σ/t and dropout decision on any rank, batch position or resume.
 //
-//   Objective objective(config);                                      // flowmatch or ddpm
+//   Objective objective(config.train);                                // flowmatch or ddpm
 //   Tensor x0 = objective.scale_latents(batch.latents, dataset_attributes);
 //   diffusion::Conditioning cond = drop_captions(batch, p, seed, epoch);
 //   ObjectiveBatch b = objective.make(x0, batch.ids, epoch);
 //   Tensor pred = model->forward(b.x_t, b.model_time, cond.context, cond.context_mask, cond.pooled);
 //   Tensor loss = objective.loss(pred, b);                             // 0-d f32, through autograd
 //
-// The DiT takes its time input in [0, 1] (it embeds t·1000): σ for rectified flow, and the DDPM
-// timestep divided by 1000 for ε-prediction (so the embedder sees the integer timestep).
+// Models take their time input in [0, 1] (DiffusionModel::predict): σ for rectified flow, and the DDPM
+// timestep divided by 1000 for ε-prediction (each model scales it for its own embedder).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ struct ObjectiveBatch {
 
 class Objective {
  public:
-  explicit Objective(const TrainConfig& config);
+  explicit Objective(const TrainSection& train);
 
   // (latent − vae_shift_factor) · vae_scaling_factor, f32 (the docs/dataset.md convention).
   static Tensor scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes);
@@ -57,17 +57,15 @@ class Objective {
   diffusion::DdpmConfig ddpm_;
 };
 
-// The flow-matching settings of a config: σ sampling (logit_normal / uniform / shift = uniform with the
-// SD3 shift), the SD3 shift when timestep_shift != 1, the noise offset.
-diffusion::FlowMatchingConfig flow_matching_config(const TrainConfig& config);
+// The flow-matching settings of a train section: σ sampling (logit_normal / uniform / shift = uniform
+// with the SD3 shift / flux_shift = logit-normal with Flux's resolution-dependent shift), the SD3
+// shift when timestep_shift != 1, the noise offset.
+diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& train);
 
 // min-SNR-γ for rectified flow, in ε space as Hang et al. define it: SNR = ((1 − σ)/σ)², and the
 // v-MSE weight min(SNR, γ)·σ² = min((1 − σ)², γ·σ²) equals the ε-prediction weight min(SNR, γ)/SNR
 // applied to the ε error (1 − σ)·Δv.
 double flow_min_snr_weight(double sigma, double gamma);
-
-// The epoch a batch was drawn from (Batch::after is the state after it, possibly the next epoch's start).
-int64_t batch_epoch(const Batch& batch);
 
 // The conditioning of a batch with each sample's caption dropped with probability p: a dropped
 // sample's token embeddings, mask and pooled vector are all zero (the empty caption of the hashed

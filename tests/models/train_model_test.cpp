@@ -1,5 +1,6 @@
-// engine/train/model_factory: the DiT from a config and a dataset, base weights, and the kohya-style
-// LoRA/DoRA files (keys, shapes, metadata, round trip, mismatches).
+// models/model_factory and models/lora_files: the DiT from a config and a dataset through the
+// registry, base weights, target presets, and the kohya-style LoRA/DoRA files (keys, shapes,
+// metadata, round trip, mismatches).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +12,11 @@
 #include "engine/autograd/node.h"
 #include "engine/config/train_config.h"
 #include "engine/module.h"
-#include "engine/train/model_factory.h"
+#include "models/dit/dit_architecture.h"
+#include "models/lora_files.h"
+#include "models/model_factory.h"
 #include "models/nn/adapters.h"
+#include "models/registry.h"
 #include "runtime/ops/random.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
@@ -32,12 +36,20 @@ fs::path temp_dir(const std::string& name) {
   return dir;
 }
 
-const ModelGeometry kGeometry{.latent_channels = 4, .latent_size = 8, .text_dim = 16, .pooled_dim = 16};
+const DataGeometry kGeometry{.latent_channels = 4, .latent_sizes = {{8, 8}}, .text_length = 8, .text_dim = 16,
+                             .pooled_dim = 16};
+
+// The DiT a build returned.
+DiT& dit(const std::shared_ptr<DiffusionModel>& model) {
+  auto* d = dynamic_cast<DiT*>(model.get());
+  EXPECT_NE(d, nullptr);
+  return *d;
+}
 
 // The tiny DiT (hidden 32, depth 2) with --set style overrides.
 TrainConfig tiny_config(const std::vector<std::string>& sets = {}) {
   return parse_config_string("name: t\nmodel: {hidden_size: 32, depth: 2, num_heads: 2}\ndataset: {path: unused.h5}\n",
-                             "<test>", sets);
+                             "<test>", config_schema(), sets);
 }
 
 // A full model saved as base weights, and a LoRA config on it.
@@ -63,9 +75,9 @@ void randomize_adapters(Module& model, uint64_t seed) {
 }
 
 TEST(TrainModel, GradientCheckpointingKeyReachesTheModel) {
-  EXPECT_FALSE(build_model(tiny_config(), kGeometry, Device::cpu())->config().gradient_checkpointing);
-  EXPECT_TRUE(build_model(tiny_config({"train.gradient_checkpointing=true"}), kGeometry, Device::cpu())
-                  ->config()
+  EXPECT_FALSE(dit(build_model(tiny_config(), kGeometry, Device::cpu())).config().gradient_checkpointing);
+  EXPECT_TRUE(dit(build_model(tiny_config({"train.gradient_checkpointing=true"}), kGeometry, Device::cpu()))
+                  .config()
                   .gradient_checkpointing);
 }
 
@@ -73,25 +85,31 @@ TEST(TrainModel, BuildsTheDiTFromTheDatasetGeometry) {
   fs::path dir = temp_dir("geometry");
   testing::write_synthetic_dataset((dir / "d.h5").string(), {.n_samples = 6});
   auto ds = LatentDataset::open((dir / "d.h5").string());
-  ModelGeometry g = dataset_geometry(*ds);
+  DataGeometry g = dataset_geometry(*ds);
   EXPECT_EQ(g.latent_channels, 4);
-  EXPECT_EQ(g.latent_size, 8);
+  EXPECT_EQ(g.latent_sizes, (std::vector<std::pair<int64_t, int64_t>>{{8, 8}}));
   EXPECT_EQ(g.text_dim, 16);
   EXPECT_EQ(g.pooled_dim, 16);
-  auto model = build_model(tiny_config(), *ds, Device::cpu());
-  EXPECT_EQ(model->config().in_channels, 4);
-  EXPECT_EQ(model->config().input_size, 8);
+  auto model = build_model(tiny_config(), g, Device::cpu());
+  EXPECT_EQ(dit(model).config().in_channels, 4);
+  EXPECT_EQ(dit(model).config().input_size, 8);
   EXPECT_EQ(model->n_parameters(true), model->n_parameters());  // network full: everything trains
 
   // The geometry is read back from a saved model, so a checkpoint alone rebuilds it.
   std::string base = save_base(dir);
-  ModelGeometry back = weights_geometry(base, 2);
+  DataGeometry back = dit_weights_geometry(base, 2);
   EXPECT_EQ(back.latent_channels, 4);
-  EXPECT_EQ(back.latent_size, 8);
+  EXPECT_EQ(back.latent_sizes, (std::vector<std::pair<int64_t, int64_t>>{{8, 8}}));
   EXPECT_EQ(back.text_dim, 16);
   EXPECT_EQ(back.pooled_dim, 16);
-  auto from_attributes = build_model(lora_config(base, "lora", 4), ds->attributes(), Device::cpu());
-  EXPECT_EQ(from_attributes->config().input_size, 8);
+  auto from_weights = build_model(lora_config(base, "lora", 4), DataGeometry{.latent_channels = 4}, Device::cpu());
+  EXPECT_EQ(dit(from_weights).config().input_size, 8);
+
+  // Buckets the DiT cannot take are refused before anything is built.
+  DataGeometry two_sizes = g;
+  two_sizes.latent_sizes.push_back({6, 6});
+  EXPECT_THAT(error_of([&] { build_model(tiny_config(), two_sizes, Device::cpu()); }),
+              HasSubstr("the DiT takes latents of one size"));
 }
 
 TEST(TrainModel, ConfigThatContradictsTheDataOrTheBaseIsAConfigError) {
@@ -113,8 +131,22 @@ TEST(TrainModel, ConfigThatContradictsTheDataOrTheBaseIsAConfigError) {
   EXPECT_THAT(error_of([&] { build_model(deeper, kGeometry, Device::cpu()); }), HasSubstr("not in the file"));
   TrainConfig missing = tiny_config({"model.name_or_path=" + (dir / "nope.safetensors").string()});
   EXPECT_THAT(error_of([&] { build_model(missing, kGeometry, Device::cpu()); }), HasSubstr("does not exist"));
-  TrainConfig flux = tiny_config({"model.arch=flux", "model.name_or_path=" + base});
-  EXPECT_THAT(error_of([&] { build_model(flux, kGeometry, Device::cpu()); }), HasSubstr("model.arch flux"));
+}
+
+TEST(TrainModel, TargetPresetsExpandAndUnknownWordsAreRefused) {
+  fs::path dir = temp_dir("presets");
+  std::string base = save_base(dir);
+  auto count = [&](const std::string& target) {
+    return nn::find_adapters(*build_model(lora_config(base, "lora", 4, {"network.target=" + target}), kGeometry,
+                                          Device::cpu()))
+        .size();
+  };
+  EXPECT_EQ(count("[attention]"), 6u);      // q, kv, proj of 2 blocks
+  EXPECT_EQ(count("[attention_mlp]"), 10u);  // + fc1, fc2
+  EXPECT_EQ(count("[all]"), 12u);            // + the modulation Linear
+  EXPECT_EQ(count("[attention, 'blocks.0.mlp.fc1']"), 7u);
+  EXPECT_THAT(error_of([&] { count("[atention]"); }),
+              HasSubstr("'atention' is neither a preset of arch dit (all, attention, attention_mlp) nor a module pattern"));
 }
 
 TEST(TrainModel, LoraBaseIsLoadedAndFrozen) {
@@ -154,7 +186,7 @@ TEST(TrainModel, SavedLoraHasKohyaKeysShapesAndMetadata) {
   EXPECT_EQ(meta.at("ss_base_model_hash"), "abc123");
   EXPECT_EQ(meta.at("ss_steps"), "123");
   EXPECT_EQ(meta.at("wick_network_type"), "lora");
-  EXPECT_EQ(parse_config_string(meta.at("wick_config"), "<metadata>"), config);
+  EXPECT_EQ(parse_config_string(meta.at("wick_config"), "<metadata>", config_schema()), config);
 
   TrainConfig half = lora_config(base, "lora", 4);
   half.save.dtype = DType::BF16;

@@ -1,4 +1,4 @@
-// Sampling from a DiT (engine/train/generate.h): shapes, finiteness, determinism per seed, image i
+// Sampling from a DiT (models/diffusion/generate.h): shapes, finiteness, determinism per seed, image i
 // independent of the number of captions (across the batch boundary), the flow and DDIM paths,
 // guidance and the caption taking effect, the training flag restored, and latents -> pixels.
 #include <gmock/gmock.h>
@@ -8,7 +8,8 @@
 
 #include "engine/data/fashion_pack.h"
 #include "engine/init.h"
-#include "engine/train/generate.h"
+#include "models/diffusion/generate.h"
+#include "models/dit/dit.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/random.h"
@@ -53,6 +54,7 @@ std::shared_ptr<DiT> tiny_dit(uint64_t seed) {
 TrainConfig flow_config() {
   TrainConfig config;
   config.name = "generate-test";
+  config.model.arch = "dit";
   return config;
 }
 
@@ -67,14 +69,14 @@ TEST(Generate, FiniteLatentsOfTheModelShapeDeterministicPerSeed) {
   auto dit = tiny_dit(1);
   HashedTextEncoder encoder(8, 16);
   TrainConfig config = flow_config();
-  Tensor a = generate_latents(*dit, config, encoder, captions_of(5), 4, 3.0, 11);
+  Tensor a = generate_latents(*dit, config, encoder, captions_of(5), {4, 4, 4}, 4, 3.0, 11);
   EXPECT_EQ(a.shape(), (Shape{5, 4, 4, 4}));
   EXPECT_EQ(a.dtype(), DType::F32);
   EXPECT_TRUE(a.device().is_cpu());
   EXPECT_TRUE(all_finite(a));
-  Tensor again = generate_latents(*dit, config, encoder, captions_of(5), 4, 3.0, 11);
+  Tensor again = generate_latents(*dit, config, encoder, captions_of(5), {4, 4, 4}, 4, 3.0, 11);
   EXPECT_EQ(max_abs_diff(a, again), 0.0);
-  Tensor other_seed = generate_latents(*dit, config, encoder, captions_of(5), 4, 3.0, 12);
+  Tensor other_seed = generate_latents(*dit, config, encoder, captions_of(5), {4, 4, 4}, 4, 3.0, 12);
   EXPECT_GT(max_abs_diff(a, other_seed), 0.1);
 }
 
@@ -83,10 +85,10 @@ TEST(Generate, ImageIDoesNotDependOnTheNumberOfImages) {
   HashedTextEncoder encoder(8, 16);
   TrainConfig config = flow_config();
   // 70 images: two batches (64 + 6); the first 3 and image 66 must match shorter calls.
-  Tensor many = generate_latents(*dit, config, encoder, captions_of(70), 3, 2.0, 5);
-  Tensor few = generate_latents(*dit, config, encoder, captions_of(3), 3, 2.0, 5);
+  Tensor many = generate_latents(*dit, config, encoder, captions_of(70), {4, 4, 4}, 3, 2.0, 5);
+  Tensor few = generate_latents(*dit, config, encoder, captions_of(3), {4, 4, 4}, 3, 2.0, 5);
   EXPECT_LT(max_abs_diff(many.narrow(0, 0, 3), few), 1e-5);
-  Tensor upto_66 = generate_latents(*dit, config, encoder, captions_of(67), 3, 2.0, 5);
+  Tensor upto_66 = generate_latents(*dit, config, encoder, captions_of(67), {4, 4, 4}, 3, 2.0, 5);
   EXPECT_LT(max_abs_diff(many.narrow(0, 66, 1), upto_66.narrow(0, 66, 1)), 1e-5);
 }
 
@@ -95,18 +97,18 @@ TEST(Generate, CaptionAndGuidanceChangeTheResultAndTheModeIsRestored) {
   HashedTextEncoder encoder(8, 16);
   TrainConfig config = flow_config();
   dit->train(true);
-  Tensor bag = generate_latents(*dit, config, encoder, {"Bag"}, 4, 1.0, 9);
+  Tensor bag = generate_latents(*dit, config, encoder, {"Bag"}, {4, 4, 4}, 4, 1.0, 9);
   EXPECT_TRUE(dit->is_training());
-  Tensor boot = generate_latents(*dit, config, encoder, {"Ankle boot"}, 4, 1.0, 9);
+  Tensor boot = generate_latents(*dit, config, encoder, {"Ankle boot"}, {4, 4, 4}, 4, 1.0, 9);
   EXPECT_GT(max_abs_diff(bag, boot), 1e-3);
-  Tensor guided = generate_latents(*dit, config, encoder, {"Bag"}, 4, 4.0, 9);
+  Tensor guided = generate_latents(*dit, config, encoder, {"Bag"}, {4, 4, 4}, 4, 4.0, 9);
   EXPECT_GT(max_abs_diff(bag, guided), 1e-3);
   // Guidance changes nothing for the unconditional caption (conditional = unconditional input).
-  Tensor empty_1 = generate_latents(*dit, config, encoder, {""}, 4, 1.0, 9);
-  Tensor empty_4 = generate_latents(*dit, config, encoder, {""}, 4, 4.0, 9);
+  Tensor empty_1 = generate_latents(*dit, config, encoder, {""}, {4, 4, 4}, 4, 1.0, 9);
+  Tensor empty_4 = generate_latents(*dit, config, encoder, {""}, {4, 4, 4}, 4, 4.0, 9);
   EXPECT_LT(max_abs_diff(empty_1, empty_4), 1e-5);
   dit->eval();
-  generate_latents(*dit, config, encoder, {"Bag"}, 2, 1.0, 9);
+  generate_latents(*dit, config, encoder, {"Bag"}, {4, 4, 4}, 2, 1.0, 9);
   EXPECT_FALSE(dit->is_training());
 }
 
@@ -116,29 +118,29 @@ TEST(Generate, DdpmUsesDdimAndTheShiftChangesTheFlowPath) {
   TrainConfig flow = flow_config();
   TrainConfig ddpm = flow_config();
   ddpm.train.noise_scheduler = NoiseScheduler::Ddpm;
-  Tensor f = generate_latents(*dit, flow, encoder, captions_of(2), 5, 2.0, 3);
-  Tensor d = generate_latents(*dit, ddpm, encoder, captions_of(2), 5, 2.0, 3);
+  Tensor f = generate_latents(*dit, flow, encoder, captions_of(2), {4, 4, 4}, 5, 2.0, 3);
+  Tensor d = generate_latents(*dit, ddpm, encoder, captions_of(2), {4, 4, 4}, 5, 2.0, 3);
   EXPECT_TRUE(all_finite(d));
   EXPECT_GT(max_abs_diff(f, d), 1e-3);
   TrainConfig shifted = flow_config();
   shifted.train.timestep_shift = 3.0;
-  EXPECT_GT(max_abs_diff(f, generate_latents(*dit, shifted, encoder, captions_of(2), 5, 2.0, 3)), 1e-4);
+  EXPECT_GT(max_abs_diff(f, generate_latents(*dit, shifted, encoder, captions_of(2), {4, 4, 4}, 5, 2.0, 3)), 1e-4);
   // A sampler that does not fit the objective is a config error.
   ddpm.sample.sampler = SamplerKind::Euler;
-  EXPECT_THAT(error_of([&] { generate_latents(*dit, ddpm, encoder, {"Bag"}, 2, 1.0, 3); }),
+  EXPECT_THAT(error_of([&] { generate_latents(*dit, ddpm, encoder, {"Bag"}, {4, 4, 4}, 2, 1.0, 3); }),
               HasSubstr("does not fit train.noise_scheduler ddpm"));
 }
 
 TEST(Generate, BadArgumentsNameTheProblem) {
   auto dit = tiny_dit(5);
   TrainConfig config = flow_config();
-  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 16), {"Bag"}, 0, 1.0, 1); }),
+  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 16), {"Bag"}, {4, 4, 4}, 0, 1.0, 1); }),
               HasSubstr("steps must be >= 1"));
-  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 16), {"Bag"}, 2, -1.0, 1); }),
+  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 16), {"Bag"}, {4, 4, 4}, 2, -1.0, 1); }),
               HasSubstr("guidance must be >= 0"));
-  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 32), {"Bag"}, 2, 1.0, 1); }),
-              HasSubstr("text_dim 16"));
-  EXPECT_EQ(generate_latents(*dit, config, HashedTextEncoder(8, 16), {}, 2, 1.0, 1).shape(), (Shape{0, 4, 4, 4}));
+  EXPECT_THAT(error_of([&] { generate_latents(*dit, config, HashedTextEncoder(8, 32), {"Bag"}, {4, 4, 4}, 2, 1.0, 1); }),
+              HasSubstr("L, 16]"));
+  EXPECT_EQ(generate_latents(*dit, config, HashedTextEncoder(8, 16), {}, {4, 4, 4}, 2, 1.0, 1).shape(), (Shape{0, 4, 4, 4}));
 }
 
 TEST(Generate, LatentsToImagesInvertsThePacking) {

@@ -1,4 +1,4 @@
-#include "engine/train/objective.h"
+#include "models/diffusion/objective.h"
 
 #include <algorithm>
 
@@ -16,14 +16,15 @@ std::vector<uint64_t> as_unsigned(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-diffusion::FlowMatchingConfig flow_matching_config(const TrainConfig& config) {
-  const TrainSection& t = config.train;
+diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& t) {
   diffusion::FlowMatchingConfig flow;
-  flow.sampling = t.timestep_sampling == TimestepSampling::LogitNormal ? diffusion::SigmaSampling::LogitNormal
-                                                                       : diffusion::SigmaSampling::Uniform;
+  const bool logit_normal =
+      t.timestep_sampling == TimestepSampling::LogitNormal || t.timestep_sampling == TimestepSampling::FluxShift;
+  flow.sampling = logit_normal ? diffusion::SigmaSampling::LogitNormal : diffusion::SigmaSampling::Uniform;
   flow.logit_mean = t.logit_mean;
   flow.logit_std = t.logit_std;
   flow.shift = t.timestep_shift != 1.0 ? diffusion::SigmaShift::Constant : diffusion::SigmaShift::None;
+  if (t.timestep_sampling == TimestepSampling::FluxShift) flow.shift = diffusion::SigmaShift::Resolution;
   flow.shift_value = t.timestep_shift;
   flow.noise_offset = t.noise_offset;
   return flow;
@@ -34,14 +35,14 @@ double flow_min_snr_weight(double sigma, double gamma) {
   return std::min(one_minus * one_minus, gamma * sigma * sigma);
 }
 
-Objective::Objective(const TrainConfig& config)
-    : scheduler_(config.train.noise_scheduler),
-      seed_(static_cast<uint64_t>(config.train.seed)),
-      min_snr_gamma_(config.train.min_snr_gamma),
-      flow_(flow_matching_config(config)),
+Objective::Objective(const TrainSection& train)
+    : scheduler_(train.noise_scheduler),
+      seed_(static_cast<uint64_t>(train.seed)),
+      min_snr_gamma_(train.min_snr_gamma),
+      flow_(flow_matching_config(train)),
       ddpm_schedule_(diffusion::DdpmSchedule::scaled_linear()) {
-  ddpm_.min_snr_gamma = config.train.min_snr_gamma;
-  ddpm_.noise_offset = config.train.noise_offset;
+  ddpm_.min_snr_gamma = train.min_snr_gamma;
+  ddpm_.noise_offset = train.noise_offset;
 }
 
 Tensor Objective::scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes) {
@@ -80,10 +81,6 @@ ObjectiveBatch Objective::make(const Tensor& x0, const std::vector<int64_t>& ids
 Tensor Objective::loss(const Tensor& pred, const ObjectiveBatch& batch) const {
   Tensor p = pred.dtype() == DType::F32 ? pred : autograd::to_dtype(pred, DType::F32);
   return diffusion::flow_matching_loss(p, batch.target, batch.weights);
-}
-
-int64_t batch_epoch(const Batch& batch) {
-  return batch.after.position == 0 ? batch.after.epoch - 1 : batch.after.epoch;
 }
 
 diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch) {

@@ -1,4 +1,4 @@
-// engine/train/trainer: short CPU runs of a tiny DiT on a synthetic cached-latent dataset — the loss
+// models/diffusion/train on engine/train/step_loop: short CPU runs of a tiny DiT on a synthetic cached-latent dataset — the loss
 // falls, the run directory is complete, a resumed run repeats the uninterrupted one bitwise, LoRA
 // runs, mixed precision and DDPM stay finite, bad input stops before the first step without touching
 // the run directory, and non-finite losses end the run with a Training error.
@@ -17,7 +17,8 @@
 #include "engine/config/train_config.h"
 #include "engine/logging/image.h"
 #include "engine/logging/metrics_log.h"
-#include "engine/train/trainer.h"
+#include "models/diffusion/train.h"
+#include "models/registry.h"
 #include "runtime/safetensors.h"
 #include "tests/train/synthetic_dataset.h"
 
@@ -43,7 +44,7 @@ TrainConfig run_config(const fs::path& dir, const std::string& dataset, std::vec
                      " log_every: 1, caption_dropout: 0.2, seed: 3}\n"
                      "dataset: {path: " + dataset + "}\n"
                      "save: {every: 5, keep_last: 0, dtype: f32}\n";
-  return parse_config_string(yaml, "<test>", sets);
+  return parse_config_string(yaml, "<test>", config_schema(), sets);
 }
 
 std::string synthetic(const fs::path& dir) {
@@ -85,7 +86,7 @@ TEST(TrainLoop, TwentyStepsLossFallsAndTheRunDirectoryIsComplete) {
   EXPECT_EQ(r.last_step, 20);
   const fs::path run = dir / "run";
   EXPECT_EQ(r.run_dir, run);
-  EXPECT_EQ(parse_config_file((run / "config.yaml").string()), run_config(dir, (dir / "synthetic.h5").string()));
+  EXPECT_EQ(parse_config_file((run / "config.yaml").string(), config_schema()), run_config(dir, (dir / "synthetic.h5").string()));
   EXPECT_EQ(logged_losses(run), r.losses);
   EXPECT_TRUE(fs::is_regular_file(run / "loss.png"));
   int n_events = 0;
@@ -322,8 +323,9 @@ TEST(TrainBadInput, EachCaseStopsBeforeTheFirstStepWithItsMessage) {
               HasSubstr("does not divide the latent size 8"));
   std::ofstream(dir / "a_file") << "x";
   EXPECT_THAT(failure(run_config(dir / "a_file", data), ErrorKind::Config), HasSubstr("cannot be created"));
-  EXPECT_THAT(failure(run_config(dir / "f", data, {"model.arch=sd3", "model.name_or_path=" + data}), ErrorKind::Config),
-              HasSubstr("model.arch sd3"));
+  // A base weights file that is not safetensors (the dataset given by mistake): a Data error.
+  TrainConfig not_weights = run_config(dir / "f", data, {"network.type=lora", "model.name_or_path=" + data});
+  EXPECT_THAT(failure(not_weights, ErrorKind::Data), HasSubstr(data));
   EXPECT_THAT(failure(run_config(dir / "g", data, {"dataset.include_labels=[7]"}), ErrorKind::Config),
               HasSubstr("no sample is left"));
   for (const char* name : {"a", "b", "c", "d", "e", "f", "g"})

@@ -1,10 +1,11 @@
-#include "engine/train/train_samples.h"
+#include "models/diffusion/sample_grid.h"
 
 #include <algorithm>
 
 #include "engine/logging/image.h"
-#include "engine/train/generate.h"
 #include "engine/train/train_log.h"
+#include "models/diffusion/generate.h"
+#include "models/registry.h"
 #include "runtime/ops/creation.h"
 
 namespace fs = std::filesystem;
@@ -25,6 +26,9 @@ SampleLayout sample_layout(const SampleConfig& sample, const std::vector<std::st
 
 void check_sampling(const TrainConfig& config, const TrainingData& data) {
   if (config.sample.every <= 0) return;
+  const std::string reason = find_architecture(config.model.arch).sampling_unavailable(data.dataset->attributes().model_family);
+  WICK_CHECK_KIND(Config, reason.empty(), "sample.every is ", config.sample.every, " but ", reason,
+                  " (set sample.every: 0; training is not affected)");
   WICK_CHECK_KIND(Config, config.sample.n_per_class == 0 || !data.class_names.empty(), "sample.n_per_class: ",
                   data.dataset->path(), " has no labels, so there are no classes to sample (use sample.prompts)");
   try {
@@ -36,12 +40,13 @@ void check_sampling(const TrainConfig& config, const TrainingData& data) {
   }
 }
 
-fs::path write_sample_grid(DiT& model, const TrainConfig& config, const TrainingData& data, const fs::path& run_dir,
-                           int64_t step, RunLog* log) {
+fs::path write_sample_grid(DiffusionModel& model, const TrainConfig& config, const TrainingData& data,
+                           const fs::path& run_dir, int64_t step, RunLog* log) {
   SampleLayout layout = sample_layout(config.sample, data.class_names);
   HashedTextEncoder encoder = dataset_text_encoder(*data.dataset);
-  Tensor latents = generate_latents(model, config, encoder, layout.captions, config.sample.steps,
-                                    config.sample.guidance, static_cast<uint64_t>(config.sample.seed));
+  Tensor latents = generate_latents(model, config, encoder, layout.captions, sample_latent_shape(*data.dataset),
+                                    config.sample.steps, config.sample.guidance,
+                                    static_cast<uint64_t>(config.sample.seed));
   Tensor images = latents_to_images(latents, data.dataset->attributes());
   std::vector<std::string> labels(layout.captions.size());
   for (size_t i = 0; i < labels.size(); ++i)

@@ -1,0 +1,303 @@
+#include "engine/train/step_loop.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "engine/autograd/backward.h"
+#include "engine/autograd/ops_elementwise.h"
+#include "engine/autograd/rng_state.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/optimizer_shards.h"
+#include "engine/data/prefetcher.h"
+#include "engine/distributed/gradient_buckets.h"
+#include "engine/distributed/zero.h"
+#include "engine/optim/loss_scaler.h"
+#include "engine/optim/lr_schedule.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/grad_sync.h"
+#include "engine/train/train_checkpoint.h"
+#include "engine/train/train_log.h"
+#include "engine/train/train_setup.h"
+#include "runtime/philox.h"
+
+namespace fs = std::filesystem;
+
+namespace wick {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Writes `text` to `path` through a temporary file and a rename.
+void write_text_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    WICK_CHECK_KIND(Data, out.good(), "cannot write ", tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  WICK_CHECK_KIND(Data, !ec, "cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());
+}
+
+class StepLoop {
+ public:
+  StepLoop(TrainingTask& task, const StepLoopSetup& setup, const StepLoopOptions& options)
+      : task_(task), setup_(setup), options_(options), t_(setup.train), group_(setup.group) {}
+  LoopResult run();
+
+ private:
+  void setup();
+  void restore(const CheckpointFiles& files, DistributedSampler& sampler);
+  // Runs one optimizer step; false when it was skipped for a non-finite loss.
+  bool train_step(int64_t step);
+  void save(int64_t step);
+  void announce(int64_t last);
+  bool rank0() const { return group_->rank() == 0; }
+  // Ends the progress bar's line before a message when the bar is drawn in place.
+  const char* line_break() const { return options_.progress && ::isatty(::fileno(stderr)) ? "\n" : ""; }
+  int64_t global_batch() const { return t_.batch_size * group_->size(); }
+
+  TrainingTask& task_;
+  const StepLoopSetup& setup_;
+  StepLoopOptions options_;
+  const TrainSection& t_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  NamedParameters trainable_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<GradientBuckets> buckets_;  // a communicator on the parameters' device, no fp16 scaler
+  std::optional<LrSchedule> schedule_;
+  std::unique_ptr<Prefetcher> loader_;
+  std::optional<LossScaler> scaler_;
+  std::unique_ptr<RunLog> log_;
+  autograd::GradientStore grads_;
+  int64_t start_step_ = 0, skipped_ = 0, nonfinite_in_a_row_ = 0;
+  LoopResult result_;
+};
+
+void StepLoop::setup() {
+  result_.rank = group_->rank();
+  result_.world_size = group_->size();
+  result_.run_dir = setup_.run_dir;
+  trainable_ = task_.model().trainable_parameters();
+  WICK_CHECK_KIND(Config, !trainable_.empty(), setup_.name,
+                  ": no parameter is trainable (did the network.target patterns match any module?)");
+
+  // Rank 0's files are the verified ones: loading reads the bytes that were hashed (no second read).
+  std::shared_ptr<const CheckpointFiles> resume = choose_resume_checkpoint(*group_, setup_.run_dir, options_.resume);
+  if (resume) load_trainable_weights(task_.model(), *resume);  // before the optimizer reads the parameters
+  OptimizerConfig oc{.beta1 = static_cast<float>(t_.betas.at(0)), .beta2 = static_cast<float>(t_.betas.at(1)),
+                     .eps = static_cast<float>(t_.eps), .weight_decay = static_cast<float>(t_.weight_decay),
+                     .momentum = static_cast<float>(t_.betas.at(0)),
+                     .max_grad_norm = static_cast<float>(t_.max_grad_norm)};
+  optimizer_ = make_optimizer(t_.optimizer, trainable_, oc);
+  schedule_ = make_lr_schedule({.name = t_.lr_scheduler, .base_lr = t_.lr, .warmup_steps = t_.warmup,
+                                .total_steps = t_.steps});
+  if (t_.mixed_precision == MixedPrecision::FP16) scaler_.emplace();
+  // Data parallelism (docs/distributed.md): gradients averaged in buckets overlapped with backward,
+  // optimizer state sharded (ZeRO-1). Both need a communicator (several ranks, or NCCL forced on
+  // one GPU: distributed.backend nccl) working on the parameters' device (MPI with CPU parameters,
+  // NCCL with CUDA ones); otherwise, and with the fp16 loss scaler (which unscales the gradient
+  // store), the gradients are averaged in one staged all-reduce after backward.
+  const bool communicator = group_->backend() != "single" && group_->device() == setup_.device;
+  if (communicator && setup_.distributed.shard_optimizer) shard_optimizer(*optimizer_, *group_);
+  if (communicator && !scaler_)
+    buckets_ = std::make_unique<GradientBuckets>(*optimizer_, *group_, setup_.distributed.bucket_mb << 20);
+  DistributedSampler sampler(setup_.ids, setup_.bucket_of,
+                             {.seed = static_cast<uint64_t>(t_.seed), .rank = group_->rank(), .world = group_->size(),
+                              .batch_size = t_.batch_size});
+  if (resume) restore(*resume, sampler);
+  loader_ = std::make_unique<Prefetcher>(setup_.dataset, std::move(sampler),
+                                         PrefetchOptions{.depth = 2, .device = setup_.device});
+}
+
+void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler) {
+  const fs::path& dir = files.dir();
+  if (optimizer_->sharded())  // this rank's range of the state, whatever world size wrote it
+    load_optimizer_shard_into(*optimizer_, reshard_optimizer_state(files, group_->size()).at(group_->rank()));
+  else
+    optimizer_->load_state(load_optimizer_state(files));
+  TrainingState state =
+      training_state_from_json(files.text("training_state.json"), (dir / "training_state.json").string());
+  WICK_CHECK_KIND(Config, state.seed == static_cast<uint64_t>(t_.seed), dir.string(),
+                  ": the checkpoint was trained with seed ", state.seed, " but train.seed is ", t_.seed);
+  const int64_t saved_batch = state.global_batch > 0 ? state.global_batch : global_batch();
+  WICK_CHECK_KIND(Config, saved_batch == global_batch(), dir.string(), ": the checkpoint was trained with ",
+                  saved_batch, " samples per micro-step over all ranks, this run has ", global_batch(),
+                  " (batch_size x ranks must stay the same to resume)");
+  WICK_CHECK_KIND(Data, state.step == optimizer_->steps_taken(), dir.string(), ": training_state step ", state.step,
+                  " but the optimizer state has ", optimizer_->steps_taken(), " steps");
+  sampler.load_state({.epoch = state.epoch, .position = state.sample_cursor / global_batch()});
+  start_step_ = state.step;
+  skipped_ = state.skipped_steps;
+  nonfinite_in_a_row_ = state.nonfinite_in_a_row;
+  if (scaler_ && state.loss_scale)
+    scaler_->load_state({{"scale", Tensor::scalar(state.loss_scale->scale, DType::F64)},
+                         {"growth_tracker", Tensor::scalar(static_cast<double>(state.loss_scale->growth_tracker), DType::I64)},
+                         {"n_skipped", Tensor::scalar(static_cast<double>(state.loss_scale->n_skipped), DType::I64)}});
+  result_.resumed_from = dir;
+  if (rank0()) {
+    CheckpointManifest manifest = files.report().manifest ? *files.report().manifest : read_manifest(dir);
+    if (manifest.config_hash != setup_.config_hash)
+      std::fprintf(stderr, "wick: warning: resume: the config differs from the one that wrote %s (hash %s, now %s)\n",
+                   dir.string().c_str(), manifest.config_hash.c_str(), setup_.config_hash.c_str());
+    std::fprintf(stderr, "wick train: resuming from %s (step %lld)\n", dir.string().c_str(),
+                 static_cast<long long>(state.step));
+  }
+}
+
+bool StepLoop::train_step(int64_t step) {
+  const double lr = schedule_->lr_at(step - 1);
+  const auto seed = static_cast<uint64_t>(t_.seed);
+  // Dropout (network.dropout) draws row b of a batch-leading tensor from sample b's stream, keyed by
+  // (seed, sample id, epoch), so its masks do not depend on the rank or the world size; other draws
+  // come from a stream of (seed, step, rank) (docs/training.md "Randomness").
+  autograd::current_rng() = {derive_stream(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(group_->rank()),
+                                           RngPurpose::StepDropout), 0};
+  grads_.clear();
+  double local_sum = 0.0, local_bad = 0.0;
+  for (int64_t micro = 0; micro < t_.gradient_accumulation; ++micro) {
+    if (buckets_) buckets_->arm(micro == t_.gradient_accumulation - 1);  // only the last micro-step sends
+    Batch batch = loader_->next();
+    check_batch_finite(batch.latents, batch.ids, setup_.dataset->path());
+    autograd::set_sample_streams(autograd::per_sample_streams(seed, batch.ids, static_cast<uint64_t>(batch_epoch(batch)),
+                                                              RngPurpose::Dropout));
+    Tensor loss = task_.micro_batch_loss(batch);
+    const double value = loss.item();
+    if (!std::isfinite(value)) {
+      local_bad += 1.0;  // keep drawing this step's batches: every rank's loader stays in step
+      continue;
+    }
+    local_sum += value;
+    Tensor scaled = t_.gradient_accumulation > 1
+                        ? autograd::mul(loss, 1.0 / static_cast<double>(t_.gradient_accumulation))
+                        : loss;
+    autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
+                       scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
+  }
+  autograd::set_sample_streams({});
+  // Every rank finishes the buckets' collectives before any other one (docs/distributed.md).
+  BucketReport reduced;
+  if (buckets_) reduced = buckets_->finish(grads_);
+  std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad});
+  const double n_micro = static_cast<double>(t_.gradient_accumulation * group_->size());
+  StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : totals[0] / n_micro, .lr = lr,
+                .samples = global_batch() * t_.gradient_accumulation};
+  if (!std::isfinite(entry.loss)) {
+    ++skipped_;
+    ++nonfinite_in_a_row_;
+    if (rank0())
+      std::fprintf(stderr, "%swick: warning: step %lld: non-finite loss, step skipped (%lld in a row; the run stops at %lld)\n",
+                   line_break(), static_cast<long long>(step), static_cast<long long>(nonfinite_in_a_row_),
+                   static_cast<long long>(t_.max_nonfinite_steps));
+  } else {
+    nonfinite_in_a_row_ = 0;
+    if (!buckets_) average_gradients(*group_, trainable_, grads_);
+    bool finite = true;
+    if (scaler_) {
+      finite = scaler_->unscale_and_check(grads_);
+      scaler_->update(finite);
+    }
+    if (finite)
+      entry.grad_norm = buckets_ ? optimizer_->step_reduced(static_cast<float>(lr), reduced.n_missing).grad_norm
+                                 : optimizer_->step(grads_, static_cast<float>(lr)).grad_norm;
+  }
+  grads_.clear();
+  entry.skipped_steps = skipped_;
+  entry.memory_bytes = peak_memory_bytes(setup_.device);
+  if (scaler_) entry.loss_scale = scaler_->scale();
+  result_.losses.push_back(entry.loss);
+  result_.last_step = step;
+  if (log_) log_->step(entry);
+  WICK_CHECK_KIND(Training, nonfinite_in_a_row_ < t_.max_nonfinite_steps, "step ", step, ": ", nonfinite_in_a_row_,
+                  " non-finite losses in a row (train.max_nonfinite_steps = ", t_.max_nonfinite_steps,
+                  "); the run stops. The last checkpoint under ", checkpoints_dir(setup_.run_dir).string(),
+                  " is unchanged; lower train.lr or check the data");
+  return std::isfinite(entry.loss);
+}
+
+void StepLoop::save(int64_t step) {
+  const SamplerState position = loader_->state();
+  TrainingState state{.step = step, .epoch = position.epoch, .sample_cursor = position.position * global_batch(),
+                      .seed = static_cast<uint64_t>(t_.seed), .rng = autograd::current_rng(),
+                      .global_batch = global_batch(), .skipped_steps = skipped_,
+                      .nonfinite_in_a_row = nonfinite_in_a_row_};
+  if (scaler_)
+    state.loss_scale = TrainingState::LossScale{scaler_->scale(), scaler_->growth_tracker(), scaler_->n_skipped()};
+  std::map<std::string, std::string> metadata = task_.checkpoint_metadata();
+  metadata["wick_config_hash"] = setup_.config_hash;
+  CheckpointSave request{.run_dir = setup_.run_dir, .step = step, .trainable = &trainable_,
+                         .optimizer = optimizer_.get(), .state = state, .model_metadata = metadata,
+                         .config_hash = setup_.config_hash,
+                         .shard_optimizer = setup_.distributed.shard_optimizer,
+                         .keep_last = static_cast<int>(setup_.save.keep_last)};
+  result_.last_checkpoint = save_training_checkpoint(*group_, request);
+  if (rank0()) task_.after_checkpoint(step);
+}
+
+void StepLoop::announce(int64_t last) {
+  std::fprintf(stderr, "wick train: %s: %s, %zu samples of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step\n",
+               setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), setup_.dataset->path().c_str(),
+               setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
+               static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
+               static_cast<long long>(global_batch() * t_.gradient_accumulation));
+  if (group_->size() > 1 || buckets_) {
+    std::string gradients = "gradients averaged after backward";
+    if (buckets_)
+      gradients = std::string(buckets_->reduce_scatters() ? "gradients reduce-scattered" : "gradients all-reduced") +
+                  " in " + std::to_string(buckets_->n_buckets()) + " bucket(s) overlapped with backward";
+    std::fprintf(stderr, "wick train: data parallel over %d rank%s (%s on %s): %s, optimizer state %s\n",
+                 group_->size(), group_->size() == 1 ? "" : "s", group_->backend().c_str(),
+                 group_->device().str().c_str(), gradients.c_str(),
+                 optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
+  }
+  int64_t n_trainable = 0;
+  for (const auto& [name, p] : trainable_) n_trainable += p.numel();
+  std::fprintf(stderr, "wick train: %s optimizer state on rank 0: %.1f MB, %.3f bytes per trainable parameter\n",
+               optimizer_->name(), static_cast<double>(optimizer_->state_bytes()) / 1e6,
+               static_cast<double>(optimizer_->state_bytes()) / static_cast<double>(n_trainable));
+}
+
+LoopResult StepLoop::run() {
+  setup();
+  const int64_t last = options_.stop_after_step > 0 ? std::min(options_.stop_after_step, t_.steps) : t_.steps;
+  result_.first_step = start_step_ + 1;
+  result_.skipped_steps = skipped_;
+  if (start_step_ >= last) {
+    if (rank0())
+      std::fprintf(stderr, "wick train: %s: the run is at step %lld of %lld already; nothing to do\n",
+                   setup_.name.c_str(), static_cast<long long>(start_step_), static_cast<long long>(t_.steps));
+    return result_;
+  }
+  if (rank0()) {
+    write_text_file(setup_.run_dir / "config.yaml", setup_.config_yaml);
+    log_ = std::make_unique<RunLog>(setup_.run_dir, RunLogOptions{.total_steps = t_.steps, .first_step = start_step_ + 1,
+                                                                  .log_every = t_.log_every,
+                                                                  .progress = options_.progress});
+    announce(last);
+  }
+  task_.model().train();
+  for (int64_t step = start_step_ + 1; step <= last; ++step) {
+    // A skipped step changed nothing: no checkpoint for it (the previous one holds the same weights).
+    const bool stepped = train_step(step);
+    if (stepped && ((setup_.save.every > 0 && step % setup_.save.every == 0) || step == last)) save(step);
+    if (rank0()) task_.after_step(step, step == t_.steps, log_.get());
+  }
+  if (log_) log_->finish();
+  result_.skipped_steps = skipped_;
+  return result_;
+}
+
+}  // namespace
+
+LoopResult run_step_loop(TrainingTask& task, const StepLoopSetup& setup, const StepLoopOptions& options) {
+  StepLoop loop(task, setup, options);
+  return loop.run();
+}
+
+}  // namespace wick

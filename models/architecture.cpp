@@ -1,0 +1,29 @@
+#include "models/architecture.h"
+
+#include "runtime/error.h"
+
+namespace wick {
+
+std::vector<std::string> Architecture::targets(const std::vector<std::string>& configured) const {
+  const std::map<std::string, std::vector<std::string>> presets = target_presets();
+  if (configured.empty()) return presets.at(default_preset());
+  std::vector<std::string> patterns;
+  for (const std::string& entry : configured) {
+    auto preset = presets.find(entry);
+    if (preset != presets.end()) {
+      patterns.insert(patterns.end(), preset->second.begin(), preset->second.end());
+      continue;
+    }
+    // A bare word (no '.', no wildcard) that is not a preset is almost surely a misspelled preset.
+    if (entry.find_first_of(".*?") == std::string::npos) {
+      std::string names;
+      for (const auto& [name, list] : presets) names += (names.empty() ? "" : ", ") + name;
+      WICK_FAIL(Config, "network.target: '", entry, "' is neither a preset of arch ", name(), " (", names,
+                ") nor a module pattern (patterns name module paths such as 'double_blocks.*.img_attn.qkv')");
+    }
+    patterns.push_back(entry);
+  }
+  return patterns;
+}
+
+}  // namespace wick

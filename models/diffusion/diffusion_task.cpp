@@ -1,0 +1,64 @@
+#include "models/diffusion/diffusion_task.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "models/diffusion/sample_grid.h"
+#include "models/lora_files.h"
+#include "models/model_factory.h"
+#include "runtime/ops/creation.h"
+
+namespace fs = std::filesystem;
+
+namespace wick {
+
+DiffusionTask::DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model,
+                             const TrainingData& data, fs::path run_dir, std::string base_hash)
+    : config_(config),
+      model_(std::move(model)),
+      data_(data),
+      run_dir_(std::move(run_dir)),
+      base_hash_(std::move(base_hash)),
+      objective_(config.train) {}
+
+Tensor DiffusionTask::micro_batch_loss(const Batch& batch) {
+  const int64_t epoch = batch_epoch(batch);
+  Tensor x0 = Objective::scale_latents(batch.latents, data_.dataset->attributes());
+  diffusion::Conditioning cond =
+      drop_captions(batch, config_.datasets[0].caption_dropout, static_cast<uint64_t>(config_.train.seed), epoch);
+  ObjectiveBatch ob = objective_.make(x0, batch.ids, epoch);
+  Tensor x_in = ob.x_t.dtype() == model_->dtype() ? ob.x_t : ob.x_t.to(model_->dtype());
+  Tensor pred = model_->predict(x_in, ob.model_time, cond);
+  return objective_.loss(pred, ob);
+}
+
+std::string DiffusionTask::describe() const {
+  return model_->summary() + " with " + std::to_string(model_->n_parameters()) + " parameters (" +
+         std::to_string(model_->n_parameters(true)) + " trainable, " + network_type_name(config_.network.type) + ")";
+}
+
+std::map<std::string, std::string> DiffusionTask::checkpoint_metadata() const {
+  return {{"wick_network_type", network_type_name(config_.network.type)}, {"wick_arch", config_.model.arch}};
+}
+
+void DiffusionTask::after_checkpoint(int64_t step) {
+  if (config_.network.type != NetworkType::Full) {
+    fs::path lora = run_dir_ / "lora" / (config_.name + ".safetensors");
+    save_lora(*model_, config_, lora.string(), step, base_hash_);
+    lora_file_ = lora;
+  } else {  // the trained model in save.dtype (the checkpoint keeps the exact weights)
+    fs::path exported = run_dir_ / "model" / (config_.name + ".safetensors");
+    save_model_weights(*model_, config_, exported.string(), step);
+    model_file_ = exported;
+  }
+}
+
+void DiffusionTask::after_step(int64_t step, bool last, RunLog* log) {
+  if (config_.sample.every <= 0 || (step % config_.sample.every != 0 && !last)) return;
+  sample_grids_.push_back(write_sample_grid(*model_, config_, data_, run_dir_, step, log));
+  std::fprintf(stderr, "%swick train: samples %s\n", ::isatty(::fileno(stderr)) ? "\n" : "",
+               sample_grids_.back().c_str());
+}
+
+}  // namespace wick

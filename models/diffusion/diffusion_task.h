@@ -1,0 +1,53 @@
+// The diffusion training task the step loop runs: a batch of cached latents and text embeddings ->
+// the objective's noised input and target -> the model's prediction -> the weighted MSE; plus the
+// exports between steps (the LoRA or full-model file at each checkpoint, sample grids).
+//
+//   DiffusionTask task(config, model, data, run_dir, base_hash);
+//   LoopResult r = run_step_loop(task, setup, options);
+//   task.lora_file();                        // the last LoRA file written, if any
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/config/train_config.h"
+#include "engine/train/train_setup.h"
+#include "engine/train/training_task.h"
+#include "models/architecture.h"
+#include "models/diffusion/objective.h"
+
+namespace wick {
+
+class DiffusionTask : public TrainingTask {
+ public:
+  // `model` built for `config` (models/model_factory.h); `data` the opened training data; base_hash
+  // the SHA-256 of the base weights file for the LoRA metadata ("" when not known).
+  DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model, const TrainingData& data,
+                std::filesystem::path run_dir, std::string base_hash);
+
+  Module& model() override { return *model_; }
+  Tensor micro_batch_loss(const Batch& batch) override;
+  std::string describe() const override;
+  std::map<std::string, std::string> checkpoint_metadata() const override;
+  void after_checkpoint(int64_t step) override;
+  void after_step(int64_t step, bool last, RunLog* log) override;
+
+  const std::optional<std::filesystem::path>& lora_file() const { return lora_file_; }
+  const std::optional<std::filesystem::path>& model_file() const { return model_file_; }
+  const std::vector<std::filesystem::path>& sample_grids() const { return sample_grids_; }
+
+ private:
+  const TrainConfig& config_;
+  std::shared_ptr<DiffusionModel> model_;
+  const TrainingData& data_;
+  std::filesystem::path run_dir_;
+  std::string base_hash_;
+  Objective objective_;
+  std::optional<std::filesystem::path> lora_file_, model_file_;
+  std::vector<std::filesystem::path> sample_grids_;
+};
+
+}  // namespace wick

@@ -1,0 +1,86 @@
+#include "models/diffusion/train.h"
+
+#include <cstdio>
+
+#include "comm/launch_env.h"
+#include "engine/checkpoint/sha256.h"
+#include "engine/train/train_setup.h"
+#include "models/diffusion/diffusion_task.h"
+#include "models/diffusion/sample_grid.h"
+#include "models/model_factory.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+
+namespace wick {
+namespace {
+
+// Configuration choices wick cannot honour, as Config errors naming the key.
+void check_supported(const TrainConfig& config) {
+  WICK_CHECK_KIND(Config, config.datasets.size() == 1, "datasets: ", config.datasets.size(),
+                  " datasets given; wick trains on one dataset per run so far (merge them into one file)");
+  WICK_CHECK_KIND(Config, config.save.format == LoraFormat::Kohya || config.network.type != NetworkType::Full,
+                  "save.format ", lora_format_name(config.save.format), " names a LoRA file format, but network.type ",
+                  "full trains the whole model (its file keeps the model's own names)");
+}
+
+// The SHA-256 of the base weights for the LoRA metadata: of a single file up to 4 GiB (hashing a
+// full-size Flux file would take longer than a short run); "" otherwise.
+std::string base_weights_hash(const std::string& name_or_path) {
+  std::error_code ec;
+  fs::path path(name_or_path);
+  if (fs::is_directory(path, ec) && fs::is_regular_file(path / "model.safetensors", ec)) path /= "model.safetensors";
+  if (!fs::is_regular_file(path, ec)) return "";
+  const auto bytes = fs::file_size(path, ec);
+  if (ec || bytes > (uint64_t{4} << 30)) return "";
+  return sha256_file(path.string());
+}
+
+}  // namespace
+
+fs::path run_directory(const TrainConfig& config) { return fs::path(config.output_dir) / config.name; }
+
+TrainResult train(const TrainConfig& config, const TrainOptions& options) {
+  check_supported(config);
+  Device device = select_device(config.device);
+  std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
+      comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
+  if (group->device().is_cuda()) device = group->device();  // NCCL: the node-local rank's GPU
+  const fs::path run_dir = run_directory(config);
+  const bool rank0 = group->rank() == 0;
+  if (rank0) check_output_directory(run_dir, options.resume);
+  TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
+  check_sampling(config, data);
+  std::shared_ptr<DiffusionModel> model = build_model(config, dataset_geometry(*data.dataset), device);
+  const std::string base_hash =
+      rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
+
+  DiffusionTask task(config, model, data, run_dir, base_hash);
+  StepLoopSetup setup{.name = config.name,
+                      .run_dir = run_dir,
+                      .config_yaml = to_yaml(config),
+                      .config_hash = config_hash(config),
+                      .train = config.train,
+                      .save = config.save,
+                      .distributed = config.distributed,
+                      .group = group,
+                      .device = device,
+                      .dataset = data.dataset,
+                      .ids = data.ids,
+                      .bucket_of = data.bucket_of};
+  TrainResult result;
+  static_cast<LoopResult&>(result) = run_step_loop(task, setup, options);
+  result.lora_file = task.lora_file();
+  result.model_file = task.model_file();
+  result.sample_grids = task.sample_grids();
+  if (rank0 && result.last_step >= result.first_step) {
+    std::fprintf(stderr, "wick train: %s: outputs in %s", config.name.c_str(), run_dir.string().c_str());
+    if (result.last_checkpoint) std::fprintf(stderr, " (checkpoint %s", result.last_checkpoint->string().c_str());
+    if (result.lora_file) std::fprintf(stderr, ", LoRA %s", result.lora_file->string().c_str());
+    if (result.model_file) std::fprintf(stderr, ", model %s", result.model_file->string().c_str());
+    std::fprintf(stderr, "%s\n", result.last_checkpoint ? ")" : "");
+  }
+  return result;
+}
+
+}  // namespace wick

@@ -1,0 +1,74 @@
+#include "models/model_factory.h"
+
+#include <filesystem>
+
+#include "engine/autograd/node.h"
+#include "models/nn/adapters.h"
+#include "models/registry.h"
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace wick {
+
+DataGeometry dataset_geometry(const LatentDataset& data) {
+  WICK_CHECK_KIND(Data, !data.buckets().empty(), data.path(), ": the dataset has no buckets");
+  DataGeometry g{.latent_channels = data.attributes().latent_channels,
+                 .text_length = data.text_length(),
+                 .text_dim = data.text_dim(),
+                 .pooled_dim = data.pooled_dim()};
+  for (const BucketInfo& bucket : data.buckets()) g.latent_sizes.emplace_back(bucket.height, bucket.width);
+  return g;
+}
+
+DType compute_dtype(const ModelConfig& model, const TrainSection& train) {
+  DType compute = model.dtype;
+  if (train.mixed_precision == MixedPrecision::BF16) compute = DType::BF16;
+  if (train.mixed_precision == MixedPrecision::FP16) compute = DType::F16;
+  if (train.mixed_precision != MixedPrecision::No && model.dtype != DType::F32)
+    WICK_CHECK_KIND(Config, model.dtype == compute, "model.dtype ", dtype_name(model.dtype),
+                    " and train.mixed_precision ", mixed_precision_name(train.mixed_precision),
+                    " disagree: the base is stored in the compute dtype (set one of them)");
+  return compute;
+}
+
+std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
+                                            const TrainSection& train, const DataGeometry& data, Device device) {
+  const Architecture& arch = find_architecture(model.arch);
+  std::shared_ptr<DiffusionModel> built =
+      arch.build({.model = model, .data = data, .dtype = compute_dtype(model, train), .device = device,
+                  .seed = static_cast<uint64_t>(train.seed), .gradient_checkpointing = train.gradient_checkpointing});
+  for (const auto& [h, w] : data.latent_sizes) built->check_latent_size(h, w);
+  if (network.type == NetworkType::Full) {
+    built->set_all_trainable(true);
+    return built;
+  }
+  nn::AdapterConfig adapters{.type = network_type_name(network.type),
+                             .patterns = arch.targets(network.target),
+                             .options = {.rank = network.linear, .alpha = network.linear_alpha,
+                                         .dropout = network.dropout}};
+  nn::apply_adapters(*built, adapters);
+  return built;
+}
+
+std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device) {
+  return build_model(config.model, config.network, config.train, data, device);
+}
+
+void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, tensor] : model.named_parameters())
+    tensors.emplace_back(name, autograd::detach(tensor).to(config.save.dtype));
+  WICK_CHECK(!tensors.empty(), "save_model_weights: the model has no parameters");
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  save_safetensors(path, tensors,
+                   {{"format", "pt"},
+                    {"wick_network_type", network_type_name(config.network.type)},
+                    {"wick_step", std::to_string(step)},
+                    {"wick_config", to_yaml(config)}});
+}
+
+}  // namespace wick

@@ -1,0 +1,45 @@
+// Building the model a training config describes, through the architecture registry: the base
+// (loaded and frozen, or initialized), then network.type: `full` trains every parameter, `lora` /
+// `dora` wrap the target layers (network.target patterns or the architecture's presets) with adapters
+// and train only those.
+//
+//   auto ds = LatentDataset::open(config.datasets[0].path);
+//   std::shared_ptr<DiffusionModel> model = build_model(config, dataset_geometry(*ds), Device::cpu());
+//   save_model_weights(*model, config, "output/run/model/run.safetensors", step);   // network.type full
+//
+// Parameters are initialized from train.seed (the same model on every rank and device); the
+// parameter dtype is compute_dtype(config).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/config/train_config.h"
+#include "engine/data/latent_dataset.h"
+#include "models/architecture.h"
+#include "runtime/device.h"
+
+namespace wick {
+
+// The geometry of a dataset: latent channels, every bucket's latent size, text and pooled widths.
+DataGeometry dataset_geometry(const LatentDataset& data);
+
+// The compute dtype of a run: train.mixed_precision when set (bf16 / f16), else model.dtype. The
+// model's parameters are stored in it (the optimizer keeps f32 masters of 16-bit trainable
+// parameters). A 16-bit model.dtype that contradicts mixed_precision is a Config error.
+DType compute_dtype(const ModelConfig& model, const TrainSection& train);
+
+// The model, ready to train (see the top of this file). `data` may lack latent sizes (no dataset at
+// hand) when the architecture can read its sizes from the base weights.
+std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
+                                            const TrainSection& train, const DataGeometry& data, Device device);
+std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device);
+
+// Writes every parameter of `model` (a network.type full run's trained model) as safetensors in
+// config.save.dtype under the model's own parameter names, so the file loads back as
+// model.name_or_path. Metadata: wick_network_type ("full"), wick_step, wick_config (the resolved
+// YAML). Written through a temporary file and a rename.
+void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step);
+
+}  // namespace wick

@@ -1,0 +1,35 @@
+#include "models/registry.h"
+
+#include "models/dit/dit_architecture.h"
+#include "runtime/error.h"
+
+namespace wick {
+
+const std::vector<const Architecture*>& architectures() {
+  // One line per architecture. The first is the default model.arch.
+  static const std::vector<const Architecture*> registered = {
+      &dit_architecture(),
+  };
+  return registered;
+}
+
+const ConfigSchema& config_schema() {
+  static const ConfigSchema schema = [] {
+    ConfigSchema s;
+    for (const Architecture* arch : architectures()) s.archs.push_back(arch->schema());
+    s.default_arch = architectures().front()->name();
+    return s;
+  }();
+  return schema;
+}
+
+const Architecture& find_architecture(const std::string& name) {
+  const ArchSchema* schema = config_schema().find(name);
+  WICK_CHECK_KIND(Config, schema != nullptr, "model.arch: unknown architecture '", name,
+                  "'; registered: ", config_schema().names());
+  for (const Architecture* arch : architectures())
+    if (arch->name() == schema->name) return *arch;
+  WICK_FAIL(Config, "model.arch: unknown architecture '", name, "'");
+}
+
+}  // namespace wick
