@@ -215,6 +215,9 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
     tensors.emplace_back(name + ".lora_up.weight", autograd::detach(adapter->up_weight()).to(dtype));
     tensors.emplace_back(name + ".alpha", Tensor::scalar(adapter->options().alpha, dtype));
     if (auto d = std::dynamic_pointer_cast<nn::DoRALinear>(adapter)) {
+      WICK_CHECK(d->axis() == nn::DoraAxis::Input, "save_lora: '", module_path,
+                 "' is a DoRA with the output-axis magnitude [out] (PEFT's), which kohya's .dora_scale [1, in] "
+                 "cannot carry; use DoraAxis::Input for kohya/ComfyUI files");
       dora = true;
       tensors.emplace_back(name + ".dora_scale", autograd::detach(d->dora_scale_).to(dtype));
     }
@@ -267,6 +270,8 @@ void load_lora(Module& model, const std::string& path) {
   for (const auto& [module_path, adapter] : adapters) {
     const std::string name = kohya_lora_name(module_path);
     auto dora = std::dynamic_pointer_cast<nn::DoRALinear>(adapter);
+    WICK_CHECK(!dora || dora->axis() == nn::DoraAxis::Input, "load_lora: '", module_path,
+               "' is a DoRA with the output-axis magnitude (PEFT's); kohya files carry the input-axis .dora_scale");
     const bool file_dora = file.contains(name + ".dora_scale");
     WICK_CHECK_KIND(Data, file_dora == (dora != nullptr), path, ": '", name, "' is ", file_dora ? "DoRA" : "LoRA",
                     " in the file but the model's adapter is ", dora ? "DoRA" : "LoRA", " (network.type)");

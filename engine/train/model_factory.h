@@ -68,7 +68,8 @@ std::string kohya_lora_name(const std::string& module_path);
 
 // Writes the adapters of `model` (apply_adapters) as safetensors with kohya keys, tensors in
 // config.save.dtype: <name>.lora_down.weight [r, in], <name>.lora_up.weight [out, r], <name>.alpha (0-d),
-// and for DoRA <name>.dora_scale [1, in]. Metadata: ss_network_dim, ss_network_alpha, ss_network_module
+// and for DoRA <name>.dora_scale [1, in] (input-axis DoRA only: an output-axis one is a Usage error);
+// a LoRA on a Conv2d writes kohya's LoCon shapes, [r, in, kh, kw] and [out, r, 1, 1]. Metadata: ss_network_dim, ss_network_alpha, ss_network_module
 // ("networks.lora"; DoRA "lycoris.kohya" with ss_network_args), ss_base_model_hash (sha256 of the base
 // file, as given), ss_steps, wick_network_type, wick_config (the resolved YAML). Written through a
 // temporary file and a rename. A model without adapters is a Usage error.
