@@ -69,7 +69,8 @@ std::string kohya_lora_name(const std::string& module_path);
 // Writes the adapters of `model` (apply_adapters) as safetensors with kohya keys, tensors in
 // config.save.dtype: <name>.lora_down.weight [r, in], <name>.lora_up.weight [out, r], <name>.alpha (0-d),
 // and for DoRA <name>.dora_scale [1, in] (input-axis DoRA only: an output-axis one is a Usage error);
-// a LoRA on a Conv2d writes kohya's LoCon shapes, [r, in, kh, kw] and [out, r, 1, 1]. Metadata: ss_network_dim, ss_network_alpha, ss_network_module
+// a LoRA on a Conv2d writes kohya's LoCon shapes, [r, in, kh, kw] and [out, r, 1, 1].
+// Metadata: ss_network_dim, ss_network_alpha, ss_network_module
 // ("networks.lora"; DoRA "lycoris.kohya" with ss_network_args), ss_base_model_hash (sha256 of the base
 // file, as given), ss_steps, wick_network_type, wick_config (the resolved YAML). Written through a
 // temporary file and a rename. A model without adapters is a Usage error.
@@ -85,7 +86,7 @@ void save_model_weights(const Module& model, const TrainConfig& config, const st
 // Loads a file written by save_lora (or kohya-style with the same module names) into the adapters of
 // `model`. Every adapter must find its tensors with the same rank, alpha and kind (LoRA / DoRA), and
 // every lora tensor of the file must belong to an adapter; otherwise a Data error naming the file and
-// the key.
+// the key. An output-axis DoRA in `model` is a Usage error (kohya files carry the input-axis dora_scale).
 void load_lora(Module& model, const std::string& path);
 
 }  // namespace wick

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace wick::nn {
 namespace {
@@ -32,10 +33,10 @@ struct PatternMatches {
 AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
   const AdapterType& type = adapter_type(config.type);
   WICK_CHECK_KIND(Config, !config.patterns.empty(), "network.target: no patterns given");
-  model.set_all_trainable(false);
+  // First the plan, checked, then the wrapping: an error leaves the model as it was.
   std::vector<std::string> candidate_paths;  // the layers this type could wrap
   std::vector<PatternMatches> matches(config.patterns.size());
-  AdapterReport report;
+  std::vector<std::tuple<std::string, std::shared_ptr<Module>, const AdapterKind*>> plan;
   for (auto& [path, module] : model.named_modules()) {
     if (path.empty()) continue;
     // A layer inside an adapter (lora_down/lora_up) is never wrapped again.
@@ -55,9 +56,7 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
         if (count++ == 0) example = path;
       }
     }
-    if (!match || !kind) continue;
-    replace_module(model, path, kind->wrap(module, config.options));
-    report.wrapped.push_back(path);
+    if (match && kind) plan.emplace_back(path, module, kind);
   }
   for (size_t i = 0; i < config.patterns.size(); ++i) {
     const PatternMatches& m = matches[i];
@@ -71,7 +70,7 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
               ", which network.type '", type.name, "' does not wrap (", type.name, " wraps ", type.kind_names(),
               "; types that wrap ", joined(hints, "; "), ")");
   }
-  if (report.wrapped.empty()) {
+  if (plan.empty()) {
     std::vector<std::string> examples(candidate_paths.begin(),
                                       candidate_paths.begin() + std::min<ptrdiff_t>(6, std::ssize(candidate_paths)));
     std::vector<std::string> kinds;
@@ -79,6 +78,12 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
     WICK_FAIL(Config, "network.target patterns [", joined(config.patterns, ", "), "] matched no ", joined(kinds, " or "),
               " layer (the model has ", candidate_paths.size(), " ", joined(kinds, "/"), " layers, e.g. ",
               examples.empty() ? "none" : joined(examples, ", "), ")");
+  }
+  model.set_all_trainable(false);
+  AdapterReport report;
+  for (const auto& [path, module, kind] : plan) {
+    replace_module(model, path, kind->wrap(module, config.options));
+    report.wrapped.push_back(path);
   }
   report.n_trainable = model.n_parameters(/*trainable_only=*/true);
   return report;

@@ -98,7 +98,7 @@ Tensor DoRALinear::effective_weight(DType dtype) const {
     Tensor scaled = autograd::mul(combined, autograd::div(dora_scale_, norm));
     return in_dtype(scaled, dtype);
   }
-  // Output axis: W' = (m / ||Wc||_row) ⊙ Wc; dW' /dm_o = Wc_o / ||Wc_o||, dW'/dWc = m / ||Wc|| (norm constant).
+  // Output axis: W' = (m / ||Wc||_row) ⊙ Wc; dW'/dm = Wc / ||Wc||_row, dW'/dWc = m / ||Wc||_row (norm constant).
   const DType work = dtype == DType::F64 ? DType::F64 : DType::F32;
   Tensor combined = autograd::add(in_dtype(autograd::detach(base_->weight_), work), delta_weight(work));
   Tensor norm;

@@ -39,8 +39,9 @@ LoRAConv2d::LoRAConv2d(std::shared_ptr<Conv2d> base, AdapterOptions options)
                                                    Conv2dOptions{.stride = conv.stride, .padding = conv.padding,
                                                                  .dilation = conv.dilation, .bias = false,
                                                                  .dtype = DType::F32, .device = device}));
-  up_ = register_module("lora_up", std::make_shared<Conv2d>(options_.rank, out, 1,
-                                                            Conv2dOptions{.bias = false, .dtype = DType::F32, .device = device}));
+  up_ = register_module("lora_up", std::make_shared<Conv2d>(
+                                       options_.rank, out, 1,
+                                       Conv2dOptions{.bias = false, .dtype = DType::F32, .device = device}));
   up_->weight_.copy_from(Tensor::scalar(0.0));
 }
 
