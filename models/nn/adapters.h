@@ -1,23 +1,32 @@
-// Wrapping a model's Linear layers with LoRA or DoRA adapters by name pattern.
+// Wrapping a model's layers with adapters (LoRA, DoRA) by name pattern.
 //
 //   AdapterReport r = apply_adapters(*model, {.type = "lora", .patterns = {"*attn*"}, .options = {.rank = 16}});
-//   // every Linear whose dotted path matches a pattern is replaced in place by a LoRALinear;
-//   // the whole base model is frozen, only the adapters train.
+//   // every module whose dotted path matches a pattern and whose kind the type wraps (lora: Linear,
+//   // Conv2d; dora: Linear) is replaced in place by its adapter; the whole base model is frozen,
+//   // only the adapters train.
+//   for (auto& [path, adapter] : find_adapters(*model)) adapter->merge();
 //
-// An unknown type, or patterns that match no Linear, throw WickError (Config) with a hint listing
-// some of the model's Linear paths.
+// The types come from the registry (models/nn/adapter_registry.h). Errors, all WickError (Config):
+// an unknown type (listing the registered ones); a pattern that matches only layers of kinds the
+// type does not wrap (e.g. dora on a Conv2d), naming them; patterns that match no layer the type
+// wraps, with a hint listing some of the model's.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/module.h"
+#include "models/nn/adapter.h"
+#include "models/nn/adapter_registry.h"
 #include "models/nn/lora.h"
+#include "models/nn/lora_conv.h"
 
 namespace wick::nn {
 
 struct AdapterConfig {
-  std::string type = "lora";            // lora | dora
+  std::string type = "lora";            // a registered adapter type: lora | dora
   std::vector<std::string> patterns;    // glob patterns over module paths ("blocks.*.attn.qkv")
   AdapterOptions options;
 };
@@ -28,7 +37,7 @@ struct AdapterReport {
 };
 
 AdapterReport apply_adapters(Module& model, const AdapterConfig& config);
-// The adapter modules of a model (LoRALinear or DoRALinear) with their paths.
-std::vector<std::pair<std::string, std::shared_ptr<LoRALinear>>> find_adapters(const Module& model);
+// The adapter modules of a model (LoRALinear, DoRALinear, LoRAConv2d) with their paths, in model order.
+std::vector<std::pair<std::string, std::shared_ptr<Adapter>>> find_adapters(const Module& model);
 
 }  // namespace wick::nn

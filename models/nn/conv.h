@@ -24,6 +24,13 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {});
   std::string type_name() const override { return "Conv2d"; }
   Tensor forward(const Tensor& x) override;
+
+  int64_t in_channels() const { return weight_.shape()[1] * options_.groups; }
+  int64_t out_channels() const { return weight_.shape()[0]; }
+  int64_t kernel_size() const { return weight_.shape()[2]; }
+  const Conv2dOptions& options() const { return options_; }
+  bool has_bias() const { return bias_.defined(); }
+
   Tensor weight_, bias_;
 
  private:

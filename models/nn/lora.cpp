@@ -21,7 +21,7 @@ Tensor in_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : 
 }  // namespace
 
 LoRALinear::LoRALinear(std::shared_ptr<Linear> base, AdapterOptions options)
-    : base_(std::move(base)), options_(options) {
+    : Adapter(options), base_(std::move(base)) {
   WICK_CHECK(base_ != nullptr, "LoRALinear: null base layer");
   WICK_CHECK(options_.rank > 0 && options_.rank <= std::min(base_->in_features(), base_->out_features()),
              "LoRALinear: rank ", options_.rank, " must be in [1, min(in, out)] for a ", base_->in_features(), " -> ",
@@ -73,26 +73,52 @@ void LoRALinear::unmerge() {
 }
 
 DoRALinear::DoRALinear(std::shared_ptr<Linear> base, AdapterOptions options) : LoRALinear(std::move(base), options) {
-  WICK_CHECK(options.dropout == 0.0, "DoRALinear: dropout is not supported (set network.dropout to 0)");
+  WICK_CHECK(options.dropout == 0.0 || options.dora_axis == DoraAxis::Output,
+             "DoRALinear: dropout is supported only with the output-axis magnitude (PEFT's); set network.dropout "
+             "to 0 for the input-axis (kohya) DoRA");
   autograd::NoGradGuard no_grad;
   Tensor w = base_->weight_.to(DType::F32);
-  Tensor column_norm = wick::sqrt(wick::sum(wick::square(w), {0}, /*keepdim=*/true));  // [1, in]
-  register_parameter("dora_scale", &dora_scale_, column_norm.contiguous().clone());
+  if (options.dora_axis == DoraAxis::Input) {
+    Tensor column_norm = wick::sqrt(wick::sum(wick::square(w), {0}, /*keepdim=*/true));  // [1, in]
+    register_parameter("dora_scale", &dora_scale_, column_norm.contiguous().clone());
+  } else {
+    Tensor row_norm = wick::sqrt(wick::sum(wick::square(w), {1}, /*keepdim=*/false));  // [out]
+    register_parameter("magnitude", &magnitude_, row_norm.contiguous().clone());
+  }
 }
 
 Tensor DoRALinear::effective_weight(DType dtype) const {
-  Tensor combined = autograd::add(autograd::detach(base_->weight_).to(DType::F32), delta_weight(DType::F32));
+  if (options_.dora_axis == DoraAxis::Input) {
+    Tensor combined = autograd::add(autograd::detach(base_->weight_).to(DType::F32), delta_weight(DType::F32));
+    Tensor norm;
+    {
+      autograd::NoGradGuard no_grad;  // ||Wc|| is a constant in backward
+      norm = wick::sqrt(wick::sum(wick::square(autograd::detach(combined)), {0}, true));
+    }
+    Tensor scaled = autograd::mul(combined, autograd::div(dora_scale_, norm));
+    return in_dtype(scaled, dtype);
+  }
+  // Output axis: W' = (m / ||Wc||_row) ⊙ Wc; dW'/dm = Wc / ||Wc||_row, dW'/dWc = m / ||Wc||_row (norm constant).
+  const DType work = dtype == DType::F64 ? DType::F64 : DType::F32;
+  Tensor combined = autograd::add(in_dtype(autograd::detach(base_->weight_), work), delta_weight(work));
   Tensor norm;
   {
-    autograd::NoGradGuard no_grad;  // ||Wc|| is a constant in backward
-    norm = wick::sqrt(wick::sum(wick::square(autograd::detach(combined)), {0}, true));
+    autograd::NoGradGuard no_grad;
+    norm = wick::sqrt(wick::sum(wick::square(autograd::detach(combined)), {1}, true));  // [out, 1]
   }
-  Tensor scaled = autograd::mul(combined, autograd::div(dora_scale_, norm));
-  return in_dtype(scaled, dtype);
+  Tensor factor = autograd::div(autograd::unsqueeze(in_dtype(magnitude_, work), 1), norm);  // [out, 1]
+  return in_dtype(autograd::mul(combined, factor), dtype);
 }
 
 Tensor DoRALinear::forward(const Tensor& x) {
   if (merged_) return base_->forward(x);
+  if (options_.dora_axis == DoraAxis::Output && options_.dropout > 0.0 && is_training()) {
+    // PEFT: base(x) + (m/n - 1) ⊙ (x_d W^T) + (m/n) ⊙ s·(x_d A^T B^T) = base(x) + x_d (W' - W)^T.
+    const DType work = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    Tensor change = autograd::sub(effective_weight(work), in_dtype(autograd::detach(base_->weight_), work));
+    Tensor dropped = autograd::dropout(x, options_.dropout, true);
+    return autograd::add(base_->forward(x), autograd::linear(dropped, in_dtype(change, x.dtype())));
+  }
   return autograd::linear(x, effective_weight(x.dtype()), base_->bias_);
 }
 

@@ -244,6 +244,44 @@ TEST(TrainModel, LoadingAMismatchedLoraFileIsADataError) {
   EXPECT_THAT(error_of([&] { load_lora(*full, path); }), HasSubstr("no adapters"));
 }
 
+// A LoRA on a Conv2d is written in kohya's LoCon shapes and loads back; an output-axis (PEFT) DoRA
+// has no kohya form and is refused by both save_lora and load_lora.
+class ConvAndLinear : public Module {
+ public:
+  ConvAndLinear() {
+    register_module("conv_in", std::make_shared<nn::Conv2d>(3, 8, 3, nn::Conv2dOptions{.padding = 1}));
+    register_module("proj", std::make_shared<nn::Linear>(8, 4));
+  }
+};
+
+TEST(TrainModel, LoraOnAConvSavesLoConShapesAndOutputAxisDoraIsRefused) {
+  fs::path dir = temp_dir("conv");
+  TrainConfig config = tiny_config({"save.dtype=f32"});  // save_lora reads only save.dtype and the YAML from it
+  auto a = std::make_shared<ConvAndLinear>();
+  nn::apply_adapters(*a, {.type = "lora", .patterns = {"*"}, .options = {.rank = 2, .alpha = 16.0}});
+  randomize_adapters(*a, 9);
+  std::string path = (dir / "locon.safetensors").string();
+  save_lora(*a, config, path, 1, "");
+  SafetensorsFile file = SafetensorsFile::open(path);
+  EXPECT_EQ(file.info("lora_unet_conv_in.lora_down.weight").shape, Shape({2, 3, 3, 3}));
+  EXPECT_EQ(file.info("lora_unet_conv_in.lora_up.weight").shape, Shape({8, 2, 1, 1}));
+  EXPECT_EQ(file.info("lora_unet_proj.lora_down.weight").shape, Shape({2, 8}));
+  auto b = std::make_shared<ConvAndLinear>();
+  nn::apply_adapters(*b, {.type = "lora", .patterns = {"*"}, .options = {.rank = 2, .alpha = 16.0}});
+  load_lora(*b, path);
+  auto pa = nn::find_adapters(*a), pb = nn::find_adapters(*b);
+  ASSERT_EQ(pa.size(), 2u);
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].second->up_weight().to_vector<float>(), pb[i].second->up_weight().to_vector<float>());
+
+  auto dora = std::make_shared<ConvAndLinear>();
+  nn::apply_adapters(*dora, {.type = "dora", .patterns = {"proj"},
+                             .options = {.rank = 2, .alpha = 16.0, .dora_axis = nn::DoraAxis::Output}});
+  EXPECT_THAT(error_of([&] { save_lora(*dora, config, (dir / "dora.safetensors").string(), 1, ""); }),
+              HasSubstr("output-axis magnitude"));
+  EXPECT_THAT(error_of([&] { load_lora(*dora, path); }), HasSubstr("output-axis magnitude"));
+}
+
 TEST(TrainModel, KohyaNames) {
   EXPECT_EQ(kohya_lora_name("blocks.0.attn.q"), "lora_unet_blocks_0_attn_q");
   EXPECT_EQ(kohya_lora_name("final_layer.adaLN_modulation.1"), "lora_unet_final_layer_adaLN_modulation_1");
