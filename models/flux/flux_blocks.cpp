@@ -139,7 +139,8 @@ SingleStreamBlock::SingleStreamBlock(const FluxConfig& c)
 }
 
 Tensor SingleStreamBlock::run(const Tensor& x, const Tensor& silu_vec, const RopeTables& rope) {
-  std::vector<Tensor> mod = static_cast<Modulation*>(child("modulation").get())->chunks(silu_vec);  // shift, scale, gate
+  // shift, scale, gate
+  std::vector<Tensor> mod = static_cast<Modulation*>(child("modulation").get())->chunks(silu_vec);
   Tensor fused = child("linear1")->forward(autograd::modulate(layer_norm(x), mod[0], mod[1]));
   // [qkv | mlp] along the features: views of the one linear1 output.
   HeadsQKV heads = split_heads(autograd::narrow(fused, -1, 0, 3 * hidden_), n_heads_, *child("norm"));
