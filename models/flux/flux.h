@@ -1,0 +1,77 @@
+// The Flux.1 (dev / schnell) rectified-flow transformer, with Black Forest Labs' parameter names,
+// so the released checkpoints load as they are.
+//
+//   SafetensorsFile file = SafetensorsFile::open("flux1-dev.safetensors");
+//   flux::FluxConfig c = flux::config_from_shapes(flux::tensor_shapes(file));   // dtype BF16
+//   auto model = std::make_shared<flux::FluxTransformer>(c);
+//   load_parameters(*model, file);                               // zero-copy, frozen
+//   Tensor v = model->forward(latents, sigmas, t5, clip_pooled, guidance);   // [B, 16, H, W]
+//   nn::apply_adapters(*model, {.patterns = {"double_blocks.*", "single_blocks.*"}});   // LoRA
+//   model->set_gradient_checkpointing(true);                     // recompute each block in backward
+//
+// Parameter names and shapes: models/flux/flux_config.h (parameter_shapes) and docs/models.md.
+// Time and guidance: sigma in [0, 1] and the raw guidance value (e.g. 3.5); the model multiplies
+// both by 1000 before the sinusoidal embedding, as BFL's time_factor.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/module.h"
+#include "models/flux/flux_config.h"
+#include "runtime/ops/rope.h"
+
+namespace wick::flux {
+
+// Packs 2x2 latent patches into tokens, as BFL: "b c (h 2) (w 2) -> b (h w) (c ph pw)".
+// latents [B, C, H, W] (H, W even) -> [B, (H/2)(W/2), 4C], token r·(W/2) + c, features ordered
+// (channel, row in patch, column in patch). Differentiable; a new contiguous tensor.
+Tensor pack_latents(const Tensor& latents);
+// The inverse of pack_latents: packed [B, (H/2)(W/2), 4C] -> [B, C, H, W] (height = H, width = W).
+Tensor unpack_latents(const Tensor& packed, int64_t height, int64_t width);
+// Position ids of an h x w token grid (h = H/2 rows, w = W/2 columns of packed tokens):
+// [h·w, 3] f32 on the CPU, row r·w + c = (0, r, c). Text tokens get (0, 0, 0).
+Tensor image_ids(int64_t h, int64_t w);
+
+class FluxTransformer : public Module {
+ public:
+  // Checks the config (flux_config.h validate) and builds randomly initialized layers (torch's
+  // Linear init; RMSNorm scales at 1) in config.dtype on config.device.
+  explicit FluxTransformer(FluxConfig config);
+  std::string type_name() const override { return "FluxTransformer"; }
+
+  // latents [B, C, H, W] unpacked, C = in_channels / 4, H and W even (any size); timesteps [B]
+  // sigma in [0, 1]; context [B, L, context_dim] (T5; no mask: padding tokens are attended to, as
+  // Flux); pooled [B, vec_dim] (CLIP); guidance [B] raw scale, required iff guidance_embed and
+  // undefined otherwise. Returns the velocity [B, C, H, W] in the latents' dtype, which is also the
+  // compute dtype (conditioning is cast to it once; f32 parameters with bf16 latents compute in
+  // bf16). The time/guidance embeddings are computed in f32 from the given values.
+  Tensor forward(const Tensor& latents, const Tensor& timesteps, const Tensor& context, const Tensor& pooled,
+                 const Tensor& guidance = Tensor());
+
+  const FluxConfig& config() const { return config_; }
+  // Gradient checkpointing per block (double and single), engine/autograd/checkpoint.h: each block
+  // keeps only its inputs and runs again in backward, handing its trainable parameters (LoRA
+  // factors included) their gradients. Same gradients as without it (bitwise on the CPU).
+  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+
+ private:
+  // [B] values -> [B, 256] = [cos(1000 v f), sin(1000 v f)], f_i = exp(-ln(10000) i / 128), in f32
+  // as torch computes it, then cast to `dtype`.
+  Tensor timestep_embedding(const Tensor& values, DType dtype) const;
+
+  // The RoPE cos/sin of the joint sequence [n_txt + grid_h·grid_w, 1, head_dim/2] f32 on `device`,
+  // computed on the host; the last size's tables are kept (a training run repeats few sizes).
+  const RopeTables& rope_tables(int64_t n_txt, int64_t grid_h, int64_t grid_w, Device device);
+
+  struct RopeCache {
+    int64_t n_txt = -1, grid_h = -1, grid_w = -1;
+    Device device;
+    RopeTables tables;
+  };
+  FluxConfig config_;
+  std::vector<float> frequencies_;  // the 128 f_i of timestep_embedding
+  RopeCache rope_cache_;
+};
+
+}  // namespace wick::flux

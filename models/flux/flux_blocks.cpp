@@ -1,0 +1,165 @@
+#include "models/flux/flux_blocks.h"
+
+#include "engine/autograd/ops_attention.h"
+#include "engine/autograd/ops_elementwise.h"
+#include "engine/autograd/ops_join.h"
+#include "engine/autograd/ops_modulate.h"
+#include "engine/autograd/ops_norm.h"
+#include "engine/autograd/ops_rope.h"
+#include "engine/autograd/ops_view.h"
+#include "models/nn/basic.h"
+#include "models/nn/linear.h"
+#include "runtime/ops/creation.h"
+
+namespace wick::flux {
+namespace {
+
+constexpr double kNormEps = 1e-6;
+
+nn::LinearOptions linear_options(const FluxConfig& c, bool bias = true) {
+  return nn::LinearOptions{.bias = bias, .dtype = c.dtype, .device = c.device};
+}
+
+// LayerNorm without affine parameters (BFL's norm1/norm2/pre_norm/norm_final), eps 1e-6.
+Tensor layer_norm(const Tensor& x) { return autograd::layer_norm(x, {x.size(-1)}, Tensor(), Tensor(), kNormEps); }
+
+// [Linear(hidden, mlp), GELU(tanh), Linear(mlp, hidden)] named 0, 1, 2 (img_mlp / txt_mlp).
+std::shared_ptr<nn::Sequential> make_mlp(const FluxConfig& c) {
+  auto mlp = std::make_shared<nn::Sequential>();
+  mlp->add(std::make_shared<nn::Linear>(c.hidden_size, c.mlp_hidden(), linear_options(c)));
+  mlp->add(std::make_shared<nn::Activation>("gelu_tanh"));
+  mlp->add(std::make_shared<nn::Linear>(c.mlp_hidden(), c.hidden_size, linear_options(c)));
+  return mlp;
+}
+
+}  // namespace
+
+ScaledRMSNorm::ScaledRMSNorm(int64_t dim, DType dtype, Device device) {
+  register_parameter("scale", &scale_, ones({dim}, dtype, device));
+}
+
+Tensor ScaledRMSNorm::forward(const Tensor& x) { return autograd::rms_norm(x, scale_, kNormEps); }
+
+QKNorm::QKNorm(int64_t head_dim, DType dtype, Device device) {
+  register_module("query_norm", std::make_shared<ScaledRMSNorm>(head_dim, dtype, device));
+  register_module("key_norm", std::make_shared<ScaledRMSNorm>(head_dim, dtype, device));
+}
+
+MLPEmbedder::MLPEmbedder(int64_t in_dim, int64_t hidden, const FluxConfig& c) {
+  register_module("in_layer", std::make_shared<nn::Linear>(in_dim, hidden, linear_options(c)));
+  register_module("out_layer", std::make_shared<nn::Linear>(hidden, hidden, linear_options(c)));
+}
+
+Tensor MLPEmbedder::forward(const Tensor& x) {
+  return child("out_layer")->forward(autograd::silu(child("in_layer")->forward(x)));
+}
+
+Modulation::Modulation(int64_t hidden, int64_t n, const FluxConfig& c) : n_(n) {
+  register_module("lin", std::make_shared<nn::Linear>(hidden, n * hidden, linear_options(c)));
+}
+
+std::vector<Tensor> Modulation::chunks(const Tensor& silu_vec) {
+  return autograd::chunk(child("lin")->forward(silu_vec), n_, 1);
+}
+
+HeadsQKV split_heads(const Tensor& qkv, int64_t n_heads, Module& norm) {
+  const int64_t width = qkv.size(-1) / 3;
+  WICK_CHECK(qkv.dim() == 3 && qkv.size(-1) == 3 * width && width % n_heads == 0, "Flux: fused qkv ",
+             qkv.describe(), " is not [B, L, 3 x ", n_heads, " heads x head_dim]");
+  // (K H D) on the feature axis: a view [B, L, 3, H, D], then one [B, L, H, D] view per K.
+  Tensor heads = autograd::reshape(qkv, {qkv.size(0), qkv.size(1), 3, n_heads, width / n_heads});
+  HeadsQKV out;
+  out.q = norm.child("query_norm")->forward(autograd::select(heads, 2, 0));
+  out.k = norm.child("key_norm")->forward(autograd::select(heads, 2, 1));
+  out.v = autograd::select(heads, 2, 2);
+  return out;
+}
+
+Tensor joint_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RopeTables& rope) {
+  // [B, L, H, D] with tables [L, 1, D/2]; SDPA reads [B, H, L, D] as transposed views (no copy).
+  Tensor q_rotated = autograd::transpose(autograd::apply_rope(q, rope.cos, rope.sin), 1, 2);
+  Tensor k_rotated = autograd::transpose(autograd::apply_rope(k, rope.cos, rope.sin), 1, 2);
+  Tensor out = autograd::scaled_dot_product_attention(q_rotated, k_rotated, autograd::transpose(v, 1, 2));
+  return autograd::reshape(autograd::transpose(out, 1, 2), {q.size(0), q.size(1), q.size(2) * q.size(3)});
+}
+
+SelfAttention::SelfAttention(const FluxConfig& c) {
+  register_module("qkv", std::make_shared<nn::Linear>(c.hidden_size, 3 * c.hidden_size, linear_options(c, c.qkv_bias)));
+  register_module("norm", std::make_shared<QKNorm>(c.head_dim(), c.dtype, c.device));
+  register_module("proj", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, linear_options(c)));
+}
+
+DoubleStreamBlock::DoubleStreamBlock(const FluxConfig& c) : n_heads_(c.num_heads) {
+  register_module("img_mod", std::make_shared<Modulation>(c.hidden_size, 6, c));
+  register_module("img_attn", std::make_shared<SelfAttention>(c));
+  register_module("img_mlp", make_mlp(c));
+  register_module("txt_mod", std::make_shared<Modulation>(c.hidden_size, 6, c));
+  register_module("txt_attn", std::make_shared<SelfAttention>(c));
+  register_module("txt_mlp", make_mlp(c));
+}
+
+std::pair<Tensor, Tensor> DoubleStreamBlock::run(const Tensor& img, const Tensor& txt, const Tensor& silu_vec,
+                                                 const RopeTables& rope) {
+  struct Stream {
+    Tensor x;
+    Module* attn;
+    Module* mlp;
+    std::vector<Tensor> mod;  // shift1, scale1, gate1, shift2, scale2, gate2
+    HeadsQKV heads;
+  };
+  Stream streams[2] = {{txt, child("txt_attn").get(), child("txt_mlp").get(), {}, {}},
+                       {img, child("img_attn").get(), child("img_mlp").get(), {}, {}}};
+  streams[0].mod = static_cast<Modulation*>(child("txt_mod").get())->chunks(silu_vec);
+  streams[1].mod = static_cast<Modulation*>(child("img_mod").get())->chunks(silu_vec);
+  for (Stream& s : streams) {
+    Tensor modulated = autograd::modulate(layer_norm(s.x), s.mod[0], s.mod[1]);
+    s.heads = split_heads(s.attn->child("qkv")->forward(modulated), n_heads_, *s.attn->child("norm"));
+  }
+  // Joint attention over [txt; img] (text first, as the position ids), then split back.
+  const HeadsQKV &t = streams[0].heads, &i = streams[1].heads;
+  Tensor attended = joint_attention(autograd::concat({t.q, i.q}, 1), autograd::concat({t.k, i.k}, 1),
+                                    autograd::concat({t.v, i.v}, 1), rope);
+  const int64_t n_txt = txt.size(1);
+  Tensor parts[2] = {autograd::narrow(attended, 1, 0, n_txt), autograd::narrow(attended, 1, n_txt, img.size(1))};
+  for (int s_index = 0; s_index < 2; ++s_index) {
+    Stream& s = streams[s_index];
+    Tensor x = autograd::gated_residual(s.x, s.mod[2], s.attn->child("proj")->forward(parts[s_index]));
+    Tensor h = autograd::modulate(layer_norm(x), s.mod[3], s.mod[4]);
+    s.x = autograd::gated_residual(x, s.mod[5], s.mlp->forward(h));
+  }
+  return {streams[1].x, streams[0].x};
+}
+
+SingleStreamBlock::SingleStreamBlock(const FluxConfig& c)
+    : n_heads_(c.num_heads), hidden_(c.hidden_size), mlp_hidden_(c.mlp_hidden()) {
+  register_module("linear1", std::make_shared<nn::Linear>(hidden_, 3 * hidden_ + mlp_hidden_, linear_options(c)));
+  register_module("linear2", std::make_shared<nn::Linear>(hidden_ + mlp_hidden_, hidden_, linear_options(c)));
+  register_module("norm", std::make_shared<QKNorm>(c.head_dim(), c.dtype, c.device));
+  register_module("modulation", std::make_shared<Modulation>(hidden_, 3, c));
+}
+
+Tensor SingleStreamBlock::run(const Tensor& x, const Tensor& silu_vec, const RopeTables& rope) {
+  // shift, scale, gate
+  std::vector<Tensor> mod = static_cast<Modulation*>(child("modulation").get())->chunks(silu_vec);
+  Tensor fused = child("linear1")->forward(autograd::modulate(layer_norm(x), mod[0], mod[1]));
+  // [qkv | mlp] along the features: views of the one linear1 output.
+  HeadsQKV heads = split_heads(autograd::narrow(fused, -1, 0, 3 * hidden_), n_heads_, *child("norm"));
+  Tensor mlp = autograd::gelu_tanh(autograd::narrow(fused, -1, 3 * hidden_, mlp_hidden_));
+  Tensor attended = joint_attention(heads.q, heads.k, heads.v, rope);
+  return autograd::gated_residual(x, mod[2], child("linear2")->forward(autograd::concat({attended, mlp}, 2)));
+}
+
+LastLayer::LastLayer(const FluxConfig& c) {
+  register_module("linear", std::make_shared<nn::Linear>(c.hidden_size, c.in_channels, linear_options(c)));
+  auto modulation = std::make_shared<nn::Sequential>();
+  modulation->add(std::make_shared<nn::Activation>("silu"));
+  modulation->add(std::make_shared<nn::Linear>(c.hidden_size, 2 * c.hidden_size, linear_options(c)));
+  register_module("adaLN_modulation", modulation);
+}
+
+Tensor LastLayer::run(const Tensor& img, const Tensor& silu_vec) {
+  std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->child("1")->forward(silu_vec), 2, 1);
+  return child("linear")->forward(autograd::modulate(layer_norm(img), mod[0], mod[1]));  // shift, scale
+}
+
+}  // namespace wick::flux
