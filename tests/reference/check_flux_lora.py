@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Checks that a PEFT/diffusers-format Flux LoRA file loads in diffusers and reproduces an expected output.
+
+    /tmp/venv/bin/python tests/reference/check_flux_lora.py --weights tests/data/flux/dev_diffusers \\
+        --case CASEFILE --lora LORAFILE [--tolerance 1e-5]
+
+1. Builds FluxTransformer2DModel from the diffusers folder --weights (float32, CPU, one thread, deterministic).
+2. Loads --lora through diffusers' Flux LoRA path, the one FluxPipeline.load_lora_weights takes:
+   FluxLoraLoaderMixin.lora_state_dict(file, return_alphas=True, return_lora_metadata=True), then
+   FluxLoraLoaderMixin.load_lora_into_transformer(...) (-> FluxTransformer2DModel.load_lora_adapter). The alpha
+   comes from the file's `lora_adapter_metadata` (without it diffusers uses lora_alpha = r, i.e. scale 1).
+   Reports LoRA keys that are missing (adapter parameters the file does not fill) or unexpected (file tensors that
+   land on no adapter parameter), counted both from diffusers' own warnings and by comparing every file tensor with
+   the adapter parameter it should have become. Any -> exit 1.
+3. Runs the model on CASEFILE's `latents` [B, C, H, W] (packed 2x2 as diffusers does), `context` [B, L, D],
+   `pooled` [B, P], `timestep` [B] (sigma in [0, 1]; the model multiplies by 1000) and `guidance` [B] (required
+   when the model has guidance_embeds), with img_ids (0, row, col) and zero txt_ids, unpacks the output and compares
+   it with `expected_output` [B, C, H, W] (falls back to `output`, so the fixtures' own dev_lora_case works):
+   max |out - expected| / max |expected| <= tolerance -> exit 0, otherwise the error is printed and exit 1.
+Exit 77 when torch / diffusers / peft / safetensors cannot be imported (the calling test then skips); exit 2 on a
+usage error (missing file or tensor).
+
+Self-test with the committed fixtures:
+    /tmp/venv/bin/python tests/reference/check_flux_lora.py --weights tests/data/flux/dev_diffusers \\
+        --case tests/data/flux/dev_lora_case.safetensors --lora tests/data/flux/dev_lora_peft.safetensors
+"""
+import argparse
+import logging
+import os
+import sys
+
+try:
+    import torch
+    from safetensors.torch import load_file
+    import peft  # noqa: F401  (diffusers' LoRA loading needs it)
+    from diffusers import FluxTransformer2DModel
+    from diffusers.loaders import FluxLoraLoaderMixin
+except Exception as e:  # noqa: BLE001
+    print(f"check_flux_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
+    sys.exit(77)
+
+
+class Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def pack(latents):
+    b, c, h, w = latents.shape
+    x = latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
+    return x.reshape(b, (h // 2) * (w // 2), c * 4)
+
+
+def unpack(packed, h, w):
+    b, _, f = packed.shape
+    x = packed.view(b, h // 2, w // 2, f // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(b, f // 4, h, w)
+
+
+def img_ids(h, w):
+    ids = torch.zeros(h // 2, w // 2, 3)
+    ids[..., 1] = torch.arange(h // 2, dtype=torch.float32)[:, None]
+    ids[..., 2] = torch.arange(w // 2, dtype=torch.float32)[None, :]
+    return ids.reshape(-1, 3)
+
+
+def adapter_param_name(file_key, adapter):
+    """'transformer.X.lora_A.weight' -> 'X.lora_A.<adapter>.weight' (also lora_B, lora_magnitude_vector)."""
+    key = file_key[len("transformer."):] if file_key.startswith("transformer.") else file_key
+    if key.endswith(".lora_magnitude_vector"):
+        key += ".weight"
+    module, sep, tail = key.rpartition(".lora_")
+    if not sep:
+        return None
+    kind, _, rest = tail.partition(".")
+    return f"{module}.lora_{kind}.{adapter}.{rest or 'weight'}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="diffusers loads a PEFT-format Flux LoRA and reproduces a case")
+    parser.add_argument("--weights", required=True, help="diffusers FluxTransformer2DModel folder")
+    parser.add_argument("--case", required=True, help="safetensors with latents/context/pooled/timestep[/guidance]"
+                                                      " and expected_output")
+    parser.add_argument("--lora", required=True, help="PEFT/diffusers-format LoRA safetensors")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    args = parser.parse_args()
+    for path in (args.weights, args.case, args.lora):
+        if not os.path.exists(path):
+            print(f"check_flux_lora: {path} does not exist")
+            return 2
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    model = FluxTransformer2DModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
+
+    adapter = "wick_check"
+    capture = Capture()
+    dlog = logging.getLogger("diffusers")
+    dlog.addHandler(capture)
+    try:
+        state_dict, alphas, metadata = FluxLoraLoaderMixin.lora_state_dict(args.lora, return_alphas=True,
+                                                                           return_lora_metadata=True)
+        file_tensors = dict(state_dict)
+        FluxLoraLoaderMixin.load_lora_into_transformer(state_dict, network_alphas=alphas or None, transformer=model,
+                                                      metadata=metadata, adapter_name=adapter)
+    except Exception as e:  # noqa: BLE001
+        print(f"check_flux_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        dlog.removeHandler(capture)
+
+    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and f".{adapter}." in n}
+    matched, unexpected = set(), []
+    for key, value in file_tensors.items():
+        name = adapter_param_name(key, adapter)
+        if name in params and params[name].shape == value.shape and torch.equal(params[name].detach(),
+                                                                               value.to(params[name].dtype)):
+            matched.add(name)
+        else:
+            unexpected.append(key)
+    missing = sorted(set(params) - matched)
+    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    scale = None
+    if metadata:
+        r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
+        scale = f"lora_alpha {a} / r {r}" if r is not None else None
+    print(f"check_flux_lora: {len(file_tensors)} LoRA tensors -> {len(params)} adapter parameters; "
+          f"{len(missing)} missing, {len(unexpected)} unexpected; scale from metadata: {scale or 'none (alpha = r)'}")
+    for k in missing:
+        print(f"  missing: {k}")
+    for k in unexpected:
+        print(f"  unexpected: {k}")
+    for m in warned:
+        print(f"  diffusers warning: {m}")
+    if missing or unexpected or warned or not params:
+        return 1
+
+    case = load_file(args.case)
+    for name in ("latents", "context", "pooled", "timestep"):
+        if name not in case:
+            print(f"check_flux_lora: {args.case} has no '{name}'")
+            return 2
+    expected = case.get("expected_output", case.get("output"))
+    if expected is None:
+        print(f"check_flux_lora: {args.case} has no 'expected_output'")
+        return 2
+    if model.config.guidance_embeds and "guidance" not in case:
+        print(f"check_flux_lora: the model has guidance_embeds but {args.case} has no 'guidance'")
+        return 2
+    latents = case["latents"].float()
+    _, _, h, w = latents.shape
+    with torch.no_grad():
+        out = model(hidden_states=pack(latents), encoder_hidden_states=case["context"].float(),
+                    pooled_projections=case["pooled"].float(), timestep=case["timestep"].float(),
+                    img_ids=img_ids(h, w), txt_ids=torch.zeros(case["context"].shape[1], 3),
+                    guidance=case["guidance"].float() if model.config.guidance_embeds else None,
+                    return_dict=False)[0]
+    out = unpack(out, h, w)
+    if out.shape != expected.shape:
+        print(f"check_flux_lora: output shape {tuple(out.shape)} != expected {tuple(expected.shape)}")
+        return 1
+    err = float((out.double() - expected.double()).abs().max() / expected.double().abs().max())
+    ok = err <= args.tolerance
+    print(f"check_flux_lora: max relative error {err:.3e} (tolerance {args.tolerance:g}): {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Which keys of a Flux LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's key
+rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
+
+    python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
+
+--model-keys is a Flux checkpoint in Black Forest Labs' naming (no prefix, `diffusion_model.` or
+`model.diffusion_model.`); only its header is read. Every LoRA key ComfyUI would not load is printed as
+"lora key not loaded: <key>" (ComfyUI's own warning text); a LoRA module whose shapes do not fit the model weight is
+printed as "shape mismatch: ...". Exit 1 if there is any, else the number of loaded modules is printed and the exit
+status is 0. Exit 2 on a usage error.
+
+The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied here) from comfyanonymous/ComfyUI:
+  comfy/lora.py at 41444b5 (model_lora_keys_unet, load_lora) and a newer indexed copy of model_lora_keys_unet whose
+  commit the index does not record (it adds the DiffSynth and `linear1_qkv` forms below); comfy/weight_adapter/lora.py
+  at 6fd406f (LoRAAdapter.load: the accepted up/down spellings); comfy/lora_convert.py at 02b5222 (convert_lora,
+  applied to the file first); comfy/utils.py flux_to_diffusers (indexed copy with the Flux 2 entries).
+
+ 1. The model's state-dict keys are "diffusion_model.<BFL key>". For every key X ending in ".weight", ComfyUI
+    registers the LoRA names  lora_unet_<X without "diffusion_model." and ".weight", '.' -> '_'>  and
+    diffusion_model.<...>  (the "generic" form); a key not ending in ".weight" is registered under its own name.
+ 2. Flux only: for every diffusers name D (".weight" entries of flux_to_diffusers(depth, depth_single_blocks,
+    hidden_size)) it registers  transformer.<D>,  lycoris_<D '.'->'_'>,  lora_transformer_<D '.'->'_'>  and (newer)
+    <D> itself. D maps to a whole BFL weight or to a row slice: attn.to_q/to_k/to_v -> img_attn.qkv rows
+    [0,h), [h,2h), [2h,3h); attn.add_q/k/v_proj -> txt_attn.qkv slices; single attn.to_q/to_k/to_v/proj_mlp ->
+    linear1 rows [0,h), [h,2h), [2h,3h), [3h,7h); norm_out.linear -> final_layer.adaLN_modulation.1 (halves swapped
+    by a function at merge time). Newer versions also register  diffusion_model.single_blocks.N.linear1_qkv  for
+    rows [0,3h) of linear1.
+ 3. load_lora: for every registered name x it takes  x.alpha  and  x.dora_scale  if present, and a LoRA pair if the
+    "up" key exists, first match wins: x.lora_up.weight / x.lora_down.weight (+ x.lora_mid.weight),
+    x_lora.up.weight / x_lora.down.weight, x.lora_B.weight / x.lora_A.weight, x.lora.up.weight / x.lora.down.weight,
+    x.lora_B / x.lora_A, x.lora_linear_layer.up.weight / .down.weight, x.lora_B.default.weight /
+    x.lora_A.default.weight (+ x.reshape_weight); also the whole-weight forms x.diff, x.diff_b, x.set_weight,
+    x.w_norm / x.b_norm. Any file key not taken is logged "lora key not loaded". An "up" key without its "down" key
+    raises KeyError in ComfyUI; here it is reported as not loaded. Before that, comfy/lora_convert.py rewrites BFL
+    control LoRAs, Wan-Fun and USO files; those are detected and reported as not modelled.
+Not modelled (reported as not loaded): LoHa / LoKr / GLoRA / OFT / BOFT keys, text-encoder keys (lora_te*_, which
+ComfyUI maps through the CLIP/T5 model, not given here).
+Shape check (not ComfyUI's: ComfyUI only logs an error at merge time, or reshapes silently when the element counts
+agree): lora_down [r, in] and lora_up [out, r] against the target weight [out, in] (out = slice length for a slice),
+alpha a scalar, dora_scale [1, in] or [out, 1].
+Also noted (not an error): a LoRA module with no alpha is merged by ComfyUI with scale 1, whatever r and the file's
+lora_adapter_metadata say (diffusers applies lora_alpha / r from that metadata).
+"""
+import argparse
+import json
+import re
+import struct
+import sys
+
+UP_DOWN = [  # (up suffix, down suffix, mid suffix) in ComfyUI's order
+    (".lora_up.weight", ".lora_down.weight", ".lora_mid.weight"),
+    ("_lora.up.weight", "_lora.down.weight", None),
+    (".lora_B.weight", ".lora_A.weight", None),
+    (".lora.up.weight", ".lora.down.weight", None),
+    (".lora_B", ".lora_A", None),
+    (".lora_linear_layer.up.weight", ".lora_linear_layer.down.weight", None),
+    (".lora_B.default.weight", ".lora_A.default.weight", None),
+]
+WHOLE = [".diff", ".diff_b", ".set_weight", ".w_norm", ".b_norm"]
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    return meta, {k: v["shape"] for k, v in header.items()}
+
+
+def flux_to_diffusers(depth, depth_single, hidden):
+    """diffusers name -> (BFL key, row offset or None, row count or None). Only '.weight' entries are needed."""
+    m = {}
+    h = hidden
+    for i in range(depth):
+        d, b = f"transformer_blocks.{i}", f"double_blocks.{i}"
+        for j, n in enumerate(("to_q", "to_k", "to_v")):
+            m[f"{d}.attn.{n}.weight"] = (f"{b}.img_attn.qkv.weight", j * h, h)
+        for j, n in enumerate(("add_q_proj", "add_k_proj", "add_v_proj")):
+            m[f"{d}.attn.{n}.weight"] = (f"{b}.txt_attn.qkv.weight", j * h, h)
+        for src, dst in (("attn.to_out.0", "img_attn.proj"), ("norm1.linear", "img_mod.lin"),
+                         ("norm1_context.linear", "txt_mod.lin"), ("attn.to_add_out", "txt_attn.proj"),
+                         ("ff.net.0.proj", "img_mlp.0"), ("ff.net.2", "img_mlp.2"),
+                         ("ff_context.net.0.proj", "txt_mlp.0"), ("ff_context.net.2", "txt_mlp.2"),
+                         ("ff.linear_in", "img_mlp.0"), ("ff.linear_out", "img_mlp.2"),
+                         ("ff_context.linear_in", "txt_mlp.0"), ("ff_context.linear_out", "txt_mlp.2"),
+                         ("attn.norm_q", "img_attn.norm.query_norm"), ("attn.norm_k", "img_attn.norm.key_norm"),
+                         ("attn.norm_added_q", "txt_attn.norm.query_norm"),
+                         ("attn.norm_added_k", "txt_attn.norm.key_norm")):
+            m[f"{d}.{src}.weight"] = (f"{b}.{dst}.weight", None, None)
+    for i in range(depth_single):
+        s, b = f"single_transformer_blocks.{i}", f"single_blocks.{i}"
+        for j, n in enumerate(("attn.to_q", "attn.to_k", "attn.to_v")):
+            m[f"{s}.{n}.weight"] = (f"{b}.linear1.weight", j * h, h)
+        m[f"{s}.proj_mlp.weight"] = (f"{b}.linear1.weight", 3 * h, 4 * h)
+        for src, dst in (("norm.linear", "modulation.lin"), ("proj_out", "linear2"),
+                         ("attn.norm_q", "norm.query_norm"), ("attn.norm_k", "norm.key_norm"),
+                         ("attn.to_qkv_mlp_proj", "linear1"), ("attn.to_out", "linear2")):
+            m[f"{s}.{src}.weight"] = (f"{b}.{dst}.weight", None, None)
+    for dst, src in (("final_layer.linear", "proj_out"), ("img_in", "x_embedder"),
+                     ("time_in.in_layer", "time_text_embed.timestep_embedder.linear_1"),
+                     ("time_in.out_layer", "time_text_embed.timestep_embedder.linear_2"),
+                     ("txt_in", "context_embedder"),
+                     ("vector_in.in_layer", "time_text_embed.text_embedder.linear_1"),
+                     ("vector_in.out_layer", "time_text_embed.text_embedder.linear_2"),
+                     ("guidance_in.in_layer", "time_text_embed.guidance_embedder.linear_1"),
+                     ("guidance_in.out_layer", "time_text_embed.guidance_embedder.linear_2"),
+                     ("final_layer.adaLN_modulation.1", "norm_out.linear"),
+                     ("pos_embed_input", "controlnet_x_embedder")):
+        m[f"{src}.weight"] = (f"{dst}.weight", None, None)
+    return m
+
+
+def model_key_map(model_shapes):
+    """LoRA name -> (model key with 'diffusion_model.', row offset or None, row count or None)."""
+    keys = {}
+    for k, shape in model_shapes.items():
+        k = k[len("model."):] if k.startswith("model.diffusion_model.") else k
+        k = k if k.startswith("diffusion_model.") else "diffusion_model." + k
+        keys[k] = shape
+    key_map = {}
+    for k in keys:
+        if k.endswith(".weight"):
+            base = k[len("diffusion_model."):-len(".weight")]
+            key_map["lora_unet_" + base.replace(".", "_")] = (k, None, None)
+            key_map[k[:-len(".weight")]] = (k, None, None)
+        else:
+            key_map[k] = (k, None, None)
+    def count(kind):
+        found = (re.match(r"diffusion_model\.%s\.(\d+)\." % kind, k) for k in keys)
+        return len({m.group(1) for m in found if m})
+
+    depth, single = count("double_blocks"), count("single_blocks")
+    if "diffusion_model.img_in.weight" not in keys:
+        raise SystemExit("comfyui_lora_keys: --model-keys is not a Flux checkpoint (no img_in.weight)")
+    hidden = keys["diffusion_model.img_in.weight"][0]
+    for d, (bfl, off, cnt) in flux_to_diffusers(depth, single, hidden).items():
+        target = ("diffusion_model." + bfl, off, cnt)
+        stem = d[:-len(".weight")]
+        for name in ("transformer." + stem, "lycoris_" + stem.replace(".", "_"),
+                     "lora_transformer_" + stem.replace(".", "_"), stem):
+            key_map[name] = target
+    for k in keys:
+        if k.endswith(".weight") and ".linear1." in k:
+            key_map[k.replace(".linear1.weight", ".linear1_qkv")] = (k, 0, hidden * 3)
+    return keys, key_map
+
+
+def check(model_path, lora_path):
+    _, model_shapes = read_header(model_path)
+    meta, lora = read_header(lora_path)
+    if ("img_in.lora_A.weight" in lora and "single_blocks.0.norm.key_norm.scale" in lora) \
+            or "lora_unet__blocks_0_cross_attn_k.lora_down.weight" in lora \
+            or "single_blocks.37.processor.qkv_lora.up.weight" in lora \
+            or any(k.startswith("t_embedder.") for k in lora):
+        print("comfyui_lora_keys: this file would first be rewritten by comfy/lora_convert.py; not modelled")
+        return 1
+    model_keys, key_map = model_key_map(model_shapes)
+    loaded, modules, problems, no_alpha = set(), 0, [], []
+    for x, (target, off, cnt) in key_map.items():
+        alpha = x + ".alpha"
+        if alpha in lora:
+            loaded.add(alpha)
+            if lora[alpha] not in ([], [1]):
+                problems.append(f"shape mismatch: {alpha} is {lora[alpha]}, expected a scalar")
+        dora = x + ".dora_scale"
+        if dora in lora:
+            loaded.add(dora)
+        for up_s, down_s, mid_s in UP_DOWN:
+            up, down = x + up_s, x + down_s
+            if up not in lora:
+                continue
+            if down not in lora:
+                break  # ComfyUI raises KeyError here; both stay "not loaded"
+            loaded.update((up, down))
+            if mid_s and x + mid_s in lora:
+                loaded.add(x + mid_s)
+            if x + ".reshape_weight" in lora:
+                loaded.add(x + ".reshape_weight")
+            modules += 1
+            if alpha not in lora:
+                no_alpha.append(x)
+            shape = model_keys.get(target)
+            if shape is None:
+                problems.append(f"shape mismatch: {x} targets {target}, which the model does not have")
+                break
+            out_dim, in_dim = (cnt if cnt is not None else shape[0]), shape[1] if len(shape) > 1 else 1
+            u, d = lora[up], lora[down]
+            if len(u) != 2 or len(d) != 2 or u != [out_dim, d[0]] or d[1] != in_dim:
+                problems.append(f"shape mismatch: {x}: up {u}, down {d}; the target {target}"
+                                f"{'' if off is None else f' rows [{off}, {off + cnt})'} needs up [{out_dim}, r], "
+                                f"down [r, {in_dim}]")
+            if dora in lora and lora[dora] not in ([1, in_dim], [out_dim, 1]):
+                problems.append(f"shape mismatch: {dora} is {lora[dora]}, expected [1, {in_dim}] or [{out_dim}, 1]")
+            break
+        for s in WHOLE:
+            if x + s in lora:
+                loaded.add(x + s)
+                modules += 1
+    not_loaded = sorted(set(lora) - loaded)
+    for k in not_loaded:
+        print(f"lora key not loaded: {k}")
+    for p in problems:
+        print(p)
+    if no_alpha:
+        adapter_meta = meta.get("lora_adapter_metadata")
+        note = ""
+        if adapter_meta:
+            try:
+                cfg = json.loads(adapter_meta)
+                r, a = cfg.get("transformer.r"), cfg.get("transformer.lora_alpha")
+                if r and a is not None and float(a) != float(r):
+                    note = f"; the file's lora_adapter_metadata says lora_alpha {a} / r {r} = {float(a) / r:g}, " \
+                           f"which diffusers applies and ComfyUI ignores: the two outputs differ"
+            except (ValueError, TypeError, ZeroDivisionError):
+                pass
+        print(f"note: {len(no_alpha)} modules have no .alpha; ComfyUI merges them with scale 1{note}")
+    if not_loaded or problems:
+        print(f"comfyui_lora_keys: FAIL: {len(not_loaded)} keys not loaded, {len(problems)} shape problems")
+        return 1
+    print(f"comfyui_lora_keys: ok: {modules} modules loaded, all {len(lora)} keys used")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description="keys of a Flux LoRA that ComfyUI would not load")
+    parser.add_argument("--model-keys", required=True, help="Flux checkpoint (BFL names), only its header is read")
+    parser.add_argument("--lora", required=True, help="LoRA safetensors")
+    args = parser.parse_args()
+    try:
+        return check(args.model_keys, args.lora)
+    except (OSError, ValueError, struct.error) as e:
+        print(f"comfyui_lora_keys: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
