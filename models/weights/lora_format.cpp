@@ -61,6 +61,11 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.data(), y.data(), x.nbytes()) == 0;
 }
 
+void check_alpha(const std::string& name, double alpha) {
+  WICK_CHECK(alpha != 0.0 && std::isfinite(alpha), "LoRA '", name, "': alpha is ", alpha,
+             " (unset? the scale is alpha / rank)");
+}
+
 void check_pair(const std::string& name, const Tensor& down, const Tensor& up) {
   WICK_CHECK_KIND(Data, down.dim() == 2 && up.dim() == 2 && up.size(1) == down.size(0), "LoRA '", name,
                   "': up ", shape_text(up.shape()), " and down ", shape_text(down.shape()),
@@ -108,6 +113,7 @@ std::vector<std::pair<std::string, Tensor>> to_kohya(const LoraSet& set) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [module, lora] : set) {
     check_pair(module, lora.down, lora.up);
+    check_alpha(module, lora.alpha);
     const std::string name = kohya_module_name(module);
     out.emplace_back(name + ".lora_down.weight", lora.down);
     out.emplace_back(name + ".lora_up.weight", lora.up);
@@ -192,6 +198,7 @@ std::vector<std::pair<std::string, Tensor>> to_peft(const LoraSet& set, const Lo
     WICK_CHECK(entry != nullptr, "to_peft: module '", module, "' has no diffusers/PEFT name in the layout (",
                layout.modules.size(), " modules, e.g. '", layout.modules.empty() ? "" : layout.modules[0].module, "')");
     check_pair(module, lora.down, lora.up);
+    check_alpha(module, lora.alpha);
     const int64_t n_out = lora.up.size(0);
     const bool dora = lora.dora_scale.defined();
     WICK_CHECK(!dora || (lora.dora_scale.dim() == 1 && lora.dora_scale.size(0) == n_out), "to_peft: module '", module,
