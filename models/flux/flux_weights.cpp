@@ -86,8 +86,8 @@ std::string block_module(const std::string& pattern, int64_t block) {
 
 void add_one_to_one(LoraLayout& layout, const std::vector<std::pair<std::string, std::string>>& layers, int64_t block) {
   for (const auto& [bfl, diffusers] : layers)
-    layout.modules.push_back({.module = block_module(bfl, block),
-                              .parts = {{.peft_module = block_module(diffusers, block)}}});
+    layout.modules.push_back(
+        {.module = block_module(bfl, block), .parts = {{.peft_module = block_module(diffusers, block)}}});
 }
 
 // A fused module whose parts take consecutive row counts `rows`.

@@ -47,9 +47,9 @@ struct Plan {
   KeyRuleKind kind = KeyRuleKind::Rename;
   std::vector<std::string> sources;  // full source names (prefix included)
   Shape shape;
-  std::optional<DType> dtype;        // the first source's DType
-  std::string incomplete;            // a source tensor the rule needs and the source lacks
-  std::string invalid;               // why the sources do not combine
+  std::optional<DType> dtype;  // the first source's DType
+  std::string incomplete;      // a source tensor the rule needs and the source lacks
+  std::string invalid;         // why the sources do not combine
 };
 
 struct SourcePlan {
@@ -118,8 +118,8 @@ SourcePlan plan_source(const WeightSource& source, const DetectedFormat& format)
     bool any_present = std::any_of(rule.sources.begin(), rule.sources.end(),
                                    [&](const std::string& s) { return source.contains(format.prefix + s); });
     if (!any_present) continue;
-    WICK_CHECK(out.targets.count(rule.target) == 0, "key map: format '", format.format.name,
-               "' has two rules for '", rule.target, "' that both apply to ", source.path());
+    WICK_CHECK(out.targets.count(rule.target) == 0, "key map: format '", format.format.name, "' has two rules for '",
+               rule.target, "' that both apply to ", source.path());
     for (const std::string& s : rule.sources) referenced.insert(format.prefix + s);
     out.targets[rule.target] = plan_rule(source, format.prefix, rule);
   }

@@ -36,8 +36,8 @@ enum class KeyRuleKind {
 
 struct KeyRule {
   KeyRuleKind kind = KeyRuleKind::Rename;
-  std::string target;                 // model name; may hold "{N}"
-  std::vector<std::string> sources;   // source names (without the accepted prefix); may hold "{N}"
+  std::string target;                // model name; may hold "{N}"
+  std::vector<std::string> sources;  // source names (without the accepted prefix); may hold "{N}"
   // Each suffix s makes one rule over `target.s` and `source.s`; empty: the names are whole tensor
   // names. Layers use {"weight", "bias"}: a suffix whose source tensors are all absent (no bias) is
   // dropped like any rule whose sources are all absent.
@@ -61,11 +61,11 @@ struct BlockRules {
 };
 
 struct WeightFormat {
-  std::string name;                       // "bfl", "diffusers"
-  std::vector<std::string> detect_keys;   // all present (after one accepted prefix) = this format
+  std::string name;                          // "bfl", "diffusers"
+  std::vector<std::string> detect_keys;      // all present (after one accepted prefix) = this format
   std::vector<std::string> prefixes = {""};  // accepted name prefixes, tried in order, then stripped
-  std::vector<KeyRule> rules;             // rules outside blocks
-  std::vector<BlockRules> blocks;         // per-block tables
+  std::vector<KeyRule> rules;                // rules outside blocks
+  std::vector<BlockRules> blocks;            // per-block tables
 };
 
 // A format as found in one source: which prefix its names carry. Names outside the prefix (a
@@ -97,8 +97,8 @@ struct LoadMappedOptions {
 
 struct LoadMappedReport {
   int64_t n_loaded = 0;
-  int64_t n_zero_copy = 0;     // slots that view a file's mapping
-  int64_t n_materialized = 0;  // slots built once (concat, swap, cast or device copy)
+  int64_t n_zero_copy = 0;       // slots that view a file's mapping
+  int64_t n_materialized = 0;    // slots built once (concat, swap, cast or device copy)
   int64_t n_outside_prefix = 0;  // source tensors outside the detected prefix, not looked at
 };
 

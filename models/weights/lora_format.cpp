@@ -67,8 +67,8 @@ void check_alpha(const std::string& name, double alpha) {
 }
 
 void check_pair(const std::string& name, const Tensor& down, const Tensor& up) {
-  WICK_CHECK_KIND(Data, down.dim() == 2 && up.dim() == 2 && up.size(1) == down.size(0), "LoRA '", name,
-                  "': up ", shape_text(up.shape()), " and down ", shape_text(down.shape()),
+  WICK_CHECK_KIND(Data, down.dim() == 2 && up.dim() == 2 && up.size(1) == down.size(0), "LoRA '", name, "': up ",
+                  shape_text(up.shape()), " and down ", shape_text(down.shape()),
                   " do not chain as [out, r] @ [r, in]");
 }
 
@@ -83,7 +83,8 @@ const char* const kPeftSuffixes[] = {".lora_A.weight", ".lora_B.weight", ".lora_
 // "transformer_blocks.0.attn.to_q" and the suffix of a PEFT key (without the prefix), or nullopt.
 std::optional<std::pair<std::string, std::string>> split_peft_key(const std::string& key) {
   for (const char* suffix : kPeftSuffixes)
-    if (ends_with(key, suffix)) return std::make_pair(key.substr(0, key.size() - std::strlen(suffix)), std::string(suffix));
+    if (ends_with(key, suffix))
+      return std::make_pair(key.substr(0, key.size() - std::strlen(suffix)), std::string(suffix));
   return std::nullopt;
 }
 
@@ -170,14 +171,16 @@ PeftScale peft_scales(const std::map<std::string, std::string>& metadata, const 
   }
   const std::string key = component.empty() ? "" : component + ".";
   if (!json.is_object() || !json.contains(key + "lora_alpha")) return {};
-  WICK_CHECK_KIND(Data, json[key + "lora_alpha"].is_number(), "PEFT LoRA: metadata ", key, "lora_alpha is not a number");
+  WICK_CHECK_KIND(Data, json[key + "lora_alpha"].is_number(), "PEFT LoRA: metadata ", key,
+                  "lora_alpha is not a number");
   const double lora_alpha = json[key + "lora_alpha"].get<double>();
   const bool rslora = json.contains(key + "use_rslora") && json[key + "use_rslora"].is_boolean() &&
                       json[key + "use_rslora"].get<bool>();
   std::vector<std::pair<std::string, double>> patterns;
   if (json.contains(key + "alpha_pattern") && json[key + "alpha_pattern"].is_object())
     for (auto p = json[key + "alpha_pattern"].begin(); p != json[key + "alpha_pattern"].end(); ++p) {
-      WICK_CHECK_KIND(Data, p.value().is_number(), "PEFT LoRA: metadata alpha_pattern \"", p.key(), "\" is not a number");
+      WICK_CHECK_KIND(Data, p.value().is_number(), "PEFT LoRA: metadata alpha_pattern \"", p.key(),
+                      "\" is not a number");
       patterns.emplace_back(p.key(), p.value().get<double>());
     }
   return [lora_alpha, rslora, patterns](const std::string& module, int64_t rank) {
@@ -231,7 +234,8 @@ LoraSet from_peft(const std::map<std::string, Tensor>& tensors, const LoraLayout
                   std::vector<std::string>* unused) {
   std::map<std::string, std::pair<size_t, size_t>> part_of;  // peft module -> (module index, part index)
   for (size_t m = 0; m < layout.modules.size(); ++m)
-    for (size_t p = 0; p < layout.modules[m].parts.size(); ++p) part_of[layout.modules[m].parts[p].peft_module] = {m, p};
+    for (size_t p = 0; p < layout.modules[m].parts.size(); ++p)
+      part_of[layout.modules[m].parts[p].peft_module] = {m, p};
   std::map<size_t, std::map<size_t, PeftPartTensors>> found;  // module index -> part index -> tensors
   std::vector<std::string> leftover;
   for (const auto& [key, tensor] : tensors) {
@@ -244,10 +248,14 @@ LoraSet from_peft(const std::map<std::string, Tensor>& tensors, const LoraLayout
     }
     PeftPartTensors& part = found[it->second.first][it->second.second];
     const std::string& suffix = split->second;
-    if (suffix == ".lora_A.weight") part.a = tensor;
-    else if (suffix == ".lora_B.weight") part.b = tensor;
-    else if (suffix == ".alpha") part.alpha = tensor;
-    else part.magnitude = tensor;
+    if (suffix == ".lora_A.weight")
+      part.a = tensor;
+    else if (suffix == ".lora_B.weight")
+      part.b = tensor;
+    else if (suffix == ".alpha")
+      part.alpha = tensor;
+    else
+      part.magnitude = tensor;
   }
   report_unused(leftover, unused, "PEFT LoRA");
 
@@ -282,8 +290,10 @@ LoraSet from_peft(const std::map<std::string, Tensor>& tensors, const LoraLayout
                         part.row_begin, ", ", part.row_end, ") from it (another model size?)");
       const int64_t rank = t.a.size(0);
       double s = 1.0;
-      if (t.alpha.defined()) s = t.alpha.item() / static_cast<double>(rank);
-      else if (scale) s = scale(part.peft_module, rank);
+      if (t.alpha.defined())
+        s = t.alpha.item() / static_cast<double>(rank);
+      else if (scale)
+        s = scale(part.peft_module, rank);
       Tensor b = scaled(t.b, s);
       Tensor magnitude = t.magnitude;
       if (magnitude.defined())
@@ -301,7 +311,8 @@ LoraSet from_peft(const std::map<std::string, Tensor>& tensors, const LoraLayout
       WICK_CHECK_KIND(Data, r.a.size(1) == n_in, "PEFT LoRA: the parts of module '", entry.module,
                       "' take different input widths (", n_in, " and ", r.a.size(1), ")");
 
-    const bool shared_a = std::all_of(ready.begin(), ready.end(), [&](const Ready& r) { return bitwise_equal(r.a, ready[0].a); });
+    const bool shared_a =
+        std::all_of(ready.begin(), ready.end(), [&](const Ready& r) { return bitwise_equal(r.a, ready[0].a); });
     LoraTensors lora;
     if (ready.size() == 1 && entry.parts.size() == 1) {
       lora.down = ready[0].a;

@@ -4,7 +4,7 @@
 //   LoraSet set = {{"double_blocks.0.img_attn.qkv", {.down = d, .up = u, .alpha = 8}}};  // model names
 //   save_safetensors("kohya.safetensors", to_kohya(set));     // lora_unet_double_blocks_0_img_attn_qkv.*
 //   LoraLayout layout = flux::lora_layout(sizes);              // which diffusers layers each module fuses
-//   save_safetensors("peft.safetensors", to_peft(set, layout)); // transformer.transformer_blocks.0.attn.to_q.lora_A.weight, ...
+//   save_safetensors("peft.safetensors", to_peft(set, layout));  // transformer.transformer_blocks.0.attn.to_q.*
 //   LoraFile file = read_lora_file("peft.safetensors");
 //   LoraSet back = from_peft(file.tensors, layout, peft_scales(file.metadata));  // fused again, exact
 //
@@ -29,9 +29,9 @@ namespace wick {
 
 // One module's adapter as plain tensors: delta W = (alpha / r) · up @ down.
 struct LoraTensors {
-  Tensor down;        // [r, in]
-  Tensor up;          // [out, r]
-  double alpha = 0;   // scale = alpha / r
+  Tensor down;       // [r, in]
+  Tensor up;         // [out, r]
+  double alpha = 0;  // scale = alpha / r
   // DoRA magnitude or undefined: [1, in] per input column (kohya/ComfyUI, wick's DoRALinear), or
   // [out] per output row (PEFT's lora_magnitude_vector).
   Tensor dora_scale;
@@ -50,8 +50,8 @@ struct LoraPart {
   bool swap_halves = false;  // the part's rows are stored with their two halves swapped
 };
 struct LoraModuleLayout {
-  std::string module;            // the model's module path
-  std::vector<LoraPart> parts;   // in row order, covering the rows
+  std::string module;           // the model's module path
+  std::vector<LoraPart> parts;  // in row order, covering the rows
 };
 struct LoraLayout {
   std::string peft_prefix = "transformer.";

@@ -78,8 +78,8 @@ WeightSource WeightSource::open(const std::string& path, const std::string& subf
   if (fs::is_directory(given, ec)) {
     std::vector<fs::path> indexes = files_ending_with(given, kIndexSuffix);
     std::vector<fs::path> files = files_ending_with(given, kFileSuffix);
-    WICK_CHECK_KIND(Data, indexes.size() <= 1, "weights: ", path, " holds ", indexes.size(),
-                    " safetensors indexes (", list_names(indexes), "); pass the one to load");
+    WICK_CHECK_KIND(Data, indexes.size() <= 1, "weights: ", path, " holds ", indexes.size(), " safetensors indexes (",
+                    list_names(indexes), "); pass the one to load");
     if (indexes.size() == 1) {
       index = indexes[0];
     } else if (files.size() == 1) {

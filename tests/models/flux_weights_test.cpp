@@ -2,12 +2,13 @@
 // 0.42.1 and PEFT 0.21.2; see its README): the sharded diffusers folder loads to exactly the BFL
 // tensors, both formats are detected (also under ComfyUI's prefix), schnell has no guidance, and the
 // PEFT and kohya LoRA files convert into each other.
+#include "models/flux/flux_weights.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "models/flux/flux_weights.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
 #include "runtime/ops/matmul.h"
@@ -20,8 +21,8 @@ namespace wick {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 using testing::same_bits;
 using testing::scratch_dir;
 using testing::TensorTree;
@@ -111,7 +112,8 @@ TEST(FluxWeights, BflLoadsZeroCopyAlsoUnderComfyUiPrefix) {
   report = load_mapped(*comfy_model, comfy, format);
   EXPECT_EQ(report.n_zero_copy, 84);
   EXPECT_EQ(report.n_outside_prefix, 1);
-  for (const auto& [name, tensor] : comfy_model->named_parameters()) EXPECT_TRUE(same_bits(tensor, bfl.get(name))) << name;
+  for (const auto& [name, tensor] : comfy_model->named_parameters())
+    EXPECT_TRUE(same_bits(tensor, bfl.get(name))) << name;
 }
 
 TEST(FluxWeights, SchnellHasNoGuidanceInEitherFormat) {
@@ -135,7 +137,8 @@ TEST(FluxWeights, SchnellHasNoGuidanceInEitherFormat) {
   auto model = TensorTree::with_shapes(shapes, DType::F32);
   load_mapped(*model, no_guidance, diffusers);
   WeightSource dev_bfl = WeightSource::open(flux_data("dev_bfl.safetensors"));
-  for (const auto& [name, tensor] : model->named_parameters()) EXPECT_TRUE(same_bits(tensor, dev_bfl.get(name))) << name;
+  for (const auto& [name, tensor] : model->named_parameters())
+    EXPECT_TRUE(same_bits(tensor, dev_bfl.get(name))) << name;
 
   // The dev folder into the schnell-shaped model: the guidance embedder is left over, and named.
   const std::string message = error_of([&] { load_mapped(*model, dev, flux::detect_weight_format(dev)); });
@@ -196,13 +199,13 @@ TEST(FluxWeights, FinalLayerLoraSwapsLikeTheWeights) {
   for (auto& [name, t] : to_peft(set, layout)) peft[name] = t;
   EXPECT_EQ(peft.size(), 4u);
   const LoraTensors& lora = set.at("final_layer.adaLN_modulation.1");
-  Tensor bfl_adapted = add(bfl.get("final_layer.adaLN_modulation.1.weight"),
-                           mul(matmul(lora.up, lora.down), lora.scale()));
-  Tensor diffusers_adapted = add(diffusers.get("norm_out.linear.weight"),
-                                 matmul(peft.at("transformer.norm_out.linear.lora_B.weight"),
-                                        peft.at("transformer.norm_out.linear.lora_A.weight")));
-  EXPECT_TRUE(same_bits(concat({diffusers_adapted.narrow(0, 32, 32), diffusers_adapted.narrow(0, 0, 32)}, 0),
-                        bfl_adapted));
+  Tensor bfl_adapted =
+      add(bfl.get("final_layer.adaLN_modulation.1.weight"), mul(matmul(lora.up, lora.down), lora.scale()));
+  Tensor diffusers_adapted =
+      add(diffusers.get("norm_out.linear.weight"), matmul(peft.at("transformer.norm_out.linear.lora_B.weight"),
+                                                          peft.at("transformer.norm_out.linear.lora_A.weight")));
+  EXPECT_TRUE(
+      same_bits(concat({diffusers_adapted.narrow(0, 32, 32), diffusers_adapted.narrow(0, 0, 32)}, 0), bfl_adapted));
   EXPECT_TRUE(peft.count("transformer.x_embedder.lora_A.weight"));
   LoraSet back = from_peft(peft, layout);
   const LoraTensors& regrouped = back.at("final_layer.adaLN_modulation.1");
@@ -239,12 +242,13 @@ TEST(FluxWeights, KohyaFileSplitsToThePeftFile) {
   LoraLayout layout = flux::lora_layout(dev_sizes());
   LoraFile peft = read_lora_file(flux_data("dev_lora_peft.safetensors"));
   LoraFile kohya = read_lora_file(flux_data("dev_lora_kohya.safetensors"));
-  std::vector<std::pair<std::string, Tensor>> written = to_peft(from_kohya(kohya.tensors, layout.module_paths()), layout);
+  std::vector<std::pair<std::string, Tensor>> written =
+      to_peft(from_kohya(kohya.tensors, layout.module_paths()), layout);
   std::map<std::string, Tensor> ours(written.begin(), written.end());
   std::set<std::string> their_keys, our_keys;
   for (const auto& [name, t] : peft.tensors) their_keys.insert(name);
   for (const auto& [name, t] : ours) our_keys.insert(name);
-  EXPECT_EQ(our_keys, their_keys);  // 40 diffusers Linears × (lora_A, lora_B)
+  EXPECT_EQ(our_keys, their_keys);      // 40 diffusers Linears × (lora_A, lora_B)
   const double file_scale = 8.0 / 4.0;  // the PEFT file's lora_alpha / r (metadata)
   for (const auto& [name, a] : peft.tensors) {
     if (name.find(".lora_A.") == std::string::npos) continue;

@@ -21,10 +21,10 @@ namespace wick {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::dyadic;
 using testing::error_of;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::same_bits;
 using testing::scratch_dir;
 using testing::TensorTree;
@@ -103,7 +103,8 @@ TEST(WeightSource, ShardedFolderIndexAndPipelineSubfolder) {
   }
   EXPECT_THAT(error_of([&] { WeightSource::open(pipeline.string()); }),
               HasSubstr("holds no .safetensors file and no *.safetensors.index.json"));
-  EXPECT_THAT(error_of([&] { WeightSource::open(pipeline.string(), "unet"); }), HasSubstr("nor does a subfolder 'unet'"));
+  EXPECT_THAT(error_of([&] { WeightSource::open(pipeline.string(), "unet"); }),
+              HasSubstr("nor does a subfolder 'unet'"));
 }
 
 struct SourceErrorCase {
@@ -114,7 +115,8 @@ struct SourceErrorCase {
 
 TEST(WeightSource, ErrorsNameTheFile) {
   const std::vector<SourceErrorCase> cases = {
-      {"missing path", [] { return (scratch_dir("err_missing") / "nope.safetensors").string(); },
+      {"missing path",
+       [] { return (scratch_dir("err_missing") / "nope.safetensors").string(); },
        {"nope.safetensors", "does not exist"}},
       {"absent shard",
        [] {
@@ -139,8 +141,7 @@ TEST(WeightSource, ErrorsNameTheFile) {
                           {{"z.weight", dyadic({4}, 6)}, {"x.weight", dyadic({2, 2}, 4)}});
          return dir.string();
        },
-       {"tensor 'x.weight' is in two shards", "00001-of-00002.safetensors (where index",
-        "00002-of-00002.safetensors"}},
+       {"tensor 'x.weight' is in two shards", "00001-of-00002.safetensors (where index", "00002-of-00002.safetensors"}},
       {"tensor the index does not list",
        [] {
          fs::path dir = write_sharded("err_unlisted");
@@ -327,7 +328,8 @@ TEST(WeightKeyMap, CountBlocksAndExpandRules) {
   // embed weight+bias, head.mod, then per block: qkv weight+bias and the norm scale.
   ASSERT_EQ(rules.size(), 3u + 3u * kBlocks);
   EXPECT_EQ(rules[3].target, "blocks.0.qkv.weight");
-  EXPECT_EQ(rules[3].sources, (std::vector<std::string>{"layers.0.q.weight", "layers.0.k.weight", "layers.0.v.weight"}));
+  EXPECT_EQ(rules[3].sources,
+            (std::vector<std::string>{"layers.0.q.weight", "layers.0.k.weight", "layers.0.v.weight"}));
   EXPECT_EQ(rules.back().target, "blocks.2.norm.scale");
 }
 
@@ -347,10 +349,10 @@ TEST(WeightKeyMap, StrictErrorNamesEverythingAndChangesNothing) {
   Tensor before = model->parameter("embed.bias");
 
   const std::string message = error_of([&] { load_mapped(*model, source, format); });
-  for (const char* text : {"read as format 'other'", "2 parameters missing", "1 source tensors unused",
-                           "1 shape mismatches", "extra.weight",
-                           "blocks.2.qkv.weight (needs layers.2.v.weight, which the source lacks)", "stray.weight",
-                           "embed.weight: the model expects [4, 5], the source has [4, 3] (embedder.weight [4, 3])"})
+  for (const char* text :
+       {"read as format 'other'", "2 parameters missing", "1 source tensors unused", "1 shape mismatches",
+        "extra.weight", "blocks.2.qkv.weight (needs layers.2.v.weight, which the source lacks)", "stray.weight",
+        "embed.weight: the model expects [4, 5], the source has [4, 3] (embedder.weight [4, 3])"})
     EXPECT_THAT(message, HasSubstr(text));
   EXPECT_EQ(kind_of([&] { load_mapped(*model, source, format); }), ErrorKind::Data);
   EXPECT_TRUE(model->parameter("embed.bias").same(before));  // checked before any slot changes
@@ -390,7 +392,9 @@ LoraLayout toy_layout() {
   return layout;
 }
 
-Tensor delta(const LoraTensors& lora) { return mul(matmul(lora.up.to(DType::F32), lora.down.to(DType::F32)), lora.scale()); }
+Tensor delta(const LoraTensors& lora) {
+  return mul(matmul(lora.up.to(DType::F32), lora.down.to(DType::F32)), lora.scale());
+}
 
 std::map<std::string, Tensor> as_map(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   std::map<std::string, Tensor> out;
@@ -458,9 +462,12 @@ TEST(LoraFormat, PeftSplitBakesScaleIntoBAndRegroupsToRankR) {
 TEST(LoraFormat, DifferingLoraAGiveABlockDiagonalAdapterWithTheSameDelta) {
   // Parts with their own A, rank and scale (as trained with split_qkv or by PEFT per layer).
   std::map<std::string, Tensor> peft = {
-      {"transformer.attn.to_q.lora_A.weight", dyadic({2, 5}, 11)}, {"transformer.attn.to_q.lora_B.weight", dyadic({2, 2}, 12)},
-      {"transformer.attn.to_k.lora_A.weight", dyadic({1, 5}, 13)}, {"transformer.attn.to_k.lora_B.weight", dyadic({2, 1}, 14)},
-      {"transformer.attn.to_v.lora_A.weight", dyadic({3, 5}, 15)}, {"transformer.attn.to_v.lora_B.weight", dyadic({4, 3}, 16)},
+      {"transformer.attn.to_q.lora_A.weight", dyadic({2, 5}, 11)},
+      {"transformer.attn.to_q.lora_B.weight", dyadic({2, 2}, 12)},
+      {"transformer.attn.to_k.lora_A.weight", dyadic({1, 5}, 13)},
+      {"transformer.attn.to_k.lora_B.weight", dyadic({2, 1}, 14)},
+      {"transformer.attn.to_v.lora_A.weight", dyadic({3, 5}, 15)},
+      {"transformer.attn.to_v.lora_B.weight", dyadic({4, 3}, 16)},
       {"transformer.attn.to_k.alpha", Tensor::scalar(4.0)}};  // to_k's own scale 4 / 1
   auto scale = [](const std::string& module, int64_t rank) { return 0.5; };
   LoraSet set = from_peft(peft, toy_layout(), scale);
@@ -470,7 +477,8 @@ TEST(LoraFormat, DifferingLoraAGiveABlockDiagonalAdapterWithTheSameDelta) {
   // Each part's scale · B @ A in its rows; dyadic values keep every sum exact, so bitwise.
   auto part = [&](const char* name, double s) {
     return mul(matmul(peft.at(std::string("transformer.attn.") + name + ".lora_B.weight"),
-                      peft.at(std::string("transformer.attn.") + name + ".lora_A.weight")), s);
+                      peft.at(std::string("transformer.attn.") + name + ".lora_A.weight")),
+               s);
   };
   EXPECT_TRUE(same_bits(delta(qkv), concat({part("to_q", 0.5), part("to_k", 4.0), part("to_v", 0.5)}, 0)));
   // Off-diagonal blocks of up are zero.
@@ -483,8 +491,8 @@ TEST(LoraFormat, MissingPartsAreZeroRowsAndUnknownKeysAreNamed) {
   LoraSet set = from_peft(peft, toy_layout());
   Tensor d = delta(set.at("attn.qkv"));
   EXPECT_EQ(d.shape(), (Shape{8, 5}));
-  EXPECT_TRUE(same_bits(d.narrow(0, 2, 2).contiguous(),
-                        matmul(peft.at("transformer.attn.to_k.lora_B.weight"), peft.at("transformer.attn.to_k.lora_A.weight"))));
+  EXPECT_TRUE(same_bits(d.narrow(0, 2, 2).contiguous(), matmul(peft.at("transformer.attn.to_k.lora_B.weight"),
+                                                               peft.at("transformer.attn.to_k.lora_A.weight"))));
   EXPECT_EQ(d.narrow(0, 4, 4).contiguous().to_vector<float>(), std::vector<float>(20, 0.0f));
 
   peft["transformer.attn.to_out.0.lora_A.weight"] = dyadic({2, 5}, 3);
@@ -507,7 +515,8 @@ TEST(LoraFormat, OutputAxisDoraMagnitudeSplitsByRows) {
   set["attn.qkv"].dora_scale = dyadic({8}, 7);
   set["head.mod"].dora_scale = dyadic({6}, 8);
   auto peft = as_map(to_peft(set, toy_layout()));
-  EXPECT_TRUE(same_bits(peft.at("transformer.attn.to_k.lora_magnitude_vector"), set["attn.qkv"].dora_scale.narrow(0, 2, 2)));
+  EXPECT_TRUE(
+      same_bits(peft.at("transformer.attn.to_k.lora_magnitude_vector"), set["attn.qkv"].dora_scale.narrow(0, 2, 2)));
   const Tensor& m = set["head.mod"].dora_scale;
   EXPECT_TRUE(same_bits(peft.at("transformer.norm_out.linear.lora_magnitude_vector"),
                         concat({m.narrow(0, 3, 3), m.narrow(0, 0, 3)}, 0)));
@@ -521,21 +530,22 @@ TEST(LoraFormat, OutputAxisDoraMagnitudeSplitsByRows) {
   set["attn.qkv"].dora_scale = dyadic({1, 5}, 7);  // input-axis (kohya) DoRA
   EXPECT_THAT(error_of([&] { to_peft(set, toy_layout()); }), HasSubstr("can only be saved kohya style"));
   LoraSet unknown = {{"blocks.9.mlp", {.down = dyadic({1, 2}, 1), .up = dyadic({2, 1}, 1), .alpha = 1}}};
-  EXPECT_THAT(error_of([&] { to_peft(unknown, toy_layout()); }), HasSubstr("'blocks.9.mlp' has no diffusers/PEFT name"));
+  EXPECT_THAT(error_of([&] { to_peft(unknown, toy_layout()); }),
+              HasSubstr("'blocks.9.mlp' has no diffusers/PEFT name"));
 }
 
 TEST(LoraFormat, PeftScalesFromDiffusersMetadata) {
   EXPECT_FALSE(peft_scales({}));
   const std::map<std::string, std::string> metadata = {
-      {"format", "pt"},
-      {"lora_adapter_metadata", R"({"transformer.r": 4, "transformer.lora_alpha": 8,
+      {"format", "pt"}, {"lora_adapter_metadata", R"({"transformer.r": 4, "transformer.lora_alpha": 8,
         "transformer.alpha_pattern": {"attn.to_k": 2}, "transformer.use_rslora": false})"}};
   PeftScale scale = peft_scales(metadata);
   ASSERT_TRUE(scale);
   EXPECT_EQ(scale("transformer_blocks.0.attn.to_q", 4), 2.0);
   EXPECT_EQ(scale("transformer_blocks.0.attn.to_k", 4), 0.5);
   EXPECT_EQ(scale("transformer_blocks.0.attn.add_k_proj", 4), 2.0);  // matches whole dotted components only
-  PeftScale rslora = peft_scales({{"lora_adapter_metadata", R"({"transformer.lora_alpha": 8, "transformer.use_rslora": true})"}});
+  PeftScale rslora =
+      peft_scales({{"lora_adapter_metadata", R"({"transformer.lora_alpha": 8, "transformer.use_rslora": true})"}});
   EXPECT_EQ(rslora("x", 4), 4.0);
   EXPECT_THAT(error_of([] { peft_scales({{"lora_adapter_metadata", "{"}}); }), HasSubstr("not valid JSON"));
 }

@@ -6,6 +6,7 @@
 //   Tensor a = dyadic({4, 8}, 7);   // multiples of 1/8 in [-1, 1]: sums of products are exact in f32
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -15,8 +16,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/module.h"
 #include "runtime/tensor.h"
@@ -55,8 +54,8 @@ class TensorTree : public Module {
 };
 
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                              ("wick_weights_" + std::to_string(::getpid())) / name;
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("wick_weights_" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
