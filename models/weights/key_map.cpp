@@ -1,0 +1,332 @@
+#include "models/weights/key_map.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "engine/autograd/node.h"
+
+namespace wick {
+namespace {
+
+// At most this many names of each kind of problem go into an error message.
+constexpr size_t kListedProblems = 10;
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::ostringstream out;
+  out << shape;
+  return out.str();
+}
+
+std::string with_suffix(const std::string& name, const std::string& suffix) {
+  return suffix.empty() ? name : name + "." + suffix;
+}
+
+// The tensor rules one table rule stands for, with `{N}` = `block` (when block >= 0).
+void expand_into(const KeyRule& rule, int64_t block, std::vector<KeyRule>& out) {
+  auto resolve = [&](const std::string& name) {
+    return block < 0 ? name : replace_all(name, "{N}", std::to_string(block));
+  };
+  const std::vector<std::string> suffixes = rule.suffixes.empty() ? std::vector<std::string>{""} : rule.suffixes;
+  for (const std::string& suffix : suffixes) {
+    KeyRule flat{.kind = rule.kind, .target = with_suffix(resolve(rule.target), suffix), .sources = {}, .suffixes = {}};
+    for (const std::string& source : rule.sources) flat.sources.push_back(with_suffix(resolve(source), suffix));
+    out.push_back(std::move(flat));
+  }
+}
+
+// How one target tensor is made from the source, checked against the headers.
+struct Plan {
+  KeyRuleKind kind = KeyRuleKind::Rename;
+  std::vector<std::string> sources;  // full source names (prefix included)
+  Shape shape;
+  std::optional<DType> dtype;  // the first source's DType
+  std::string incomplete;      // a source tensor the rule needs and the source lacks
+  std::string invalid;         // why the sources do not combine
+};
+
+struct SourcePlan {
+  std::map<std::string, Plan> targets;  // target name -> plan
+  std::vector<std::string> names;       // full source names inside the prefix
+  int64_t n_outside_prefix = 0;
+};
+
+// "to_q.weight [32, 32] + to_k.weight [32, 32]"
+std::string describe_sources(const WeightSource& source, const Plan& plan) {
+  std::ostringstream out;
+  for (size_t i = 0; i < plan.sources.size(); ++i) {
+    if (i > 0) out << (plan.kind == KeyRuleKind::ConcatRows ? " + " : ", ");
+    out << plan.sources[i];
+    if (source.contains(plan.sources[i])) out << " " << source.info(plan.sources[i]).shape;
+  }
+  if (plan.kind == KeyRuleKind::SwapHalves) out << ", halves swapped";
+  return out.str();
+}
+
+Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyRule& rule) {
+  Plan plan{.kind = rule.kind, .sources = {}, .shape = {}, .dtype = std::nullopt, .incomplete = {}, .invalid = {}};
+  for (const std::string& name : rule.sources) plan.sources.push_back(prefix + name);
+  for (const std::string& name : plan.sources)
+    if (!source.contains(name)) {
+      plan.incomplete = name;
+      return plan;
+    }
+  for (const std::string& name : plan.sources)
+    if (!source.info(name).wick_dtype) {
+      plan.invalid = name + " is " + source.info(name).dtype + ", which wick cannot load into a parameter";
+      return plan;
+    }
+  const SafetensorsInfo& first = source.info(plan.sources[0]);
+  plan.dtype = first.wick_dtype;
+  plan.shape = first.shape;
+  WICK_CHECK(rule.kind == KeyRuleKind::ConcatRows || plan.sources.size() == 1, "key map: the rule for '", rule.target,
+             "' takes one source, not ", plan.sources.size());
+  if (rule.kind == KeyRuleKind::SwapHalves) {
+    if (plan.shape.empty() || plan.shape[0] % 2 != 0)
+      plan.invalid = "rows of " + plan.sources[0] + " " + shape_text(plan.shape) + " do not split into two halves";
+  } else if (rule.kind == KeyRuleKind::ConcatRows) {
+    if (plan.shape.empty()) plan.invalid = plan.sources[0] + " is a scalar and has no rows to concatenate";
+    for (size_t i = 1; i < plan.sources.size() && plan.invalid.empty(); ++i) {
+      const Shape& part = source.info(plan.sources[i]).shape;
+      if (part.size() != plan.shape.size() || !std::equal(part.begin() + 1, part.end(), plan.shape.begin() + 1)) {
+        plan.invalid = "cannot concatenate the rows of " + describe_sources(source, plan);
+        break;
+      }
+      plan.shape[0] += part[0];
+    }
+  }
+  return plan;
+}
+
+SourcePlan plan_source(const WeightSource& source, const DetectedFormat& format) {
+  SourcePlan out;
+  for (const std::string& name : source.names()) {
+    if (name.rfind(format.prefix, 0) == 0)
+      out.names.push_back(name);
+    else
+      ++out.n_outside_prefix;
+  }
+  std::set<std::string> referenced;  // full source names some rule in use reads
+  for (const KeyRule& rule : expand_rules(source, format)) {
+    bool any_present = std::any_of(rule.sources.begin(), rule.sources.end(),
+                                   [&](const std::string& s) { return source.contains(format.prefix + s); });
+    if (!any_present) continue;
+    WICK_CHECK(out.targets.count(rule.target) == 0, "key map: format '", format.format.name, "' has two rules for '",
+               rule.target, "' that both apply to ", source.path());
+    for (const std::string& s : rule.sources) referenced.insert(format.prefix + s);
+    out.targets[rule.target] = plan_rule(source, format.prefix, rule);
+  }
+  for (const std::string& name : out.names) {
+    std::string target = name.substr(format.prefix.size());
+    if (referenced.count(name) || out.targets.count(target)) continue;
+    out.targets[target] = plan_rule(source, format.prefix, rename(target, target));
+  }
+  return out;
+}
+
+// "; first: a, b, c (and 12 more)"
+void append_list(std::ostringstream& out, const char* label, const std::vector<std::string>& items) {
+  if (items.empty()) return;
+  out << "\n  " << label << " (" << items.size() << "):";
+  for (size_t i = 0; i < std::min(items.size(), kListedProblems); ++i) out << "\n    " << items[i];
+  if (items.size() > kListedProblems) out << "\n    ... and " << items.size() - kListedProblems << " more";
+}
+
+std::string format_label(const DetectedFormat& format) {
+  return "format '" + format.format.name + "'" + (format.prefix.empty() ? "" : " (prefix '" + format.prefix + "')");
+}
+
+bool inside_mapping(const Tensor& tensor, const SafetensorsFile& file) {
+  const auto* data = static_cast<const uint8_t*>(tensor.data());
+  return data >= file.mapped_data() && data < file.mapped_data() + file.mapped_bytes();
+}
+
+// The plan's tensor in `dtype` on `device`, built in one pass (each source piece copied and cast
+// into its rows of the result).
+Tensor materialize(const WeightSource& source, const Plan& plan, DType dtype, Device device) {
+  Tensor out = Tensor::empty(plan.shape, dtype, device);
+  if (plan.kind == KeyRuleKind::Rename) {
+    out.copy_from(source.get(plan.sources[0]));
+  } else if (plan.kind == KeyRuleKind::SwapHalves) {
+    Tensor in = source.get(plan.sources[0]);
+    const int64_t half = plan.shape[0] / 2;
+    out.narrow(0, 0, half).copy_from(in.narrow(0, half, half));
+    out.narrow(0, half, half).copy_from(in.narrow(0, 0, half));
+  } else {
+    int64_t row = 0;
+    for (const std::string& name : plan.sources) {
+      Tensor in = source.get(name);
+      out.narrow(0, row, in.size(0)).copy_from(in);
+      row += in.size(0);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+KeyRule rename(std::string target, std::string source) {
+  return {.kind = KeyRuleKind::Rename, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
+}
+KeyRule concat_rows(std::string target, std::vector<std::string> sources) {
+  return {.kind = KeyRuleKind::ConcatRows, .target = std::move(target), .sources = std::move(sources), .suffixes = {}};
+}
+KeyRule swap_halves(std::string target, std::string source) {
+  return {.kind = KeyRuleKind::SwapHalves, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
+}
+KeyRule rename_layer(std::string target_module, std::string source_module) {
+  KeyRule rule = rename(std::move(target_module), std::move(source_module));
+  rule.suffixes = {"weight", "bias"};
+  return rule;
+}
+KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules) {
+  KeyRule rule = concat_rows(std::move(target_module), std::move(source_modules));
+  rule.suffixes = {"weight", "bias"};
+  return rule;
+}
+KeyRule swap_halves_layer(std::string target_module, std::string source_module) {
+  KeyRule rule = swap_halves(std::move(target_module), std::move(source_module));
+  rule.suffixes = {"weight", "bias"};
+  return rule;
+}
+
+int64_t count_blocks(const std::vector<std::string>& names, const std::string& prefix) {
+  int64_t n = 0;
+  for (const std::string& name : names) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    size_t at = prefix.size(), end = at;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == at || end >= name.size() || name[end] != '.' || end - at > 9) continue;
+    n = std::max<int64_t>(n, std::stoll(name.substr(at, end - at)) + 1);
+  }
+  return n;
+}
+
+std::vector<KeyRule> expand_rules(const WeightSource& source, const DetectedFormat& format) {
+  std::vector<std::string> names;
+  for (const std::string& name : source.names())
+    if (name.rfind(format.prefix, 0) == 0) names.push_back(name.substr(format.prefix.size()));
+  std::vector<KeyRule> out;
+  for (const KeyRule& rule : format.format.rules) expand_into(rule, -1, out);
+  for (const BlockRules& table : format.format.blocks) {
+    const int64_t n_blocks = count_blocks(names, table.count_prefix);
+    for (int64_t block = 0; block < n_blocks; ++block)
+      for (const KeyRule& rule : table.rules) expand_into(rule, block, out);
+  }
+  return out;
+}
+
+DetectedFormat detect_format(const WeightSource& source, const std::vector<WeightFormat>& formats) {
+  for (const WeightFormat& format : formats)
+    for (const std::string& prefix : format.prefixes) {
+      bool all = !format.detect_keys.empty();
+      for (const std::string& key : format.detect_keys) all = all && source.contains(prefix + key);
+      if (all) return {.format = format, .prefix = prefix};
+    }
+  std::ostringstream out;
+  out << "weights: " << source.path() << " is in none of the known formats:";
+  for (const WeightFormat& format : formats) {
+    out << "\n  '" << format.name << "' looks for";
+    for (const std::string& key : format.detect_keys) out << " '" << key << "'";
+    out << " under the prefixes";
+    for (const std::string& prefix : format.prefixes) out << " '" << prefix << "'";
+  }
+  out << "\n  the source's first names:";
+  for (size_t i = 0; i < std::min<size_t>(5, source.names().size()); ++i) out << " " << source.names()[i];
+  WICK_FAIL(Data, out.str());
+}
+
+std::map<std::string, Shape> mapped_shapes(const WeightSource& source, const DetectedFormat& format) {
+  SourcePlan plan = plan_source(source, format);
+  std::vector<std::string> problems;
+  std::map<std::string, Shape> shapes;
+  for (const auto& [target, p] : plan.targets) {
+    if (!p.incomplete.empty())
+      problems.push_back(target + ": needs " + p.incomplete + ", which the source lacks");
+    else if (!p.invalid.empty())
+      problems.push_back(target + ": " + p.invalid);
+    else
+      shapes[target] = p.shape;
+  }
+  if (!problems.empty()) {
+    std::ostringstream out;
+    out << "weights: " << source.path() << " read as " << format_label(format) << ": " << problems.size()
+        << " model tensors cannot be made from the source";
+    append_list(out, "problems", problems);
+    WICK_FAIL(Data, out.str());
+  }
+  return shapes;
+}
+
+LoadMappedReport load_mapped(Module& module, const WeightSource& source, const DetectedFormat& format,
+                             const LoadMappedOptions& options) {
+  SourcePlan plan = plan_source(source, format);
+  std::vector<std::pair<std::string, Tensor*>> slots = parameter_slots(module);
+  std::vector<std::string> missing, mismatched, unused;
+  std::vector<std::pair<std::pair<std::string, Tensor*>, const Plan*>> jobs;
+  std::set<std::string> used;
+  for (const auto& [name, slot] : slots) {
+    auto it = plan.targets.find(name);
+    if (it == plan.targets.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const Plan& p = it->second;
+    for (const std::string& s : p.sources) used.insert(s);
+    if (!p.incomplete.empty()) {
+      missing.push_back(name + " (needs " + p.incomplete + ", which the source lacks)");
+    } else if (!p.invalid.empty()) {
+      mismatched.push_back(name + ": " + p.invalid);
+    } else if (slot->defined() && slot->shape() != p.shape) {
+      mismatched.push_back(name + ": the model expects " + shape_text(slot->shape()) + ", the source has " +
+                           shape_text(p.shape) + " (" + describe_sources(source, p) + ")");
+    } else {
+      jobs.push_back({{name, slot}, &p});
+    }
+  }
+  for (const std::string& name : plan.names)
+    if (!used.count(name)) unused.push_back(name);
+  if (!missing.empty() || !unused.empty() || !mismatched.empty()) {
+    std::ostringstream out;
+    out << "weights: " << source.path() << " read as " << format_label(format) << " does not fit the model ("
+        << module.type_name() << ", " << slots.size() << " parameters; " << plan.names.size()
+        << " source tensors): " << missing.size() << " parameters missing, " << unused.size()
+        << " source tensors unused, " << mismatched.size() << " shape mismatches";
+    append_list(out, "missing from the source", missing);
+    append_list(out, "unused source tensors", unused);
+    append_list(out, "shape mismatches", mismatched);
+    WICK_FAIL(Data, out.str());
+  }
+
+  LoadMappedReport report;
+  report.n_outside_prefix = plan.n_outside_prefix;
+  for (const auto& [slot_entry, p] : jobs) {
+    const auto& [name, slot] = slot_entry;
+    const DType dtype = slot->defined() ? slot->dtype() : *p->dtype;
+    const Device device = slot->defined() ? slot->device() : Device::cpu();
+    Tensor loaded;
+    if (p->kind == KeyRuleKind::Rename && *p->dtype == dtype && device.is_cpu()) {
+      loaded = source.get(p->sources[0]);
+      if (inside_mapping(loaded, source.file_of(p->sources[0])))
+        ++report.n_zero_copy;
+      else
+        ++report.n_materialized;  // unaligned data: SafetensorsFile::get copied it
+    } else {
+      loaded = materialize(source, *p, dtype, device);
+      ++report.n_materialized;
+    }
+    *slot = loaded;
+    if (options.trainable) autograd::set_requires_grad(*slot, true, name);
+    ++report.n_loaded;
+  }
+  return report;
+}
+
+}  // namespace wick

@@ -1,0 +1,114 @@
+// Key maps: loading weights saved under another naming (diffusers, a ComfyUI repack) into a model
+// that keeps its authors' names, by declarative rules.
+//
+//   WeightFormat diffusers{.name = "diffusers",
+//                          .detect_keys = {"transformer_blocks.0.attn.norm_added_k.weight"},
+//                          .rules = {rename_layer("img_in", "x_embedder")},
+//                          .blocks = {{.count_prefix = "transformer_blocks.",
+//                                      .rules = {concat_layer("double_blocks.{N}.img_attn.qkv",
+//                                                             {"transformer_blocks.{N}.attn.to_q", ...})}}}};
+//   WeightSource source = WeightSource::open(path, "transformer");
+//   DetectedFormat format = detect_format(source, {bfl, diffusers});   // which naming, which prefix
+//   std::map<std::string, Shape> shapes = mapped_shapes(source, format); // model sizes before building
+//   load_mapped(*model, source, format);                                 // every parameter, strict
+//
+// A rule makes one model ("target") tensor from source tensors: a rename, a concatenation along
+// rows (axis 0: fused q, k, v [, mlp] weights or biases), or a rename with the two halves of the
+// rows swapped (adaLN (shift, scale) <-> (scale, shift)). Targets without a rule map to themselves.
+// Rules are written once with "{N}" for a block index and expanded for every block the source has.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/module.h"
+#include "models/weights/weight_source.h"
+
+namespace wick {
+
+enum class KeyRuleKind {
+  Rename,      // target = source
+  ConcatRows,  // target = concat(sources, axis 0), in the listed order
+  SwapHalves,  // target = source with rows [n/2, n) first, then [0, n/2)
+};
+
+struct KeyRule {
+  KeyRuleKind kind = KeyRuleKind::Rename;
+  std::string target;                // model name; may hold "{N}"
+  std::vector<std::string> sources;  // source names (without the accepted prefix); may hold "{N}"
+  // Each suffix s makes one rule over `target.s` and `source.s`; empty: the names are whole tensor
+  // names. Layers use {"weight", "bias"}: a suffix whose source tensors are all absent (no bias) is
+  // dropped like any rule whose sources are all absent.
+  std::vector<std::string> suffixes;
+};
+
+// Tensor rules (whole names).
+KeyRule rename(std::string target, std::string source);
+KeyRule concat_rows(std::string target, std::vector<std::string> sources);
+KeyRule swap_halves(std::string target, std::string source);
+// Layer rules: the same for `<module>.weight` and `<module>.bias`.
+KeyRule rename_layer(std::string target_module, std::string source_module);
+KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules);
+KeyRule swap_halves_layer(std::string target_module, std::string source_module);
+
+// Rules written with "{N}", expanded for N = 0 .. n - 1 where n is 1 + the largest index N among the
+// source names that start with `count_prefix` followed by "N." (0 blocks when none does).
+struct BlockRules {
+  std::string count_prefix;  // source-side, e.g. "transformer_blocks."
+  std::vector<KeyRule> rules;
+};
+
+struct WeightFormat {
+  std::string name;                          // "bfl", "diffusers"
+  std::vector<std::string> detect_keys;      // all present (after one accepted prefix) = this format
+  std::vector<std::string> prefixes = {""};  // accepted name prefixes, tried in order, then stripped
+  std::vector<KeyRule> rules;                // rules outside blocks
+  std::vector<BlockRules> blocks;            // per-block tables
+};
+
+// A format as found in one source: which prefix its names carry. Names outside the prefix (a
+// ComfyUI checkpoint's VAE and text encoders beside "model.diffusion_model.") are not part of it.
+struct DetectedFormat {
+  WeightFormat format;
+  std::string prefix;
+};
+
+// The first format (in list order, each with its prefixes in order) whose detect keys are all in the
+// source. None: WickError (Data) naming the source, each format with the keys it looked for, and some
+// of the source's names.
+DetectedFormat detect_format(const WeightSource& source, const std::vector<WeightFormat>& formats);
+
+// Every rule expanded for this source: blocks counted, "{N}" and suffixes applied (whole names, no
+// prefix), in table order, whether or not the source holds their tensors.
+std::vector<KeyRule> expand_rules(const WeightSource& source, const DetectedFormat& format);
+// 1 + the largest N among `names` that start with `prefix` + "N."; 0 when none does.
+int64_t count_blocks(const std::vector<std::string>& names, const std::string& prefix);
+
+// Target name -> shape of every tensor the source provides in the model's naming (rules applied,
+// other names as they are), read from the headers only. Throws WickError (Data) when a rule's
+// sources are partly absent or do not combine (concat of differing widths, odd row count to swap).
+std::map<std::string, Shape> mapped_shapes(const WeightSource& source, const DetectedFormat& format);
+
+struct LoadMappedOptions {
+  bool trainable = false;  // loaded parameters are frozen unless set
+};
+
+struct LoadMappedReport {
+  int64_t n_loaded = 0;
+  int64_t n_zero_copy = 0;       // slots that view a file's mapping
+  int64_t n_materialized = 0;    // slots built once (concat, swap, cast or device copy)
+  int64_t n_outside_prefix = 0;  // source tensors outside the detected prefix, not looked at
+};
+
+// Fills every parameter slot of `module` from the source through the format's rules. A rename whose
+// source dtype equals the slot's dtype, into a CPU slot, is a zero-copy view of the file's mapping;
+// everything else is materialized once in the slot's dtype on the slot's device. Strict: missing
+// targets, source tensors no slot used and shape (or dtype) mismatches are checked before any slot
+// changes and reported together as one WickError (Data) naming the source, the format and prefix,
+// the counts and up to ten of each (expected vs found shapes).
+LoadMappedReport load_mapped(Module& module, const WeightSource& source, const DetectedFormat& format,
+                             const LoadMappedOptions& options = {});
+
+}  // namespace wick
