@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "engine/config/train_config.h"
 #include "engine/module.h"
 #include "models/diffusion/denoiser.h"
+#include "models/weights/lora_format.h"
 #include "runtime/device.h"
 
 namespace wick {
@@ -66,11 +68,13 @@ class DiffusionModel : public Module {
   virtual std::string arch_name() const = 0;
 };
 
-// How an architecture names its LoRA files (models/lora_files.h writes and reads them).
+// How an architecture's LoRA files look (models/lora_files.h writes and reads them). kohya names are
+// "lora_unet_" + the module path with '.' -> '_' for every architecture.
 struct LoraNaming {
-  std::string kohya_prefix = "lora_unet_";  // kohya name = prefix + module path with '.' -> '_'
-  std::string peft_prefix = "transformer.";  // PEFT key = prefix + PEFT module + ".lora_A.weight"
   std::map<std::string, std::string> metadata;  // ss_base_model_version, modelspec.architecture, ...
+  // How its modules split into diffusers/PEFT modules (models/weights/lora_format.h); none: each
+  // module is one PEFT module of the same path under "transformer.".
+  std::optional<LoraLayout> peft_layout;
 };
 
 class Architecture {

@@ -1,14 +1,17 @@
 // LoRA / DoRA files: the adapters of a model written in the naming other tools load, and read back.
 //
-//   save_lora(*model, config, "output/run/lora/run.safetensors", step, base_hash);
-//   load_lora(*other, "output/run/lora/run.safetensors");       // onto a model with the same adapters
+//   save_lora(*model, config, "output/run/lora/run.safetensors", step, base_hash);   // save.format
+//   load_lora(*other, "output/run/lora/run.safetensors");   // kohya or PEFT, onto matching adapters
 //
-// kohya (save.format kohya, the default; what ComfyUI loads): <name>.lora_down.weight [r, in],
-// <name>.lora_up.weight [out, r], <name>.alpha (0-d), DoRA <name>.dora_scale [1, in], with
-// <name> = the architecture's kohya prefix + the module path with '.' -> '_'
-// ("lora_unet_double_blocks_0_img_attn_qkv"). Metadata: ss_network_dim, ss_network_alpha,
-// ss_network_module, ss_base_model_hash, ss_steps, the architecture's ss_* / modelspec.* entries,
-// wick_network_type and wick_config (the resolved YAML).
+// kohya (save.format kohya, the default; what ComfyUI and kohya's tools load): per module path,
+// lora_unet_<path with '.' -> '_'>.lora_down.weight [r, in] ([r, in, kh, kw] on a convolution),
+// .lora_up.weight [out, r] ([out, r, 1, 1]), .alpha (0-d), DoRA .dora_scale [1, in].
+// PEFT (save.format peft; what diffusers' load_lora_weights takes): transformer.<diffusers module>
+// .lora_A.weight / .lora_B.weight with alpha / r baked into lora_B, fused layers split into their
+// diffusers parts by the architecture's layout (Flux: img_attn.qkv -> attn.to_q, to_k, to_v), DoRA
+// .lora_magnitude_vector [out]; metadata lora_adapter_metadata (r, lora_alpha = r, use_dora, ...).
+// Both: ss_network_dim, ss_network_alpha, ss_network_module, ss_base_model_hash, ss_steps,
+// ss_output_name, modelspec.* and the architecture's entries, wick_network_type, wick_config.
 #pragma once
 
 #include <cstdint>
@@ -16,22 +19,26 @@
 
 #include "engine/config/train_config.h"
 #include "models/architecture.h"
+#include "models/nn/adapter.h"
 
 namespace wick {
 
-// The kohya name of a module path: "blocks.0.attn.q" -> "lora_unet_blocks_0_attn_q" (prefix
-// "lora_unet_" unless given).
-std::string kohya_lora_name(const std::string& module_path, const std::string& prefix = "lora_unet_");
+// The DoRA magnitude orientation a file format carries: kohya's dora_scale [1, in] (input), PEFT's
+// lora_magnitude_vector [out] (output). A DoRA run trains the orientation of its save.format.
+nn::DoraAxis dora_axis_for(LoraFormat format);
 
 // Writes the adapters of `model` (tensors in config.save.dtype, naming config.save.format) through a
-// temporary file and a rename. A model without adapters is a Usage error.
-void save_lora(const DiffusionModel& model, const TrainConfig& config, const std::string& path, int64_t step,
+// temporary file and a rename. A model without adapters, or a DoRA whose orientation the format
+// cannot carry, is a Usage error.
+void save_lora(const Module& model, const TrainConfig& config, const std::string& path, int64_t step,
                const std::string& base_model_hash);
 
-// Loads a file written by save_lora (or kohya-style with the same module names) into the adapters of
-// `model`. Every adapter must find its tensors with the same rank, alpha and kind (LoRA / DoRA), and
-// every lora tensor of the file must belong to an adapter; otherwise a Data error naming the file and
-// the key.
-void load_lora(DiffusionModel& model, const std::string& path);
+// Loads a kohya or PEFT file (detected from its keys) into the adapters of `model`. Every adapter
+// must find its tensors with the same rank and kind (LoRA / DoRA of the file's orientation); kohya
+// alphas must equal the adapters' (PEFT files carry the scale baked in, which is divided out again);
+// every tensor of the file must belong to an adapter. Otherwise a Data error naming the file and
+// the key. `model` may be any Module; its PEFT layout is the architecture's when it is a
+// DiffusionModel, else one PEFT module per adapter path.
+void load_lora(Module& model, const std::string& path);
 
 }  // namespace wick

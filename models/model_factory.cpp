@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "engine/autograd/node.h"
+#include "models/lora_files.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"
 #include "runtime/error.h"
@@ -34,7 +35,8 @@ DType compute_dtype(const ModelConfig& model, const TrainSection& train) {
 }
 
 std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
-                                            const TrainSection& train, const DataGeometry& data, Device device) {
+                                            const TrainSection& train, LoraFormat lora_format,
+                                            const DataGeometry& data, Device device) {
   const Architecture& arch = find_architecture(model.arch);
   std::shared_ptr<DiffusionModel> built =
       arch.build({.model = model, .data = data, .dtype = compute_dtype(model, train), .device = device,
@@ -47,13 +49,13 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
   nn::AdapterConfig adapters{.type = network_type_name(network.type),
                              .patterns = arch.targets(network.target),
                              .options = {.rank = network.linear, .alpha = network.linear_alpha,
-                                         .dropout = network.dropout}};
+                                         .dropout = network.dropout, .dora_axis = dora_axis_for(lora_format)}};
   nn::apply_adapters(*built, adapters);
   return built;
 }
 
 std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device) {
-  return build_model(config.model, config.network, config.train, data, device);
+  return build_model(config.model, config.network, config.train, config.save.format, data, device);
 }
 
 void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step) {

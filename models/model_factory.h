@@ -31,9 +31,11 @@ DataGeometry dataset_geometry(const LatentDataset& data);
 DType compute_dtype(const ModelConfig& model, const TrainSection& train);
 
 // The model, ready to train (see the top of this file). `data` may lack latent sizes (no dataset at
-// hand) when the architecture can read its sizes from the base weights.
+// hand) when the architecture can read its sizes from the base weights. A DoRA's magnitude takes the
+// orientation `lora_format` carries (models/lora_files.h dora_axis_for).
 std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
-                                            const TrainSection& train, const DataGeometry& data, Device device);
+                                            const TrainSection& train, LoraFormat lora_format,
+                                            const DataGeometry& data, Device device);
 std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device);
 
 // Writes every parameter of `model` (a network.type full run's trained model) as safetensors in

@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 #include "models/dit/dit_architecture.h"
+#include "models/flux/flux_architecture.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -9,6 +10,7 @@ const std::vector<const Architecture*>& architectures() {
   // One line per architecture. The first is the default model.arch.
   static const std::vector<const Architecture*> registered = {
       &dit_architecture(),
+      &flux_architecture(),
   };
   return registered;
 }

@@ -70,7 +70,7 @@ Tensor image_ids(int64_t h, int64_t w) {
 FluxTransformer::FluxTransformer(FluxConfig config) : config_(std::move(config)) {
   const FluxConfig& c = config_;
   validate(c);
-  nn::LinearOptions options{.bias = true, .dtype = c.dtype, .device = c.device};
+  nn::LinearOptions options{.bias = true, .dtype = c.dtype, .device = c.device, .initialize = c.initialize};
   register_module("img_in", std::make_shared<nn::Linear>(c.in_channels, c.hidden_size, options));
   register_module("time_in", std::make_shared<MLPEmbedder>(kFrequencyDim, c.hidden_size, c));
   register_module("vector_in", std::make_shared<MLPEmbedder>(c.vec_dim, c.hidden_size, c));
@@ -191,6 +191,30 @@ Tensor FluxTransformer::forward(const Tensor& latents, const Tensor& timesteps, 
   img = autograd::narrow(x, 1, n_txt, grid_h * grid_w);
   Tensor out = static_cast<LastLayer*>(child("final_layer").get())->run(img, silu_vec);
   return unpack_latents(out, height, width);
+}
+
+Tensor FluxTransformer::predict(const Tensor& x_t, const Tensor& time, const diffusion::Conditioning& cond) {
+  Tensor guidance;
+  if (config_.guidance_embed)
+    guidance = cond.guidance.defined()
+                   ? cond.guidance
+                   : Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(x_t.size(0)),
+                                                                   static_cast<float>(default_guidance_)),
+                                                {x_t.size(0)}, x_t.device());
+  return forward(x_t, time, cond.context, cond.pooled, guidance);
+}
+
+std::string FluxTransformer::summary() const {
+  const FluxConfig& c = config_;
+  return std::string("Flux.1-") + (c.guidance_embed ? "dev" : "schnell") + " (" + std::to_string(c.depth) +
+         " double + " + std::to_string(c.depth_single) + " single blocks, hidden " + std::to_string(c.hidden_size) +
+         ", " + dtype_name(c.dtype) + ")";
+}
+
+void FluxTransformer::check_latent_size(int64_t h, int64_t w) const {
+  WICK_CHECK_KIND(Config, h > 0 && w > 0 && h % 2 == 0 && w % 2 == 0, "latents of ", h, "x", w,
+                  " do not fit Flux: their height and width must be even (2x2 patches are packed into tokens; "
+                  "images are multiples of 16 pixels)");
 }
 
 }  // namespace wick::flux

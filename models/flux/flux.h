@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/module.h"
+#include "models/architecture.h"
 #include "models/flux/flux_config.h"
 #include "runtime/ops/rope.h"
 
@@ -33,7 +33,7 @@ Tensor unpack_latents(const Tensor& packed, int64_t height, int64_t width);
 // [h·w, 3] f32 on the CPU, row r·w + c = (0, r, c). Text tokens get (0, 0, 0).
 Tensor image_ids(int64_t h, int64_t w);
 
-class FluxTransformer : public Module {
+class FluxTransformer : public DiffusionModel {
  public:
   // Checks the config (flux_config.h validate) and builds randomly initialized layers (torch's
   // Linear init; RMSNorm scales at 1) in config.dtype on config.device.
@@ -53,7 +53,20 @@ class FluxTransformer : public Module {
   // Gradient checkpointing per block (double and single), engine/autograd/checkpoint.h: each block
   // keeps only its inputs and runs again in backward, handing its trainable parameters (LoRA
   // factors included) their gradients. Same gradients as without it (bitwise on the CPU).
-  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+  void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
+
+  // DiffusionModel: forward(x_t, time, cond.context, cond.pooled, guidance) with guidance =
+  // cond.guidance, or default_guidance() for every sample when cond.guidance is undefined (dev;
+  // schnell takes none). cond.context_mask is not used: Flux attends to T5's padding.
+  Tensor predict(const Tensor& x_t, const Tensor& time, const diffusion::Conditioning& cond) override;
+  std::string summary() const override;
+  void check_latent_size(int64_t h, int64_t w) const override;
+  DType dtype() const override { return config_.dtype; }
+  std::string arch_name() const override { return "flux"; }
+  // The guidance value predict() feeds a dev model when the conditioning carries none (training:
+  // model.guidance, 1.0 by default).
+  void set_default_guidance(double value) { default_guidance_ = value; }
+  double default_guidance() const { return default_guidance_; }
 
  private:
   // [B] values -> [B, 256] = [cos(1000 v f), sin(1000 v f)], f_i = exp(-ln(10000) i / 128), in f32
@@ -70,6 +83,7 @@ class FluxTransformer : public Module {
     RopeTables tables;
   };
   FluxConfig config_;
+  double default_guidance_ = 1.0;
   std::vector<float> frequencies_;  // the 128 f_i of timestep_embedding
   RopeCache rope_cache_;
 };

@@ -17,7 +17,7 @@ namespace {
 constexpr double kNormEps = 1e-6;
 
 nn::LinearOptions linear_options(const FluxConfig& c, bool bias = true) {
-  return nn::LinearOptions{.bias = bias, .dtype = c.dtype, .device = c.device};
+  return nn::LinearOptions{.bias = bias, .dtype = c.dtype, .device = c.device, .initialize = c.initialize};
 }
 
 // LayerNorm without affine parameters (BFL's norm1/norm2/pre_norm/norm_final), eps 1e-6.

@@ -41,6 +41,7 @@ struct FluxConfig {
   bool qkv_bias = true;
   bool guidance_embed = true;        // dev: guidance_in; schnell: none
   bool gradient_checkpointing = false;
+  bool initialize = true;            // false: parameters allocated uninitialized (weights loaded next)
   DType dtype = DType::BF16;         // parameter dtype (the released files are bf16)
   Device device = Device::cpu();
 

@@ -14,6 +14,9 @@ struct LinearOptions {
   DType dtype = DType::F32;
   Device device = Device::cpu();
   bool trainable = true;
+  // false: the parameters are allocated but not initialized (their values come from a weights file
+  // loaded right after; saves the random initialization of billions of parameters).
+  bool initialize = true;
 };
 
 class Linear : public Module {

@@ -66,10 +66,13 @@ void check_alpha(const std::string& name, double alpha) {
              " (unset? the scale is alpha / rank)");
 }
 
+// [out, r] @ [r, in] (Linear), or a convolution's [out, r, 1, 1] after [r, in, kh, kw] (kohya LoCon).
 void check_pair(const std::string& name, const Tensor& down, const Tensor& up) {
-  WICK_CHECK_KIND(Data, down.dim() == 2 && up.dim() == 2 && up.size(1) == down.size(0), "LoRA '", name, "': up ",
+  const bool linear = down.dim() == 2 && up.dim() == 2;
+  const bool conv = down.dim() == 4 && up.dim() == 4 && up.size(2) == 1 && up.size(3) == 1;
+  WICK_CHECK_KIND(Data, (linear || conv) && up.size(1) == down.size(0), "LoRA '", name, "': up ",
                   shape_text(up.shape()), " and down ", shape_text(down.shape()),
-                  " do not chain as [out, r] @ [r, in]");
+                  " do not chain as [out, r] @ [r, in] (or a conv's [out, r, 1, 1] after [r, in, kh, kw])");
 }
 
 // One PEFT part as read from the tensors.

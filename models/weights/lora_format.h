@@ -29,8 +29,8 @@ namespace wick {
 
 // One module's adapter as plain tensors: delta W = (alpha / r) · up @ down.
 struct LoraTensors {
-  Tensor down;       // [r, in]
-  Tensor up;         // [out, r]
+  Tensor down;       // [r, in] ([r, in, kh, kw] for a convolution, kohya's LoCon; kohya files only)
+  Tensor up;         // [out, r] ([out, r, 1, 1])
   double alpha = 0;  // scale = alpha / r
   // DoRA magnitude or undefined: [1, in] per input column (kohya/ComfyUI, wick's DoRALinear), or
   // [out] per output row (PEFT's lora_magnitude_vector).

@@ -17,6 +17,7 @@
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"
+#include "models/weights/lora_format.h"
 #include "runtime/ops/random.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
@@ -231,7 +232,7 @@ TEST(TrainModel, LoadingAMismatchedLoraFileIsADataError) {
     ADD_FAILURE() << "no error";
   } catch (const WickError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Data);
-    EXPECT_THAT(e.what(), HasSubstr("lora_unet_blocks_0_attn_q.lora_down.weight' has shape [4, 32]"));
+    EXPECT_THAT(e.what(), HasSubstr("'lora_unet_blocks_0_attn_q' has lora_down [4, 32]"));
   }
   auto attention_only = build_model(lora_config(base, "lora", 4, {"network.target=['*attn*']"}), kGeometry,
                                     Device::cpu());
@@ -245,7 +246,7 @@ TEST(TrainModel, LoadingAMismatchedLoraFileIsADataError) {
 }
 
 // A LoRA on a Conv2d is written in kohya's LoCon shapes and loads back; an output-axis (PEFT) DoRA
-// has no kohya form and is refused by both save_lora and load_lora.
+// has no kohya form: save_lora refuses it, and a kohya DoRA file does not load into it.
 class ConvAndLinear : public Module {
  public:
   ConvAndLinear() {
@@ -279,12 +280,16 @@ TEST(TrainModel, LoraOnAConvSavesLoConShapesAndOutputAxisDoraIsRefused) {
                              .options = {.rank = 2, .alpha = 16.0, .dora_axis = nn::DoraAxis::Output}});
   EXPECT_THAT(error_of([&] { save_lora(*dora, config, (dir / "dora.safetensors").string(), 1, ""); }),
               HasSubstr("output-axis magnitude"));
-  EXPECT_THAT(error_of([&] { load_lora(*dora, path); }), HasSubstr("output-axis magnitude"));
+  auto input_dora = std::make_shared<ConvAndLinear>();
+  nn::apply_adapters(*input_dora, {.type = "dora", .patterns = {"proj"}, .options = {.rank = 2, .alpha = 16.0}});
+  const std::string kohya_dora = (dir / "kohya_dora.safetensors").string();
+  save_lora(*input_dora, config, kohya_dora, 1, "");
+  EXPECT_THAT(error_of([&] { load_lora(*dora, kohya_dora); }), HasSubstr("kohya files carry the input-axis [1, in]"));
 }
 
 TEST(TrainModel, KohyaNames) {
-  EXPECT_EQ(kohya_lora_name("blocks.0.attn.q"), "lora_unet_blocks_0_attn_q");
-  EXPECT_EQ(kohya_lora_name("final_layer.adaLN_modulation.1"), "lora_unet_final_layer_adaLN_modulation_1");
+  EXPECT_EQ(kohya_module_name("blocks.0.attn.q"), "lora_unet_blocks_0_attn_q");
+  EXPECT_EQ(kohya_module_name("final_layer.adaLN_modulation.1"), "lora_unet_final_layer_adaLN_modulation_1");
 }
 
 }  // namespace

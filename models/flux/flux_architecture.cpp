@@ -1,0 +1,92 @@
+#include "models/flux/flux_architecture.h"
+
+#include "models/flux/flux.h"
+#include "models/flux/flux_weights.h"
+#include "models/weights/key_map.h"
+#include "runtime/error.h"
+
+namespace wick {
+namespace {
+
+// The checks of a dataset against the model its weights describe (Config errors naming both sides).
+void check_data(const flux::FluxConfig& c, const DataGeometry& data, const std::string& weights) {
+  WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels * 4 == c.in_channels, "the dataset has ",
+                  data.latent_channels, "-channel latents but the Flux weights ", weights, " take ",
+                  c.latent_channels(), " (img_in has ", c.in_channels, " inputs = channels x 2 x 2)");
+  WICK_CHECK_KIND(Config, data.text_dim == 0 || data.text_dim == c.context_dim, "the dataset's text embeddings are ",
+                  data.text_dim, " wide but the Flux weights ", weights, " take ", c.context_dim,
+                  " (txt_in: T5-XXL's hidden states)");
+  WICK_CHECK_KIND(Config, data.pooled_dim == 0 || data.pooled_dim == c.vec_dim, "the dataset's pooled embeddings are ",
+                  data.pooled_dim, " wide but the Flux weights ", weights, " take ", c.vec_dim,
+                  " (vector_in: CLIP-L's pooled output)");
+}
+
+class FluxArchitecture : public Architecture {
+ public:
+  FluxArchitecture() {
+    schema_.name = "flux";
+    schema_.aliases = {"flux1", "flux.1", "flux-dev", "flux-schnell"};
+    schema_.flag = "is_flux";
+    schema_.keys = {{.name = "guidance", .aliases = {"guidance_scale"}, .type = OptionType::Float,
+                     .default_value = 1.0, .range = ConfigRange::at_least(0),
+                     .help = "guidance input of a dev model during training"}};
+    schema_.needs_base_weights = true;
+  }
+
+  const ArchSchema& schema() const override { return schema_; }
+
+  std::shared_ptr<DiffusionModel> build(const ModelRequest& request) const override {
+    const std::string& path = request.model.name_or_path;
+    WICK_CHECK_KIND(Config, !path.empty(), "model.arch flux needs model.name_or_path (the base weights)");
+    WeightSource source = WeightSource::open(path, "transformer");
+    DetectedFormat format = flux::detect_weight_format(source);
+    flux::FluxConfig config = flux::config_from_shapes(mapped_shapes(source, format));
+    check_data(config, request.data, path);
+    config.dtype = request.dtype;
+    config.device = request.device;
+    config.gradient_checkpointing = request.gradient_checkpointing;
+    config.initialize = false;  // every parameter comes from the file
+    auto model = std::make_shared<flux::FluxTransformer>(config);
+    load_mapped(*model, source, format, {.trainable = false});
+    model->set_default_guidance(request.model.options.get_float("guidance"));
+    return model;
+  }
+
+  std::map<std::string, std::vector<std::string>> target_presets() const override {
+    const std::vector<std::string> attention = {
+        "double_blocks.*.img_attn.qkv", "double_blocks.*.img_attn.proj", "double_blocks.*.txt_attn.qkv",
+        "double_blocks.*.txt_attn.proj", "single_blocks.*.linear1", "single_blocks.*.linear2"};
+    std::vector<std::string> attention_mlp = attention;
+    attention_mlp.insert(attention_mlp.end(), {"double_blocks.*.img_mlp.*", "double_blocks.*.txt_mlp.*"});
+    return {{"attention", attention}, {"attention_mlp", attention_mlp}, {"all", {"double_blocks.*", "single_blocks.*"}}};
+  }
+  std::string default_preset() const override { return "all"; }
+
+  LoraNaming lora_naming(const DiffusionModel& model) const override {
+    const auto& flux = dynamic_cast<const flux::FluxTransformer&>(model);
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, tensor] : model.named_parameters()) shapes[name] = tensor.shape();
+    const bool dev = flux.config().guidance_embed;
+    return {.metadata = {{"ss_base_model_version", dev ? "flux1" : "flux1_schnell"},
+                         {"modelspec.architecture", dev ? "flux-1-dev/lora" : "flux-1-schnell/lora"},
+                         {"modelspec.implementation", "https://github.com/black-forest-labs/flux"}},
+            .peft_layout = flux::lora_layout(flux::layout_sizes(shapes))};
+  }
+
+  std::string sampling_unavailable(const std::string&) const override {
+    return "Flux sample images need the Flux VAE decoder and the T5/CLIP text encoders, which wick does not have "
+           "yet; the training itself does not need them (latents and text embeddings are cached)";
+  }
+
+ private:
+  ArchSchema schema_;
+};
+
+}  // namespace
+
+const Architecture& flux_architecture() {
+  static const FluxArchitecture arch;
+  return arch;
+}
+
+}  // namespace wick

@@ -1,0 +1,20 @@
+// Flux.1 as a registered architecture (`model.arch: flux`, or ai-toolkit's `is_flux: true`): its
+// sizes and variant (dev with guidance, schnell without) read from the base weights, which may be
+// Black Forest Labs' single file (flux1-dev.safetensors, also under ComfyUI's
+// "model.diffusion_model." prefix) or a diffusers folder (FLUX.1-dev/ or its transformer/), detected
+// from the keys; its LoRA presets and LoRA file naming (kohya or PEFT).
+//
+//   auto model = flux_architecture().build({.model = config.model, .data = geometry, .dtype = DType::BF16,
+//                                           .device = Device::cuda(0)});
+//
+// Keys (model.*): guidance — the guidance input of a dev model during training (default 1.0).
+// docs/models.md ("Flux.1") describes the model, its weights and its LoRA files.
+#pragma once
+
+#include "models/architecture.h"
+
+namespace wick {
+
+const Architecture& flux_architecture();
+
+}  // namespace wick
