@@ -11,8 +11,8 @@
 set -u
 wick=$1 fixture=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
-if "$wick" info 2>/dev/null | grep -q "cuda .*none visible"; then
-  echo "train_nccl_test.sh: no CUDA device visible: skipped"
+if "$wick" info 2>/dev/null | grep -q "cuda .*\(none visible\|built without CUDA\)"; then
+  echo "train_nccl_test.sh: no CUDA device visible (or wick built without CUDA): skipped"
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work"
