@@ -41,6 +41,9 @@ void run_inspect(const std::string& path) {
   std::printf("  latent_channels   %lld\n", static_cast<long long>(a.latent_channels));
   std::printf("  vae scaling/shift %g / %g\n", a.vae_scaling_factor, a.vae_shift_factor);
   std::printf("  text_encoder      %s\n", a.text_encoder.empty() ? "(not recorded)" : a.text_encoder.c_str());
+  if (!a.text_embeds_encoder.empty()) std::printf("  text/embeds from  %s\n", a.text_embeds_encoder.c_str());
+  if (!a.text_pooled_encoder.empty()) std::printf("  text/pooled from  %s\n", a.text_pooled_encoder.c_str());
+  if (a.text_max_length > 0) std::printf("  text_max_length   %lld\n", static_cast<long long>(a.text_max_length));
   std::printf("  text              L=%lld D=%lld pooled P=%lld\n", static_cast<long long>(dataset->text_length()),
               static_cast<long long>(dataset->text_dim()), static_cast<long long>(dataset->pooled_dim()));
   std::printf("  labels            %s", dataset->has_labels() ? "yes" : "no");

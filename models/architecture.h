@@ -31,6 +31,7 @@ namespace wick {
 
 // What the cached-latent dataset gives a model's input layers.
 struct DataGeometry {
+  std::string model_family;  // the dataset's model_family attribute ("" = not known)
   int64_t latent_channels = 0;
   std::vector<std::pair<int64_t, int64_t>> latent_sizes;  // (H, W) of every bucket; empty = not known
   int64_t text_length = 0;  // L of text/embeds

@@ -15,7 +15,8 @@ namespace wick {
 
 DataGeometry dataset_geometry(const LatentDataset& data) {
   WICK_CHECK_KIND(Data, !data.buckets().empty(), data.path(), ": the dataset has no buckets");
-  DataGeometry g{.latent_channels = data.attributes().latent_channels,
+  DataGeometry g{.model_family = data.attributes().model_family,
+                 .latent_channels = data.attributes().latent_channels,
                  .text_length = data.text_length(),
                  .text_dim = data.text_dim(),
                  .pooled_dim = data.pooled_dim()};

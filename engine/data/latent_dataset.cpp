@@ -90,6 +90,11 @@ LatentDatasetWriter::LatentDatasetWriter(const std::string& path, const LatentDa
   h5::write_float_attribute(root, "vae_scaling_factor", attributes.vae_scaling_factor, path);
   h5::write_float_attribute(root, "vae_shift_factor", attributes.vae_shift_factor, path);
   if (!attributes.text_encoder.empty()) h5::write_string_attribute(root, "text_encoder", attributes.text_encoder, path);
+  if (!attributes.text_embeds_encoder.empty())
+    h5::write_string_attribute(root, "text_embeds_encoder", attributes.text_embeds_encoder, path);
+  if (!attributes.text_pooled_encoder.empty())
+    h5::write_string_attribute(root, "text_pooled_encoder", attributes.text_pooled_encoder, path);
+  if (attributes.text_max_length > 0) h5::write_int_attribute(root, "text_max_length", attributes.text_max_length, path);
   H5Gclose(H5_CHECK(H5Gcreate2(root, "buckets", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "/buckets",
                     "H5Gcreate2"));
 }
@@ -269,6 +274,15 @@ std::shared_ptr<LatentDataset> LatentDataset::open(const std::string& path) {
   s.attributes.vae_shift_factor = h5::read_float_attribute(root, "vae_shift_factor", path);
   if (h5::has_attribute(root, "text_encoder"))
     s.attributes.text_encoder = h5::read_string_attribute(root, "text_encoder", path);
+  if (h5::has_attribute(root, "text_embeds_encoder"))
+    s.attributes.text_embeds_encoder = h5::read_string_attribute(root, "text_embeds_encoder", path);
+  if (h5::has_attribute(root, "text_pooled_encoder"))
+    s.attributes.text_pooled_encoder = h5::read_string_attribute(root, "text_pooled_encoder", path);
+  if (h5::has_attribute(root, "text_max_length")) {
+    s.attributes.text_max_length = h5::read_int_attribute(root, "text_max_length", path);
+    WICK_CHECK_KIND(Data, s.attributes.text_max_length > 0, path, ": root attribute 'text_max_length' is ",
+                    s.attributes.text_max_length);
+  }
   if (h5::exists(root, "label_names")) {
     H5Id names = h5::open_dataset(root, "label_names", path);
     auto shape = h5::dataset_shape(names.get(), path, "label_names");

@@ -30,6 +30,12 @@ struct LatentDatasetAttributes {
   double vae_scaling_factor = 1.0;
   double vae_shift_factor = 0.0;
   std::string text_encoder;              // optional ("" = not recorded)
+  // Optional, what made text/embeds and text/pooled ("t5-xxl", "clip-l", ...; "" = not recorded) and
+  // the token length the embeddings were padded to (0 = not recorded): Flux is trained and sampled
+  // with the same T5 length (docs/dataset.md).
+  std::string text_embeds_encoder;
+  std::string text_pooled_encoder;
+  int64_t text_max_length = 0;
   std::vector<std::string> label_names;  // optional (/label_names)
 };
 

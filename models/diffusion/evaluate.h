@@ -101,7 +101,7 @@ struct ModelScores {
   std::vector<int64_t> labels;
 };
 
-// Generates options.n_per_class images per class with the class name as caption (engine/train/generate.h;
+// Generates options.n_per_class images per class with the class name as caption (models/diffusion/generate.h;
 // image k of every class starts from noise index k of options.seed), classifies them, and fills the per-class
 // pixel statistics of up to n_per_class real samples of each class read from `dataset`. The dataset
 // needs labels and /label_names; the model must fit it (a WickError otherwise).

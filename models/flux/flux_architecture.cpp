@@ -10,6 +10,9 @@ namespace {
 
 // The checks of a dataset against the model its weights describe (Config errors naming both sides).
 void check_data(const flux::FluxConfig& c, const DataGeometry& data, const std::string& weights) {
+  WICK_CHECK_KIND(Config, data.model_family.empty() || data.model_family == "flux", "the dataset's latents are of "
+                  "model_family '", data.model_family, "', but Flux trains on latents of the Flux VAE (model_family "
+                  "'flux'; other 16-channel VAEs, such as SD3's, encode differently)");
   WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels * 4 == c.in_channels, "the dataset has ",
                   data.latent_channels, "-channel latents but the Flux weights ", weights, " take ",
                   c.latent_channels(), " (img_in has ", c.in_channels, " inputs = channels x 2 x 2)");

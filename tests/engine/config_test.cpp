@@ -114,8 +114,12 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   ASSERT_EQ(c.datasets.size(), 1u);
   EXPECT_EQ(c.datasets[0].path, "data/flux_person.h5");  // folder_path
   EXPECT_EQ(c.datasets[0].caption_dropout, 0.05);
-  EXPECT_EQ(c.sample.every, 250);
+  EXPECT_EQ(c.sample.every, 0);
   EXPECT_EQ(c.sample.steps, 20);
+  EXPECT_EQ(c.model.name_or_path, "models/flux1-dev.safetensors");
+  EXPECT_EQ(c.model.options.get_float("guidance"), 1.0);
+  EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::FluxShift);
+  EXPECT_EQ(c.save.format, LoraFormat::Kohya);
   EXPECT_EQ(c.sample.guidance, 4.0);
   EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);
   EXPECT_EQ(c.sample.prompts.size(), 2u);
@@ -125,7 +129,7 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   for (const std::string& note : notes) {
     if (note.find("'train.train_unet'") != std::string::npos) {
       saw_train_unet = true;
-      EXPECT_THAT(note, HasSubstr("flux_lora.yaml:28:9:"));
+      EXPECT_THAT(note, HasSubstr("flux_lora.yaml:34:9:"));
     }
     if (note.find("'sample.width'") != std::string::npos) saw_width = true;
   }
@@ -134,7 +138,7 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
   // The trigger word cannot reach the cached training captions: a warning.
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
-  EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:12:21: trigger_word 'p3r5on' replaces [trigger] in the "
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:16:21: trigger_word 'p3r5on' replaces [trigger] in the "
                                            "prompts wick encodes when it samples"),
                                 HasSubstr("the training captions were encoded when the dataset was packed")));
   expect_round_trip(c);

@@ -64,7 +64,9 @@ TEST(LatentDataset, WriterReaderRoundTrip) {
   LatentSamples a = make_samples(3, 2, 2, 1.0f), b = make_samples(2, 4, 2, -3.0f), c = make_samples(2, 2, 2, 7.0f);
   {
     LatentDatasetWriter writer(path, {.model_family = "flux", .latent_channels = 4, .vae_scaling_factor = 0.3611,
-                                      .vae_shift_factor = 0.1159, .text_encoder = "t5", .label_names = {"x", "y"}});
+                                      .vae_shift_factor = 0.1159, .text_encoder = "t5",
+                                      .text_embeds_encoder = "t5-xxl", .text_pooled_encoder = "clip-l",
+                                      .text_max_length = 512, .label_names = {"x", "y"}});
     EXPECT_EQ(writer.append(a), (std::vector<int64_t>{0, 1, 2}));
     EXPECT_EQ(writer.append(b), (std::vector<int64_t>{3, 4}));
     EXPECT_EQ(writer.append(c), (std::vector<int64_t>{5, 6}));
@@ -74,6 +76,9 @@ TEST(LatentDataset, WriterReaderRoundTrip) {
   EXPECT_DOUBLE_EQ(ds->attributes().vae_scaling_factor, 0.3611);
   EXPECT_DOUBLE_EQ(ds->attributes().vae_shift_factor, 0.1159);
   EXPECT_EQ(ds->attributes().text_encoder, "t5");
+  EXPECT_EQ(ds->attributes().text_embeds_encoder, "t5-xxl");
+  EXPECT_EQ(ds->attributes().text_pooled_encoder, "clip-l");
+  EXPECT_EQ(ds->attributes().text_max_length, 512);
   EXPECT_EQ(ds->attributes().label_names, (std::vector<std::string>{"x", "y"}));
   ASSERT_EQ(ds->size(), 7);
   ASSERT_EQ(ds->buckets().size(), 2u);
