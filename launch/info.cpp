@@ -4,6 +4,7 @@
 #include <string>
 
 #include "launch/commands.h"
+#include "models/registry.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/device.h"
@@ -54,6 +55,15 @@ void print_info() {
 #else
   std::printf("  hdf5:     not built\n");
 #endif
+
+  std::printf("\nmodels\n");
+  for (const Architecture* arch : architectures()) {
+    std::string aliases;
+    for (const std::string& alias : arch->schema().aliases) aliases += (aliases.empty() ? "" : ", ") + alias;
+    std::printf("  %-9s model.arch: %s%s%s\n", arch->name().c_str(), arch->name().c_str(),
+                arch->schema().flag.empty() ? "" : (" (or " + arch->schema().flag + ": true)").c_str(),
+                aliases.empty() ? "" : ("; also " + aliases).c_str());
+  }
 
   std::printf("\ndevices\n");
   MemoryStats host = memory_stats(Device::cpu());
