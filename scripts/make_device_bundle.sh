@@ -4,8 +4,13 @@
 # load (RUNPATH $ORIGIN/../lib), the reference scripts, the training test scripts with their fixture
 # program (tests/train), and bench/gpu/run.sh. The CUDA libraries
 # themselves (cuBLAS, cuDNN, NCCL, NVRTC) are left out: bench/gpu/run.sh finds the GPU machine's own.
+# The Python packages bench/gpu/flux_vs_diffusers.py needs and the GPU machine's image lacks
+# (diffusers, importlib_metadata, bitsandbytes; torch and peft are there) are downloaded from PyPI
+# for its Python 3.12 and unpacked into python/ (bitsandbytes with its CUDA 13 libraries only);
+# without network access the bundle is made without them and that script reports the missing import.
 #
 #   scripts/make_device_bundle.sh            # builds into build/, writes .device/wick-device.tar.xz
+#   WICK_BUNDLE_PYTHON=0 scripts/make_device_bundle.sh   # without python/
 #
 # The archive is what the device tool carries (.device/ is ignored by git).
 set -euo pipefail
@@ -42,6 +47,20 @@ cp tests/train/*.sh tests/train/*.py "$root/tests/train/"   # train_nccl_test.sh
 mkdir -p "$root/bench" "$root/tests/reference"
 cp -r bench/gpu "$root/bench/"
 cp bench/*.py "$root/bench/" 2>/dev/null || true
+if [ "${WICK_BUNDLE_PYTHON:-1}" = 1 ]; then
+  wheels=$stage/wheels
+  if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+       --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+       --platform manylinux2014_x86_64 -d "$wheels" \
+       diffusers==0.42.1 importlib_metadata==10.2.0 bitsandbytes==0.50.2 >"$stage/pip.log" 2>&1; then
+    for wheel in "$wheels"/*.whl; do python3 -m zipfile -e "$wheel" "$root/python"; done
+    find "$root/python/bitsandbytes" -name 'libbitsandbytes_*.so' ! -name '*_cpu.so' ! -name '*_cuda13*.so' -delete
+  else
+    echo "warning: pip download failed (no network?): the bundle has no python/ (diffusers, bitsandbytes)" >&2
+    tail -3 "$stage/pip.log" >&2
+  fi
+  rm -rf "$wheels"
+fi
 git rev-parse HEAD > "$root/COMMIT" 2>/dev/null || echo unknown > "$root/COMMIT"
 mkdir -p .device
 tar -C "$stage" -cJf .device/wick-device.tar.xz wick-device

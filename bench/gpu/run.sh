@@ -5,6 +5,10 @@
 #
 #   tar -xJf .device/wick-device.tar.xz -C /tmp && /tmp/wick-device/bench/gpu/run.sh "$OUT"
 #   WICK_GPU_SANITIZE=1 ...   # also run compute-sanitizer memcheck and racecheck on the CUDA tests
+#   WICK_GPU_SECTIONS=flux ... # only some sections (default "tests bench flux"): the CUDA tests, the
+#                             # GPU benchmarks, the full-size Flux LoRA step vs diffusers + PEFT
+#                             # (at most 9 minutes alone: in a device call of at most 10 minutes, run
+#                             # "tests bench" and "flux" as two calls)
 #
 # The CUDA libraries come from the machine: the toolkit's lib64 and the nvidia-* Python packages
 # next to PyTorch (cuDNN, NCCL).
@@ -29,6 +33,10 @@ export WICK_TEST_DATA_DIR=$root/tests/data
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
 section() { printf '\n## %s\n\n' "$1" >>"$report"; }
+sections=" ${WICK_GPU_SECTIONS:-tests bench flux} "
+[ "${WICK_GPU_BENCH:-1}" = 1 ] || sections=${sections/ bench / }
+[ "${WICK_GPU_BENCH:-1}" = 1 ] || sections=${sections/ flux / }
+want() { [[ "$sections" == *" $1 "* ]]; }
 {
   echo "# wick GPU run"
   echo
@@ -42,6 +50,7 @@ section "wick info"
 { echo '```'; "$root/bin/wick" info 2>&1; echo '```'; } >>"$report"
 
 status=0
+if want tests; then
 section "tests"
 echo '| program | result |' >>"$report"
 echo '|---|---|' >>"$report"
@@ -114,7 +123,9 @@ if [ "${WICK_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null;
   done
 fi
 
-[ "${WICK_GPU_BENCH:-1}" = 1 ] || { echo "report: $report"; exit $status; }
+fi  # tests
+
+if want bench; then
 section "benchmarks"
 # cuda_matmul_bench alone; the PyTorch comparisons below run cuda_ops_bench and cuda_block_bench
 # themselves (bench/gpu/ops_vs_torch.py, block_vs_torch.py) next to PyTorch on the same shapes.
@@ -140,6 +151,7 @@ fi
 for script in "$root"/bench/gpu/*.py; do
   [ -f "$script" ] || continue
   name=$(basename "$script" .py)
+  [ "$name" = flux_vs_diffusers ] && continue   # its own section below
   python3 "$script" --markdown "$out/$name.md" >"$out/$name.log" 2>&1 || status=1
   { echo "### $name"; echo; cat "$out/$name.md" 2>/dev/null || { echo '```'; tail -40 "$out/$name.log"; echo '```'; }; } >>"$report"
 done
@@ -154,6 +166,27 @@ if [ -x "$root/bin/cpu_dit_step_bench" ] && [ -f "$root/bench/dit_vs_torch.py" ]
       if grep -q '^quickstart DiT' "$log"; then sed -n '/^quickstart DiT/,$p' "$log"; else tail -30 "$log"; fi
       echo '```'; } >>"$report"
   done
+fi
+fi  # bench
+
+# The full-size Flux.1-dev LoRA train step (11.9B parameters, bf16, LoRA r16, checkpointing, 8-bit
+# AdamW, 1024²: 4096 + 512 tokens), wick vs diffusers + PEFT eager and with regional torch.compile,
+# each side in its own process (bench/gpu/flux_vs_diffusers.py). diffusers, importlib_metadata and
+# bitsandbytes are not in the GPU machine's image: the bundle carries them in python/. A side that
+# runs out of memory or time is reported in the table; only wick's own failure fails the run. The
+# sides share a budget of WICK_GPU_FLUX_BUDGET seconds (the compile side gets what is left);
+# WICK_GPU_FLUX_ARGS adds options (e.g. "--depth 4 --depth-single 8" for a shallower model).
+if want flux && [ -x "$root/bin/flux_step_bench" ]; then
+  section "Flux.1-dev LoRA train step, wick vs diffusers + PEFT"
+  log=$out/flux_vs_diffusers.log
+  PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout "${WICK_GPU_FLUX_TIMEOUT:-540}" \
+    python3 "$root/bench/gpu/flux_vs_diffusers.py" --wick "$root/bin/flux_step_bench" --compile \
+      --budget "${WICK_GPU_FLUX_BUDGET:-500}" --markdown "$out/flux_vs_diffusers.md" ${WICK_GPU_FLUX_ARGS:-} \
+      >"$log" 2>&1 || status=1
+  { echo "\`python3 bench/gpu/flux_vs_diffusers.py --wick bin/flux_step_bench --compile --budget ${WICK_GPU_FLUX_BUDGET:-500} ${WICK_GPU_FLUX_ARGS:-}\`"
+    echo; cat "$out/flux_vs_diffusers.md" 2>/dev/null || echo "(no table: see the log below)"
+    echo; echo '```'; grep -E '^(Flux step|flux_step_bench|diffusers (eager|compile)|guard|\[|warning)' "$log" | tail -40
+    echo '```'; } >>"$report"
 fi
 echo "report: $report"
 exit $status
