@@ -6,9 +6,10 @@
 #   flux_train_test.sh cli WICK FIXTURE WORK_DIR
 #     the loss is finite and falls over 30 steps; --stop-after 10 + --resume auto and a kill -9 after a
 #     checkpoint + resume repeat the straight run's losses and final adapters bitwise; DoRA, bf16,
-#     timestep_sampling shift with model.guidance 3.5 run, stay finite and fall; the kohya file passes
-#     ComfyUI's key rule (tests/reference/comfyui_lora_keys.py, standard-library python3) with kohya's
-#     names and metadata; save.format peft writes diffusers' names.
+#     timestep_sampling shift with model.guidance 3.5 run, stay finite and fall (DoRA and bf16 also
+#     resume bitwise after --stop-after); the kohya file passes ComfyUI's key rule
+#     (tests/reference/comfyui_lora_keys.py, standard-library python3) with kohya's names and metadata;
+#     save.format peft writes diffusers' names.
 #   flux_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
 #     2 ranks with ZeRO-1 match 1 rank with the same global batch (1e-5, as tests/train/train_mpi_test.sh
 #     for 8-bit AdamW); a 2-rank run stopped and resumed repeats itself bitwise; a 2-rank checkpoint
@@ -65,6 +66,24 @@ train_ranks() {  # train_ranks N LOG ARGS...
     { fail "mpirun -np $n wick train $* exited $?"; tail -8 "$log"; }
 }
 step_dir() { printf "%s/out/%s/checkpoints/step_%08d" "$work" "$1" "$2"; }
+# same_run A B: runs A and B logged the same 30 losses and ended with the same adapters and LoRA file, bitwise.
+same_run() {
+  python3 "$here/compare_losses.py" "$work/out/$1/metrics.jsonl" "$work/out/$2/metrics.jsonl" 30 ||
+    fail "$2's losses differ from $1's"
+  python3 "$here/same_tensors.py" "$(step_dir "$1" 30)/model.safetensors" "$(step_dir "$2" 30)/model.safetensors" ||
+    fail "$2's final adapters differ from $1's"
+  python3 "$here/same_tensors.py" "$work/out/$1/lora/$1.safetensors" "$work/out/$2/lora/$2.safetensors" ||
+    fail "$2's LoRA file differs from $1's"
+}
+# stopped_and_resumed NAME ARGS...: run NAME_parts with ARGS stopped after step 10, resumed, equals run NAME.
+stopped_and_resumed() {
+  local name=$1
+  shift
+  train "${name}_parts" "$@" --stop-after 10
+  train "${name}_parts" "$@"
+  grep -m1 "resuming from .*step_00000010" "$work/${name}_parts.log" || fail "${name}_parts did not resume from step 10"
+  same_run "$name" "${name}_parts"
+}
 # falls NAME RATIO: every loss of run NAME is finite, and the mean of its last 10 losses is below
 # RATIO x the mean of its first 10; prints the numbers and the time per step.
 falls() {
@@ -103,12 +122,7 @@ if [ "$part" = cli ]; then
     fail "--stop-after 10 did not stop at 10"
   train parts --resume auto
   grep -m1 "resuming from .*step_00000010" "$work/parts.log" || fail "the second run did not resume from step 10"
-  python3 "$here/compare_losses.py" "$work/out/lora/metrics.jsonl" "$work/out/parts/metrics.jsonl" 30 ||
-    fail "the stopped and resumed run's losses differ from the straight run's"
-  python3 "$here/same_tensors.py" "$(step_dir lora 30)/model.safetensors" "$(step_dir parts 30)/model.safetensors" ||
-    fail "the stopped and resumed run's final adapters differ from the straight run's"
-  python3 "$here/same_tensors.py" "$work/out/lora/lora/lora.safetensors" "$work/out/parts/lora/parts.safetensors" ||
-    fail "the stopped and resumed run's LoRA file differs from the straight run's"
+  same_run lora parts
 
   # kill -9 after the checkpoint at 10 and a few steps past it; the resume replays those.
   "$wick" train "$work/run.yaml" --no-progress --set name=killed >"$work/killed.log" 2>&1 &
@@ -125,18 +139,17 @@ if [ "$part" = cli ]; then
   [ "$killed_at" -ge 10 ] && [ "$killed_at" -lt 30 ] || fail "killed at step $killed_at: not between 10 and 30"
   train killed_resumed --set name=killed
   grep -m1 "resuming from" "$work/killed_resumed.log" || fail "the killed run did not resume"
-  python3 "$here/compare_losses.py" "$work/out/lora/metrics.jsonl" "$work/out/killed/metrics.jsonl" 30 ||
-    fail "the killed and resumed run's losses differ from the straight run's"
-  python3 "$here/same_tensors.py" "$(step_dir lora 30)/model.safetensors" "$(step_dir killed 30)/model.safetensors" ||
-    fail "the killed and resumed run's final adapters differ from the straight run's"
+  same_run lora killed
 
-  # (c) DoRA (kohya orientation: dora_scale [1, in]), bf16 compute, fixed shift with guidance 3.5.
-  # Measured ratios: DoRA 0.741, bf16 0.750, shift 0.809.
+  # (c) DoRA (kohya orientation: dora_scale [1, in]), bf16 compute, fixed shift with guidance 3.5; the
+  # DoRA and bf16 runs also resume bitwise. Measured ratios: DoRA 0.741, bf16 0.750, shift 0.809.
   train dora --set network.type=dora
   falls dora 0.85 || fail "the DoRA run's loss did not fall (or was not finite)"
+  stopped_and_resumed dora --set network.type=dora
   train bf16 --set train.mixed_precision=bf16
   grep -m1 "hidden 128, bf16)" "$work/bf16.log" || fail "the bf16 run did not compute in bf16"
   falls bf16 0.85 || fail "the bf16 run's loss did not fall (or was not finite)"
+  stopped_and_resumed bf16 --set train.mixed_precision=bf16
   train shift --set train.timestep_sampling=shift --set model.guidance=3.5
   grep -q "timestep_sampling: shift" "$work/out/shift/config.yaml" &&
     grep -q "guidance: 3.5" "$work/out/shift/config.yaml" ||
@@ -214,10 +227,7 @@ if [ "$part" = mpi ]; then
   train_ranks 2 "$work/parts1.log" --set name=parts --set train.batch_size=1 --stop-after 10
   train_ranks 2 "$work/parts2.log" --set name=parts --set train.batch_size=1
   grep -m1 "resuming from .*step_00000010" "$work/parts2.log" || fail "the 2-rank run did not resume from step 10"
-  python3 "$here/compare_losses.py" "$work/out/two/metrics.jsonl" "$work/out/parts/metrics.jsonl" 30 ||
-    fail "the resumed 2-rank run's losses differ from the straight 2-rank run's"
-  python3 "$here/same_tensors.py" "$(step_dir two 30)/model.safetensors" "$(step_dir parts 30)/model.safetensors" ||
-    fail "the resumed 2-rank run's final adapters differ from the straight 2-rank run's"
+  same_run two parts
   # The 2-rank checkpoint at 10 continues on 1 rank (batch 2: the same global batch).
   mkdir -p "$work/out/to1/checkpoints" && cp -r "$(step_dir two 10)" "$work/out/to1/checkpoints/"
   train to1
