@@ -7,9 +7,9 @@
 #     the loss is finite and falls over 30 steps; --stop-after 10 + --resume auto and a kill -9 after a
 #     checkpoint + resume repeat the straight run's losses and final adapters bitwise; DoRA, bf16,
 #     timestep_sampling shift with model.guidance 3.5 run, stay finite and fall (DoRA and bf16 also
-#     resume bitwise after --stop-after); the kohya file passes ComfyUI's key rule
-#     (tests/reference/comfyui_lora_keys.py, standard-library python3) with kohya's names and metadata;
-#     save.format peft writes diffusers' names.
+#     resume bitwise after --stop-after); the kohya LoRA and DoRA files and the PEFT LoRA file pass
+#     ComfyUI's key rule (tests/reference/comfyui_lora_keys.py, standard-library python3); the kohya
+#     files have kohya's names and metadata, save.format peft writes diffusers' names.
 #   flux_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
 #     2 ranks with ZeRO-1 match 1 rank with the same global batch (1e-5, as tests/train/train_mpi_test.sh
 #     for 8-bit AdamW); a 2-rank run stopped and resumed repeats itself bitwise; a 2-rank checkpoint
@@ -157,13 +157,15 @@ if [ "$part" = cli ]; then
   falls shift 0.9 || fail "the shift + guidance 3.5 run's loss did not fall (or was not finite)"
 
   # (d) The kohya file: every key loads by ComfyUI's rule, kohya's names, shapes and metadata.
-  for run in lora dora; do
+  # (e) save.format peft: diffusers' names, the scale baked in, the PEFT DoRA magnitude. ComfyUI maps
+  # PEFT LoRA keys onto the fused weights too (scale 1, right for the baked scale); it does not read
+  # PEFT's lora_magnitude_vector, so the PEFT DoRA file is for diffusers only (not checked here).
+  train peft --set save.format=peft --set train.steps=2
+  train peft_dora --set save.format=peft --set network.type=dora --set train.steps=2
+  for run in lora dora peft; do
     python3 "$reference/comfyui_lora_keys.py" --model-keys "$work/data/flux_tiny.safetensors" \
       --lora "$work/out/$run/lora/$run.safetensors" || fail "ComfyUI's key rule does not load all of $run's LoRA"
   done
-  # (e) save.format peft: diffusers' names, the scale baked in, the PEFT DoRA magnitude.
-  train peft --set save.format=peft --set train.steps=2
-  train peft_dora --set save.format=peft --set network.type=dora --set train.steps=2
   python3 - "$work/out" <<'PY' || fail "the LoRA files' keys or metadata are not what kohya/ComfyUI and diffusers read"
 import json, struct, sys
 out = sys.argv[1]
