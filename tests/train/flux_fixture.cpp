@@ -5,7 +5,7 @@
 //     DIR/flux_tiny.safetensors  a random Flux.1-dev in Black Forest Labs' names at real widths but tiny
 //                                depth: 16-channel latents (img_in 64), hidden 128, one head of 128
 //                                (axes 16 + 56 + 56), 2 double + 2 single blocks, T5 width 4096,
-//                                CLIP pooled 768, guidance_in (dev); f32, 2.4M parameters
+//                                CLIP pooled 768, guidance_in (dev); f32, 2,536,512 parameters
 //     DIR/flux.h5                cached latents for it (model_family flux, VAE scaling 0.3611, shift
 //                                0.1159): 18 samples, 6 in each of the buckets 16x24, 24x16, 16x16;
 //                                16 text tokens
