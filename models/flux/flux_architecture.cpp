@@ -1,5 +1,9 @@
 #include "models/flux/flux_architecture.h"
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "models/flux/flux.h"
 #include "models/flux/flux_weights.h"
 #include "models/weights/key_map.h"
@@ -24,6 +28,35 @@ void check_data(const flux::FluxConfig& c, const DataGeometry& data, const std::
                   " (vector_in: CLIP-L's pooled output)");
 }
 
+// The RoPE widths per position axis, which no tensor shape gives: model.axes_dim when set, else the
+// `axes_dims_rope` of a diffusers config.json beside the weights, else Flux.1's (16, 56, 56).
+std::vector<int64_t> rope_axes(const ModelOptions& options, const WeightSource& source) {
+  const std::vector<int64_t>& configured = options.get_int_list("axes_dim");
+  if (!configured.empty()) return configured;
+  const std::vector<std::string> files = source.files();
+  if (!files.empty()) {
+    const std::filesystem::path config_json = std::filesystem::path(files.front()).parent_path() / "config.json";
+    std::ifstream in(config_json);
+    if (in) {
+      nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      WICK_CHECK_KIND(Data, !json.is_discarded(), config_json.string(), " is not JSON");
+      if (json.is_object() && json.contains("axes_dims_rope")) {
+        const nlohmann::json& axes = json["axes_dims_rope"];
+        WICK_CHECK_KIND(Data, axes.is_array() && !axes.empty(), config_json.string(),
+                        ": axes_dims_rope is not a list of integers");
+        std::vector<int64_t> out;
+        for (const nlohmann::json& a : axes) {
+          WICK_CHECK_KIND(Data, a.is_number_integer(), config_json.string(),
+                          ": axes_dims_rope is not a list of integers");
+          out.push_back(a.get<int64_t>());
+        }
+        return out;
+      }
+    }
+  }
+  return {16, 56, 56};
+}
+
 class FluxArchitecture : public Architecture {
  public:
   FluxArchitecture() {
@@ -32,7 +65,11 @@ class FluxArchitecture : public Architecture {
     schema_.flag = "is_flux";
     schema_.keys = {{.name = "guidance", .aliases = {"guidance_scale"}, .type = OptionType::Float,
                      .default_value = 1.0, .range = ConfigRange::at_least(0),
-                     .help = "guidance input of a dev model during training"}};
+                     .help = "guidance input of a dev model during training"},
+                    {.name = "axes_dim", .aliases = {"axes_dims_rope"}, .type = OptionType::IntList,
+                     .default_value = std::vector<int64_t>{}, .range = ConfigRange::above(0),
+                     .help = "RoPE widths of the (0, row, column) position axes, summing to the head width; empty = "
+                             "a diffusers folder's config.json axes_dims_rope, else Flux.1's [16, 56, 56]"}};
     schema_.needs_base_weights = true;
   }
 
@@ -43,7 +80,8 @@ class FluxArchitecture : public Architecture {
     WICK_CHECK_KIND(Config, !path.empty(), "model.arch flux needs model.name_or_path (the base weights)");
     WeightSource source = WeightSource::open(path, "transformer");
     DetectedFormat format = flux::detect_weight_format(source);
-    flux::FluxConfig config = flux::config_from_shapes(mapped_shapes(source, format));
+    flux::FluxConfig config =
+        flux::config_from_shapes(mapped_shapes(source, format), rope_axes(request.model.options, source));
     check_data(config, request.data, path);
     config.dtype = request.dtype;
     config.device = request.device;

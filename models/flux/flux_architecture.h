@@ -7,7 +7,9 @@
 //   auto model = flux_architecture().build({.model = config.model, .data = geometry, .dtype = DType::BF16,
 //                                           .device = Device::cuda(0)});
 //
-// Keys (model.*): guidance — the guidance input of a dev model during training (default 1.0).
+// Keys (model.*): guidance — the guidance input of a dev model during training (default 1.0);
+// axes_dim — the RoPE widths per position axis (no tensor gives them): empty (default) = the
+// axes_dims_rope of a diffusers folder's config.json, else Flux.1's [16, 56, 56].
 // docs/models.md ("Flux.1") describes the model, its weights and its LoRA files.
 #pragma once
 

@@ -390,7 +390,7 @@ TEST(ConfigErrors, StructuralMistakes) {
   // A key of another architecture says whose it is.
   EXPECT_EQ(error_of(kMinimal + "model:\n  is_flux: true\n  name_or_path: x\n  hidden_size: 64\n"),
             "cfg.yaml:7:3: model.hidden_size is a key of arch dit, but this config's model.arch is flux (its keys: "
-            "guidance)");
+            "guidance, axes_dim)");
   EXPECT_EQ(error_of(kMinimal + "model:\n  is_flux: true\n"),
             "cfg.yaml:5:12: model.arch flux needs model.name_or_path (the base weights)");
   EXPECT_EQ(error_of(kMinimal + "model:\n  hidden_size: 100\n  num_heads: 3\n"),
