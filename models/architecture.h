@@ -23,6 +23,7 @@
 
 #include "engine/config/train_config.h"
 #include "engine/module.h"
+#include "models/activation_memory.h"
 #include "models/diffusion/denoiser.h"
 #include "models/weights/lora_format.h"
 #include "runtime/device.h"
@@ -67,6 +68,14 @@ class DiffusionModel : public Module {
   virtual DType dtype() const = 0;
   // The registered architecture it belongs to ("dit", "flux").
   virtual std::string arch_name() const = 0;
+  // What a training step's activations take, segment by segment (embedders, each block, output and
+  // loss), for micro-batches of `shape` with gradient checkpointing on or off, as the model is now
+  // (its adapters and trainable parameters decide what backward keeps). models/activation_memory.h.
+  virtual ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const = 0;
+  // The activations' peak bytes: activation_profile(shape, checkpointing).peak_bytes().
+  int64_t activation_bytes(const ActivationShape& shape, bool checkpointing) const {
+    return activation_profile(shape, checkpointing).peak_bytes();
+  }
 };
 
 // How an architecture's LoRA files look (models/lora_files.h writes and reads them). kohya names are

@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "runtime/cpu/host_cache.h"
@@ -56,6 +59,25 @@ void release_cached_memory(Device device) {
 void reset_peak_memory(Device device) {
   Counters& c = counters(device);
   c.peak.store(c.current.load());
+}
+
+std::optional<int64_t> available_memory_bytes(Device device) {
+  if (device.is_cuda()) {
+    if (!cuda::compiled()) return std::nullopt;
+    return cuda_device_info(device.index).free_bytes;
+  }
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    int64_t kilobytes = -1;
+    std::string unit;
+    fields >> kilobytes >> unit;
+    if (kilobytes < 0 || unit != "kB") return std::nullopt;
+    return kilobytes * 1024;
+  }
+  return std::nullopt;
 }
 
 void* allocate_bytes(Device device, size_t bytes, const Stream& stream) {

@@ -3,6 +3,7 @@
 //   void* p = allocate_bytes(Device::cuda(0), n, current_stream(Device::cuda(0)));
 //   free_bytes(Device::cuda(0), p, n, stream);         // stream-ordered on CUDA
 //   MemoryStats s = memory_stats(Device::cpu());       // current and peak bytes held by tensors
+//   std::optional<int64_t> room = available_memory_bytes(Device::cuda(0));   // free now
 //   PinnedBuffer staging(1 << 20);                     // page-locked host memory for async copies
 //
 // CPU memory is 64-byte aligned; large freed blocks are cached for reuse (runtime/cpu/host_cache.h). CUDA memory comes from the driver's stream-ordered pool
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "runtime/device.h"
 
@@ -28,6 +30,11 @@ MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);
 // Returns cached free blocks to the system (CPU host cache; CUDA keeps its pool until exit).
 void release_cached_memory(Device device);
+
+// Memory the device has free now, beyond what this process's tensors hold: a GPU's free memory
+// (cudaMemGetInfo), or the host's MemAvailable (/proc/meminfo). nullopt where it cannot be read
+// (no /proc/meminfo; a CUDA device in a build without CUDA).
+std::optional<int64_t> available_memory_bytes(Device device);
 
 void* allocate_bytes(Device device, size_t bytes, const Stream& stream);
 void free_bytes(Device device, void* data, size_t bytes, const Stream& stream);

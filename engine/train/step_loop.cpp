@@ -241,11 +241,19 @@ void StepLoop::save(int64_t step) {
 }
 
 void StepLoop::announce(int64_t last) {
-  std::fprintf(stderr, "wick train: %s: %s, %zu samples of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step\n",
+  std::string estimate;
+  if (setup_.memory_estimate_bytes > 0) {
+    const double bytes = static_cast<double>(setup_.memory_estimate_bytes);
+    char text[64];
+    std::snprintf(text, sizeof text, ", estimated peak %.1f %s per rank", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6,
+                  bytes >= 1e9 ? "GB" : "MB");
+    estimate = text;
+  }
+  std::fprintf(stderr, "wick train: %s: %s, %zu samples of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
                setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), setup_.dataset->path().c_str(),
                setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
                static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
-               static_cast<long long>(global_batch() * t_.gradient_accumulation));
+               static_cast<long long>(global_batch() * t_.gradient_accumulation), estimate.c_str());
   if (group_->size() > 1 || buckets_) {
     std::string gradients = "gradients averaged after backward";
     if (buckets_)

@@ -49,6 +49,7 @@ struct StepLoopSetup {
   std::shared_ptr<LatentDataset> dataset;
   std::vector<int64_t> ids;             // eligible sample ids, ascending
   std::vector<int64_t> bucket_of;       // the bucket of each id
+  int64_t memory_estimate_bytes = 0;    // the task's estimate of a step's peak per rank (0 = none), in messages
 };
 
 struct LoopResult {

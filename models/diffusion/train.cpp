@@ -6,6 +6,7 @@
 #include "engine/checkpoint/sha256.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/diffusion_task.h"
+#include "models/diffusion/memory_check.h"
 #include "models/diffusion/sample_grid.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
@@ -51,7 +52,11 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   if (rank0) check_output_directory(run_dir, options.resume);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   check_sampling(config, data);
-  std::shared_ptr<DiffusionModel> model = build_model(config, dataset_geometry(*data.dataset), device);
+  const DataGeometry geometry = dataset_geometry(*data.dataset);
+  std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
+  // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
+  // that cannot fit (docs/training.md "Memory").
+  const MemoryEstimate memory = check_training_memory(config, *model, geometry, *group, device);
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 
@@ -67,7 +72,8 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
                       .device = device,
                       .dataset = data.dataset,
                       .ids = data.ids,
-                      .bucket_of = data.bucket_of};
+                      .bucket_of = data.bucket_of,
+                      .memory_estimate_bytes = memory.total};
   TrainResult result;
   static_cast<LoopResult&>(result) = run_step_loop(task, setup, options);
   result.lora_file = task.lora_file();

@@ -8,6 +8,7 @@
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_view.h"
+#include "models/dit/dit_memory.h"
 #include "models/nn/attention.h"
 #include "models/nn/basic.h"
 #include "models/nn/linear.h"
@@ -189,6 +190,10 @@ Tensor DiT::predict(const Tensor& x_t, const Tensor& time, const diffusion::Cond
 std::string DiT::summary() const {
   return "DiT (hidden " + std::to_string(config_.hidden_size) + ", depth " + std::to_string(config_.depth) +
          ", heads " + std::to_string(config_.num_heads) + ", patch " + std::to_string(config_.patch_size) + ")";
+}
+
+ActivationProfile DiT::activation_profile(const ActivationShape& shape, bool checkpointing) const {
+  return dit_activation_profile(config_, shape, checkpointing, layer_training_of(*this));
 }
 
 void DiT::check_latent_size(int64_t h, int64_t w) const {

@@ -49,6 +49,8 @@ class DiT : public DiffusionModel {
   void check_latent_size(int64_t h, int64_t w) const override;
   DType dtype() const override { return config_.dtype; }
   std::string arch_name() const override { return "dit"; }
+  // models/dit/dit_memory.h with this model's adapters and trainable parameters.
+  ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
 
   // x [B, C, H, W] (H = W = input_size); t [B] sigmas in [0, 1] (embedded as t·1000, as SD3);
   // context [B, L, text_dim]; context_mask [B, L] U8 (nonzero = real token; undefined = all

@@ -10,6 +10,7 @@
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_view.h"
 #include "models/flux/flux_blocks.h"
+#include "models/flux/flux_memory.h"
 #include "models/nn/linear.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
@@ -209,6 +210,10 @@ std::string FluxTransformer::summary() const {
   return std::string("Flux.1-") + (c.guidance_embed ? "dev" : "schnell") + " (" + std::to_string(c.depth) +
          " double + " + std::to_string(c.depth_single) + " single blocks, hidden " + std::to_string(c.hidden_size) +
          ", " + dtype_name(c.dtype) + ")";
+}
+
+ActivationProfile FluxTransformer::activation_profile(const ActivationShape& shape, bool checkpointing) const {
+  return flux_activation_profile(config_, shape, checkpointing, layer_training_of(*this));
 }
 
 void FluxTransformer::check_latent_size(int64_t h, int64_t w) const {

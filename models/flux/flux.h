@@ -63,6 +63,8 @@ class FluxTransformer : public DiffusionModel {
   void check_latent_size(int64_t h, int64_t w) const override;
   DType dtype() const override { return config_.dtype; }
   std::string arch_name() const override { return "flux"; }
+  // models/flux/flux_memory.h with this model's adapters and trainable parameters.
+  ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
   // The guidance value predict() feeds a dev model when the conditioning carries none (training:
   // model.guidance, 1.0 by default).
   void set_default_guidance(double value) { default_guidance_ = value; }
