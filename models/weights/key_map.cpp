@@ -48,6 +48,7 @@ struct Plan {
   std::vector<std::string> sources;  // full source names (prefix included)
   Shape shape;
   std::optional<DType> dtype;  // the first source's DType
+  std::vector<std::string> copies;  // FirstOf: tied copies of sources[0] the source also holds (not read)
   std::string incomplete;      // a source tensor the rule needs and the source lacks
   std::string invalid;         // why the sources do not combine
 };
@@ -71,8 +72,27 @@ std::string describe_sources(const WeightSource& source, const Plan& plan) {
 }
 
 Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyRule& rule) {
-  Plan plan{.kind = rule.kind, .sources = {}, .shape = {}, .dtype = std::nullopt, .incomplete = {}, .invalid = {}};
+  Plan plan{.kind = rule.kind, .sources = {}, .shape = {}, .dtype = std::nullopt, .copies = {}, .incomplete = {},
+            .invalid = {}};
   for (const std::string& name : rule.sources) plan.sources.push_back(prefix + name);
+  if (rule.kind == KeyRuleKind::FirstOf) {  // a rename of the first name present; the others are copies
+    std::vector<std::string> present;
+    for (const std::string& name : plan.sources)
+      if (source.contains(name)) present.push_back(name);
+    if (present.empty()) {
+      plan.incomplete = plan.sources.at(0);
+      return plan;
+    }
+    plan.kind = KeyRuleKind::Rename;
+    plan.sources = {present[0]};
+    plan.copies.assign(present.begin() + 1, present.end());
+    for (const std::string& copy : plan.copies)
+      if (source.info(copy).shape != source.info(present[0]).shape) {
+        plan.invalid = present[0] + " " + shape_text(source.info(present[0]).shape) + " and its tied copy " + copy +
+                       " " + shape_text(source.info(copy).shape) + " differ in shape";
+        return plan;
+      }
+  }
   for (const std::string& name : plan.sources)
     if (!source.contains(name)) {
       plan.incomplete = name;
@@ -181,6 +201,9 @@ KeyRule concat_rows(std::string target, std::vector<std::string> sources) {
 KeyRule swap_halves(std::string target, std::string source) {
   return {.kind = KeyRuleKind::SwapHalves, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
 }
+KeyRule first_of(std::string target, std::vector<std::string> sources) {
+  return {.kind = KeyRuleKind::FirstOf, .target = std::move(target), .sources = std::move(sources), .suffixes = {}};
+}
 KeyRule rename_layer(std::string target_module, std::string source_module) {
   KeyRule rule = rename(std::move(target_module), std::move(source_module));
   rule.suffixes = {"weight", "bias"};
@@ -280,6 +303,7 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
     }
     const Plan& p = it->second;
     for (const std::string& s : p.sources) used.insert(s);
+    for (const std::string& s : p.copies) used.insert(s);
     if (!p.incomplete.empty()) {
       missing.push_back(name + " (needs " + p.incomplete + ", which the source lacks)");
     } else if (!p.invalid.empty()) {

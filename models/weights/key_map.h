@@ -13,8 +13,10 @@
 //   load_mapped(*model, source, format);                                 // every parameter, strict
 //
 // A rule makes one model ("target") tensor from source tensors: a rename, a concatenation along
-// rows (axis 0: fused q, k, v [, mlp] weights or biases), or a rename with the two halves of the
-// rows swapped (adaLN (shift, scale) <-> (scale, shift)). Targets without a rule map to themselves.
+// rows (axis 0: fused q, k, v [, mlp] weights or biases), a rename with the two halves of the
+// rows swapped (adaLN (shift, scale) <-> (scale, shift)), or the first of several names a file may
+// use for one tensor (tied copies: T5's shared.weight / encoder.embed_tokens.weight). Targets
+// without a rule map to themselves.
 // Rules are written once with "{N}" for a block index and expanded for every block the source has.
 #pragma once
 
@@ -32,6 +34,8 @@ enum class KeyRuleKind {
   Rename,      // target = source
   ConcatRows,  // target = concat(sources, axis 0), in the listed order
   SwapHalves,  // target = source with rows [n/2, n) first, then [0, n/2)
+  FirstOf,     // target = the first listed source the file holds; any other listed source it also holds
+               // is a tied copy: it must have the same shape and is accepted unread (not "unused")
 };
 
 struct KeyRule {
@@ -48,6 +52,7 @@ struct KeyRule {
 KeyRule rename(std::string target, std::string source);
 KeyRule concat_rows(std::string target, std::vector<std::string> sources);
 KeyRule swap_halves(std::string target, std::string source);
+KeyRule first_of(std::string target, std::vector<std::string> sources);
 // Layer rules: the same for `<module>.weight` and `<module>.bias`.
 KeyRule rename_layer(std::string target_module, std::string source_module);
 KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules);

@@ -378,6 +378,44 @@ TEST(WeightKeyMap, RulesThatCannotCombineAreShapeErrors) {
   EXPECT_THAT(message, HasSubstr("head.mod.weight: rows of out_norm.weight [3, 4] do not split into two halves"));
 }
 
+TEST(WeightKeyMap, FirstOfTakesTheFirstNamePresentAndAcceptsTiedCopies) {
+  // T5's embedding: "shared.weight", or "encoder.embed_tokens.weight", or both (a tied copy).
+  const WeightFormat tied{.name = "tied",
+                          .detect_keys = {"head.proj.weight"},
+                          .prefixes = {""},
+                          .rules = {first_of("embed.weight", {"shared.weight", "encoder.embed.weight"})},
+                          .blocks = {}};
+  const Tensor table = dyadic({4, 3}, 7), other = dyadic({4, 3}, 9), proj = dyadic({2, 4}, 8);
+  const std::map<std::string, Shape> shapes = {{"embed.weight", {4, 3}}, {"head.proj.weight", {2, 4}}};
+  struct Case {
+    const char* name;
+    std::vector<std::pair<std::string, Tensor>> tensors;
+  };
+  const std::vector<Case> cases = {
+      {"first", {{"shared.weight", table}, {"head.proj.weight", proj}}},
+      {"second", {{"encoder.embed.weight", table}, {"head.proj.weight", proj}}},
+      // Both: the first name is loaded; the copy is accepted unread (its values are not compared).
+      {"both", {{"shared.weight", table}, {"encoder.embed.weight", other}, {"head.proj.weight", proj}}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    WeightSource source = write_source(std::string("keymap_first_of_") + c.name, c.tensors);
+    DetectedFormat format = detect_format(source, {tied});
+    EXPECT_EQ(mapped_shapes(source, format), shapes);
+    auto model = TensorTree::with_shapes(shapes, DType::F32);
+    LoadMappedReport report = load_mapped(*model, source, format);
+    EXPECT_EQ(report.n_loaded, 2);
+    EXPECT_EQ(report.n_zero_copy, 2);
+    EXPECT_TRUE(same_bits(model->parameter("embed.weight"), table));
+  }
+  WeightSource bad = write_source("keymap_first_of_bad", {{"shared.weight", table},
+                                                          {"encoder.embed.weight", dyadic({5, 3}, 9)},
+                                                          {"head.proj.weight", proj}});
+  auto model = TensorTree::with_shapes(shapes, DType::F32);
+  EXPECT_THAT(error_of([&] { load_mapped(*model, bad, detect_format(bad, {tied})); }),
+              HasSubstr("embed.weight: shared.weight [4, 3] and its tied copy encoder.embed.weight [5, 3] differ in "
+                        "shape"));
+}
+
 // ---- LoRA formats ----
 
 // A two-module layout: "attn.qkv" (rows 2, 2, 4 as q, k, v) and "head.mod" (halves swapped).

@@ -1,0 +1,33 @@
+// T5 encoder weights as the files name them: transformers' T5EncoderModel (a diffusers pipeline's
+// text_encoder_3/ or text_encoder_2/, sharded with model.safetensors.index.json), ComfyUI's single files
+// (t5xxl_fp16.safetensors and its fp32 / bf16 siblings), SD3 checkpoints that embed T5, and bare T5Stack
+// state dicts without the "encoder." level.
+//
+//   WeightSource source = WeightSource::open("t5xxl_fp16.safetensors");
+//   DetectedFormat format = t5::detect_weight_format(source);             // "transformers" or "t5_stack"
+//   T5Config c = t5::config_from_shapes(mapped_shapes(source, format));   // transformers' names
+//   load_mapped(*encoder, source, format);                                // f16 -> the model's bf16 / f32
+//
+// transformers: native names (shared.weight, encoder.block.N.layer.0.SelfAttention.q.weight, ...), with no
+// prefix or under "text_encoders.t5xxl.transformer." (SD3 single-file checkpoints; their other tensors are not
+// looked at); detected by encoder.block.0.layer.0.SelfAttention.q.weight. The embedding is shared.weight or,
+// when a file lacks it, encoder.embed_tokens.weight; a file holding both (a tied copy) loads shared.weight and
+// accepts the copy unread.
+// t5_stack: the same tensors without "encoder." (block.N..., final_layer_norm.weight, embed_tokens.weight or
+// shared.weight); detected by block.0.layer.0.SelfAttention.q.weight.
+#pragma once
+
+#include <vector>
+
+#include "models/weights/key_map.h"
+
+namespace wick::t5 {
+
+const WeightFormat& transformers_format();
+const WeightFormat& stack_format();
+// {transformers, t5_stack}, in detection order.
+const std::vector<WeightFormat>& weight_formats();
+// detect_format(source, weight_formats()).
+DetectedFormat detect_weight_format(const WeightSource& source);
+
+}  // namespace wick::t5

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""Generates tests/data/t5/: a tiny trained T5-style SentencePiece model with a caption corpus and the ids the
+reference tokenizers give for it, and a tiny random T5 v1.1 encoder (transformers' T5EncoderModel) in
+transformers' sharded layout and as a ComfyUI-style single file, with its outputs on padded caption batches.
+See tests/data/t5/README.md for every file and tensor.
+
+Made with (pip, CPU only): torch 2.15.0 (+cu132 wheel), transformers 5.24.0, tokenizers 0.23.3, sentencepiece
+0.2.3, protobuf 7.36.2 (transformers needs it to read spiece.model), safetensors 0.8.0, Python 3. Run from the
+repository root:
+    /tmp/venv/bin/pip install torch transformers sentencepiece protobuf safetensors
+    /tmp/venv/bin/python tests/reference/make_t5_fixtures.py
+Deterministic: the captions come from random.Random(seeds below), SentencePiece trains on one thread, torch runs
+one thread with torch.use_deterministic_algorithms(True) and a seeded generator; a rerun rewrites byte-identical
+files (safetensors metadata keys sorted).
+
+Tokenizer. SentencePieceTrainer.train(model_type="unigram", vocab_size=1000, pad_id=0, eos_id=1, unk_id=2,
+bos_id=-1, character_coverage=0.9995, num_threads=1) on TRAIN_CAPTIONS (generated English captions plus some
+Unicode ones; not committed, regenerated here): the T5 layout (pad <pad> 0, EOS </s> 1, unk <unk> 2, no BOS,
+nmt_nfkc normalisation, dummy prefix, extra whitespace removed), with 1000 pieces instead of 32000. Rare
+characters (most CJK, emoji) are not pieces, so they become <unk> (2), as in the real model for characters
+outside its coverage.
+
+Reference ids. `spm_ids[i]` = sentencepiece.SentencePieceProcessor(spiece.model).encode(caption) (pieces only,
+without EOS): libsentencepiece (Debian 0.1.97, what wick links) is the reference wick matches. The T5 layout
+(ids + [1], truncated to max_length by keeping the first max_length - 1 pieces then 1, padded with 0) is
+checked here against transformers' T5Tokenizer(padding="max_length", truncation=True, max_length=L) applied to
+its own unpadded ids, for L = 77 and 256 on every caption. transformers 5 has only the fast (Rust tokenizers)
+T5Tokenizer, built here from spiece.model by T5Tokenizer.from_pretrained (extra_ids=100: <extra_id_k> = 1000 +
+99 - k); where its ids differ from sentencepiece's + [1], they are recorded in `hf_differs` for information.
+
+Encoder. T5Config(vocab_size=1128, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
+is_encoder_decoder=False, tie_word_embeddings=False, dropout_rate=0) in T5EncoderModel, torch.manual_seed(0).
+1128 = the tokenizer's 1000 pieces + 100 extra ids + 28 rows of padding, the same structure as T5-XXL's 32128 =
+32000 + 100 + 28 (the sizes come from the weights, not from the tokenizer). After construction every weight is
+redrawn (seeded generator) so that each matters and outputs stay O(1): Linear weights N(0, (1/sqrt(fan_in))^2),
+the embedding N(0, 1), the relative attention bias N(0, 1), every T5LayerNorm weight 1 + 0.2 N(0, 1).
+Saved with save_pretrained(max_shard_size="100KB") (transformers names, f32, `shared.weight` only: the tied
+`encoder.embed_tokens.weight` is not written) and as one ComfyUI-style file (`t5xxl_comfy.safetensors`: the same
+state dict, f32, no prefix, like ComfyUI's t5xxl_fp16.safetensors but in f32 so that f32 parity is exact).
+
+Encoder cases (inputs are tokenizer outputs of corpus captions, the layout above):
+  short: 3 captions padded/truncated to 77 tokens, one of them empty (only EOS);
+  long: 2 captions at 160 tokens, the first longer than 159 pieces (truncated), so relative distances reach 159
+        (> max_distance 128: the logarithmic buckets and the clamp at bucket 15 / 31 are exercised).
+Each has outputs with the attention mask and without it (mask=None: padding attended to, as Flux and SD3 use it),
+in f32 (the model as built) and in bf16 (stored as bf16; T5EncoderModel.from_pretrained(folder, dtype=torch.bfloat16), what
+diffusers loads: transformers 5 keeps T5's `wo` in f32 (_keep_in_fp32_modules) only for float16, so in bf16 every
+weight, the residual stream and the output are bf16; T5LayerNorm squares and averages in f32). `relative_buckets` holds transformers' bidirectional bucket of every relative
+position -300..300 (32 buckets, max distance 128).
+
+`not_t5_ids.model`: a 100-piece model with sentencepiece's default ids (unk 0, BOS 1, EOS 2, no pad), identity
+normalisation; wick must refuse it as a T5 tokenizer.
+
+Measured (this script's last run; errors are max|a - b| / max|b|):
+  corpus: 2,278 captions, 100 with <unk>, 40 truncated at 77 tokens and 30 at 256, up to 785 pieces.
+  transformers' fast T5Tokenizer differs from sentencepiece + [1] on 31 captions (1.4%): 13 with typed special
+    tokens (it maps </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text), 13 with
+    decomposed (NFD) Hangul syllables or kana with voicing marks that this model has as whole pieces
+    (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser leaves the jamo / marks
+    apart, giving "<unk>" or smaller pieces; NFD Latin accents are recomposed by both), 1 with \x85 (whitespace to it, <unk> to sentencepiece), 3 with
+    combining marks (a stack on "a", one on a fullwidth letter, one on a ligature), and a run of 50 "!" (a
+    different best segmentation: "!", "!!!", ... vs "!!!", ...).
+  transformers' bf16 vs its f32 output (stored as `bf16_rel_err_vs_f32`): short 1.27e-2, short_nomask 2.00e-2,
+    long 1.69e-2, long_nomask 1.91e-2.
+"""
+import io
+import json
+import os
+import random
+import shutil
+import struct
+import sys
+import unicodedata
+
+import sentencepiece as spm
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import T5Config, T5EncoderModel, T5Tokenizer
+
+OUT = "tests/data/t5"
+VOCAB_SIZE = 1000
+N_EXTRA_IDS = 100
+MODEL_VOCAB = 1128
+LENGTHS = (77, 256)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Captions
+
+SUBJECTS = ("cat dog fox owl horse dragon robot astronaut knight wizard woman man girl boy child baby family "
+            "couple chef dancer soldier sailor farmer tiger lion elephant whale dolphin butterfly bird eagle "
+            "castle house cottage tower bridge lighthouse car truck bicycle train ship boat airplane tree "
+            "flower rose sunflower mountain river lake waterfall forest city street market cafe library "
+            "kitchen bedroom garden beach desert island volcano galaxy planet moon sun cloud storm").split()
+ADJECTIVES = ("red blue green yellow purple orange black white golden silver tiny huge ancient modern futuristic "
+              "cozy dark bright misty snowy rainy sunny foggy glowing shiny rusty wooden glass marble fluffy "
+              "happy sad angry calm old young beautiful ugly strange magical mysterious colorful pastel neon "
+              "vintage minimalist detailed intricate soft sharp blurry").split()
+PLACES = ("in a forest", "on a beach", "at night", "at sunset", "under the stars", "in the rain", "on the moon",
+          "in a busy street", "next to a river", "inside a cathedral", "on top of a mountain", "in the snow",
+          "in a field of flowers", "under water", "in a cyberpunk city", "in a small village", "in space",
+          "by the window", "on a wooden table", "in front of a castle")
+STYLES = ("oil painting", "watercolor", "digital art", "photograph", "35mm film", "pencil sketch", "anime style",
+          "3d render", "unreal engine", "studio lighting", "bokeh", "high resolution", "8k", "cinematic",
+          "trending on artstation", "by greg rutkowski", "isometric", "low poly", "pixel art", "macro shot",
+          "wide angle", "portrait", "black and white", "hdr", "concept art")
+VERBS = ("sitting", "standing", "running", "flying", "sleeping", "reading a book", "eating an apple",
+         "playing guitar", "looking at the camera", "holding an umbrella", "wearing a hat", "dancing",
+         "swimming", "smiling", "jumping", "walking", "drinking coffee", "painting a picture")
+NUMBERS = ("1", "2", "3", "10", "42", "100", "1024", "2048", "3.14", "0.5", "1,000", "1,000,000", "2nd", "3rd",
+           "21st", "1990s", "2024", "12:30", "50%", "$9.99", "#1", "4k", "16:9", "1920x1080", "-5", "+7", "1e-6",
+           "007", "3/4", "98.6°F")
+UNICODE_WORDS = ("Привет", "мир", "кошка", "Москва", "γάτα", "Ελλάδα", "φως", "日本", "東京", "猫", "写真",
+                 "北京", "你好", "こんにちは", "ありがとう", "カタカナ", "한국어", "고양이", "서울", "مرحبا", "القطة",
+                 "שלום", "חתול", "नमस्ते", "बिल्ली", "สวัสดี", "แมว", "გამარჯობა", "Բարեւ", "ሰላም", "café", "naïve",
+                 "résumé", "Zürich", "São Paulo", "Ærøskøbing", "Łódź", "İstanbul", "straße", "Øresund",
+                 "crème brûlée", "piñata", "façade", "jalapeño", "Ångström", "smörgåsbord", "Dvořák", "Việt Nam")
+EMOJI = ("😀", "😂", "🥲", "❤️", "❤", "👍", "👍🏽", "👩🏿‍🚀", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵", "🇺🇸", "🐱", "🐉",
+         "🌅", "🔥", "✨", "🎨", "📷", "1️⃣", "#️⃣", "☕", "🍕", "🤖", "🦄", "🌍", "🚀", "⭐", "™", "©", "®")
+PUNCTUATION = (",", ".", "!", "?", ";", ":", "...", "…", "—", "–", "-", "(", ")", "[", "]", "{", "}", "\"", "'",
+               "“", "”", "‘", "’", "«", "»", "/", "\\", "|", "&", "*", "@", "#", "%", "^", "~", "`", "+", "=",
+               "<", ">", "!!!", "?!", "¿", "¡", "§", "¶", "•", "·", "°")
+
+# Captions chosen to break tokenizers: whitespace and control characters, NFKC-sensitive forms, combining marks,
+# special-token text, scripts outside the model's coverage, empty and very long strings.
+ADVERSARIAL = [
+    "", " ", "  ", "\t", "\n", "\r\n", " \t \n ", "a", "A", ".", "</s>", "<pad>", "<unk>", "<s>", "<extra_id_0>",
+    "<extra_id_99>", "a photo </s> of a cat", "a photo of a cat</s>", "</s></s></s>", "<pad> cat <pad>",
+    "cat<unk>dog", "<extra_id_0> a cat <extra_id_1>", "</s> leading end token", "trailing end token </s>",
+    "a  photo   of    a     cat", "  leading spaces", "trailing spaces   ", "tab\tseparated\twords",
+    "new\nline\nseparated", "carriage\rreturn", "form\ffeed", "vertical\vtab", "nbsp\u00a0between",
+    "em\u2003space", "ideographic\u3000space", "zero\u200bwidth\u200bspace", "zero\u200cwidth\u200dnon-joiner",
+    "next\u0085line", "line\u2028separator", "paragraph\u2029separator", "bom\ufeffinside", "\ufeffbom at start",
+    "soft\u00adhyphen", "bell\x07char", "escape\x1b[31mred\x1b[0m", "delete\x7fchar", "null\x00byte", "\x01\x02\x03",
+    "ＡＢＣ　ｆｕｌｌｗｉｄｔｈ　１２３", "ｶﾀｶﾅ half width", "ﬁ ﬂ ﬀ ﬃ ligatures", "x² y³ H₂O", "① ② ③ circled",
+    "Ⅻ roman numeral", "㎏ ㎝ ㎡ squared units", "™ ℃ ℉ № ℡", "½ ¼ ¾ fractions", "µ micro vs μ mu", "Å angstrom",
+    "e\u0301 combining acute", "cafe\u0301 decomposed", "café composed", "a\u0300\u0301\u0302\u0303\u0304 stack",
+    "Z\u0351\u0352\u0357a\u0315\u0350l\u0360\u0361g\u0362o\u0363 text", "n\u0303 vs ñ", "\u0301 lone combining mark",
+    "\u1100\u1161\u11a8 hangul jamo", "각 hangul syllable", "ａ\u0301 fullwidth plus accent",
+    "Ω ohm vs Ω omega", "K kelvin", "ǅ titlecase digraph", "ﷺ arabic ligature", "ﬀ\u0301",
+    "😀😀😀😀😀", "👨‍👩‍👧‍👦 family", "🏳️‍🌈 flag", "🇯🇵🇺🇸🇫🇷", "👍🏻👍🏼👍🏽👍🏾👍🏿", "❤️ vs ❤", "1️⃣2️⃣3️⃣",
+    "\ue000 private use", "\ufffd replacement char", "\uffff noncharacter", "\U0001d400\U0001d401 math bold",
+    "𝓯𝓪𝓷𝓬𝔂 script", "ⓑⓤⓑⓑⓛⓔ", "🅰🅱", "\u200f rtl mark \u200e ltr mark", "مرحبا بالعالم hello", "שלום עולם",
+    "日本語のテキストと English mixed", "中文字符测试", "한국어 텍스트", "ไทย", "Ελληνικά ΚΕΦΑΛΑΙΑ", "ς σ Σ",
+    "İ ı I i dotted", "ß ẞ eszett", "ǆ Ǆ ǅ", "ﬆ", "ℌ ℑ ℜ", "Ⓐ", "⁰¹²³⁴⁵⁶⁷⁸⁹", "₀₁₂₃",
+    "&amp; &lt;b&gt; &quot;html&quot; &#39;entities&#39; &amp;amp;", "<b>bold</b> <i>tags</i>", "<|endoftext|>",
+    "https://example.com/path?query=1&x=y#frag", "user@example.com", "C:\\Users\\name\\file.png", "/usr/bin/env",
+    "print('hello world')", "def f(x): return x**2", "{\"json\": [1, 2, 3]}", "#hashtag @mention $cashtag",
+    "ALL CAPS CAPTION", "MiXeD cAsE cApTiOn", "snake_case_word", "camelCaseWord", "kebab-case-word",
+    "3.14159265358979323846", "1234567890" * 3, "0000000000", "1e10 1E-10 0x1F 0b101", "−5 minus sign",
+    "a" * 300, "ab " * 200, "!" * 100, "?!" * 50, "... ... ...", "—–-", "''\"\"``", "«»‹›„“",
+    "a\u0000b\u0000c", "\u2060word joiner", "\u180e mongolian vowel separator", "\u2800 braille blank",
+]
+
+
+def plain_caption(rng):
+    parts = [rng.choice(("a", "an", "the", "two", "three", "some", "A", "The"))]
+    for _ in range(rng.randint(0, 2)):
+        parts.append(rng.choice(ADJECTIVES))
+    parts.append(rng.choice(SUBJECTS))
+    if rng.random() < 0.6:
+        parts.append(rng.choice(VERBS))
+    if rng.random() < 0.7:
+        parts.append(rng.choice(PLACES))
+    text = " ".join(parts)
+    for _ in range(rng.randint(0, 4)):
+        text += ", " + rng.choice(STYLES)
+    if rng.random() < 0.3:
+        text = text[0].upper() + text[1:]
+    if rng.random() < 0.3:
+        text += rng.choice((".", "!", "", " ."))
+    return text
+
+
+def spiced_caption(rng):
+    """A plain caption with numbers, punctuation, Unicode words and emoji mixed in."""
+    words = plain_caption(rng).split(" ")
+    for _ in range(rng.randint(1, 6)):
+        kind = rng.random()
+        if kind < 0.25:
+            token = rng.choice(NUMBERS)
+        elif kind < 0.5:
+            token = rng.choice(PUNCTUATION)
+        elif kind < 0.8:
+            token = rng.choice(UNICODE_WORDS)
+        else:
+            token = rng.choice(EMOJI)
+        at = rng.randint(0, len(words))
+        glue = rng.random() < 0.3  # attach without a space
+        if glue and at > 0:
+            words[at - 1] = words[at - 1] + token
+        else:
+            words.insert(at, token)
+    text = " ".join(words)
+    form = rng.random()
+    if form < 0.1:
+        text = unicodedata.normalize("NFD", text)
+    elif form < 0.15:
+        text = text.upper()
+    return text
+
+
+def long_caption(rng, n_sentences):
+    return " ".join(spiced_caption(rng) + "." for _ in range(n_sentences))
+
+
+def train_captions():
+    rng = random.Random(1)
+    out = [plain_caption(rng) for _ in range(6000)]
+    out += [spiced_caption(rng) for _ in range(3000)]
+    out += list(UNICODE_WORDS) * 3
+    return out
+
+
+def test_captions():
+    """The committed corpus: 1,400 plain, 700 spiced, the adversarial list and 40 long captions (2 to 40 sentences)."""
+    rng = random.Random(2)
+    out = [plain_caption(rng) for _ in range(1400)]
+    out += [spiced_caption(rng) for _ in range(700)]
+    out += ADVERSARIAL
+    out += [long_caption(rng, rng.randint(2, 40)) for _ in range(40)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tokenizer
+
+
+def train_spiece(path):
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(train_captions()), model_writer=model, model_type="unigram",
+        vocab_size=VOCAB_SIZE, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=0.9995,
+        num_threads=1, minloglevel=2)
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+
+
+def train_other_ids(path):
+    """A valid SentencePiece model with sentencepiece's default ids (unk 0, BOS 1, EOS 2, no pad), which wick must
+    refuse as a T5 tokenizer; identity normalisation keeps the file small."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(train_captions()[:500]), model_writer=model, model_type="unigram", vocab_size=100,
+        normalization_rule_name="identity", num_threads=1, minloglevel=2)
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=path)
+    assert (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()) == (0, 1, 2, -1)
+
+
+def t5_layout(pieces, max_length):
+    """T5's sequence layout: pieces + EOS, truncated to the first max_length - 1 pieces + EOS, padded with 0."""
+    ids = list(pieces[: max_length - 1]) + [1]
+    return ids + [0] * (max_length - len(ids)), [1] * len(ids) + [0] * (max_length - len(ids))
+
+
+def make_tokenizer_cases(model_path):
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    assert sp.get_piece_size() == VOCAB_SIZE
+    assert (sp.pad_id(), sp.eos_id(), sp.unk_id(), sp.bos_id()) == (0, 1, 2, -1)
+    folder = os.path.join(OUT, "_hf_tokenizer_tmp")
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy(model_path, os.path.join(folder, "spiece.model"))
+    hf = T5Tokenizer.from_pretrained(folder)
+    shutil.rmtree(folder)
+    assert len(hf) == VOCAB_SIZE + N_EXTRA_IDS
+    assert hf.convert_tokens_to_ids("<extra_id_0>") == VOCAB_SIZE + N_EXTRA_IDS - 1
+    assert hf.convert_tokens_to_ids("<extra_id_99>") == VOCAB_SIZE
+
+    captions = test_captions()
+    spm_ids, hf_differs, n_unk, n_truncated = [], {}, 0, {L: 0 for L in LENGTHS}
+    for index, caption in enumerate(captions):
+        pieces = sp.encode(caption)
+        spm_ids.append(pieces)
+        n_unk += 2 in pieces
+        hf_ids = hf(caption).input_ids
+        if hf_ids != pieces + [1]:
+            hf_differs[str(index)] = hf_ids
+        for L in LENGTHS:
+            # The layout rule is what transformers does with its own ids.
+            hf_padded = hf(caption, padding="max_length", truncation=True, max_length=L)
+            assert (hf_padded.input_ids, hf_padded.attention_mask) == t5_layout(hf_ids[:-1], L), (index, L)
+            n_truncated[L] += len(pieces) + 1 > L
+    stats = {"captions": len(captions), "with_unk": n_unk, "hf_differs": len(hf_differs),
+             "truncated_at": {str(L): n for L, n in n_truncated.items()},
+             "max_pieces": max(len(p) for p in spm_ids)}
+    cases = {
+        "about": "tests/reference/make_t5_fixtures.py: spm_ids = sentencepiece 0.2.3 encode(caption) with "
+                 "tests/data/t5/spiece.model (no EOS); hf_differs = transformers 5.24.0 T5Tokenizer ids (with EOS) "
+                 "where they differ from spm_ids + [1]",
+        "stats": stats,
+        "captions": captions,
+        "spm_ids": spm_ids,
+        "hf_differs": hf_differs,
+    }
+    with open(os.path.join(OUT, "tokenizer_cases.json"), "w") as f:
+        json.dump(cases, f, ensure_ascii=True, separators=(",", ":"))
+        f.write("\n")
+    print("tokenizer:", stats)
+    return sp, captions
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoder
+
+
+def make_model():
+    config = T5Config(vocab_size=MODEL_VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+                      relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      feed_forward_proj="gated-gelu", is_encoder_decoder=False, tie_word_embeddings=False,
+                      dropout_rate=0.0, use_cache=False)
+    torch.manual_seed(0)
+    model = T5EncoderModel(config).eval()
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("layer_norm.weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=generator))
+            elif name in ("shared.weight",) or name.endswith("relative_attention_bias.weight"):
+                p.copy_(torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(torch.randn(p.shape, generator=generator) / p.shape[1] ** 0.5)
+    return model
+
+
+def rel_err(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+
+
+def batch(sp, captions, max_length):
+    ids, mask = zip(*(t5_layout(sp.encode(c), max_length) for c in captions))
+    return torch.tensor(ids, dtype=torch.int64), torch.tensor(mask, dtype=torch.int64)
+
+
+def sorted_metadata_save(tensors, path, metadata):
+    """save_file, then the header rewritten with the metadata keys sorted (the Rust writer uses hash order)."""
+    save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, path, metadata=metadata)
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    canonical = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))}
+    canonical.update(header)
+    text = json.dumps(canonical, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+def make_encoder_cases(sp, captions):
+    model = make_model()
+    folder = os.path.join(OUT, "pipeline", "text_encoder_3")
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    model.save_pretrained(folder, max_shard_size="100KB")
+    state = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".safetensors"):
+            state.update(load_file(os.path.join(folder, name)))
+    assert "shared.weight" in state and "encoder.embed_tokens.weight" not in state, sorted(state)[:5]
+    assert torch.equal(state["shared.weight"], model.shared.weight)
+    sorted_metadata_save(state, os.path.join(OUT, "t5xxl_comfy.safetensors"), {"format": "pt"})
+
+    bf16 = T5EncoderModel.from_pretrained(folder, dtype=torch.bfloat16).eval()
+    # transformers 5 applies T5's _keep_in_fp32_modules (wo) only for float16: in bf16 everything is bf16.
+    assert all(p.dtype == torch.bfloat16 for p in bf16.parameters())
+
+    # short: a plain caption, an adversarial one and the empty caption; long: a long caption (> 255 pieces) and
+    # a spiced one.
+    long_index = max(range(len(captions)), key=lambda i: len(sp.encode(captions[i])))
+    cases = {"short": ([captions[0], captions[1400], ""], 77), "long": ([captions[long_index], captions[1401]], 160)}
+    tensors, errors = {}, {}
+    for case, (texts, max_length) in cases.items():
+        ids, mask = batch(sp, texts, max_length)
+        tensors[f"{case}.ids"], tensors[f"{case}.mask"] = ids, mask
+        for suffix, m in (("", mask), ("_nomask", None)):
+            with torch.no_grad():
+                out = model(input_ids=ids, attention_mask=m).last_hidden_state
+                out_bf16 = bf16(input_ids=ids, attention_mask=m).last_hidden_state
+            assert out_bf16.dtype == torch.bfloat16
+            tensors[f"{case}.output{suffix}"] = out
+            tensors[f"{case}.output{suffix}_bf16"] = out_bf16
+            errors[f"{case}{suffix}"] = rel_err(out_bf16, out)
+    assert len(sp.encode(captions[long_index])) > 160
+    positions = torch.arange(-300, 301)
+    tensors["relative_buckets"] = model.encoder.block[0].layer[0].SelfAttention._relative_position_bucket(
+        positions, bidirectional=True, num_buckets=32, max_distance=128)
+    sorted_metadata_save(tensors, os.path.join(OUT, "encoder_case.safetensors"),
+                         {"bf16_rel_err_vs_f32": json.dumps(errors, sort_keys=True), "captions": json.dumps(
+                             {k: v[0] for k, v in cases.items()}, ensure_ascii=True)})
+    print("bf16 (transformers) vs f32, max|a-b|/max|b|:", errors)
+
+
+def main():
+    if not os.path.isdir("tests/reference"):
+        sys.exit("run from the repository root")
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(OUT, exist_ok=True)
+    model_path = os.path.join(OUT, "spiece.model")
+    train_spiece(model_path)
+    train_other_ids(os.path.join(OUT, "not_t5_ids.model"))
+    sp, captions = make_tokenizer_cases(model_path)
+    make_encoder_cases(sp, captions)
+    for root, _, files in sorted(os.walk(OUT)):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            print(f"{os.path.getsize(path):>9} {path}")
+
+
+if __name__ == "__main__":
+    main()
