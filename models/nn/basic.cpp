@@ -9,23 +9,28 @@
 
 namespace wick::nn {
 
-Embedding::Embedding(int64_t n_embeddings, int64_t dim, DType dtype, Device device) {
-  register_parameter("weight", &weight_, init_normal({n_embeddings, dim}, 0.0, 1.0, dtype, device));
+Embedding::Embedding(int64_t n_embeddings, int64_t dim, DType dtype, Device device, bool initialize) {
+  register_parameter("weight", &weight_,
+                     initialize ? init_normal({n_embeddings, dim}, 0.0, 1.0, dtype, device)
+                                : Tensor::empty({n_embeddings, dim}, dtype, device));
 }
 
 Tensor Embedding::forward(const Tensor& ids) { return autograd::embedding(weight_, ids); }
 
 Activation::Activation(std::string name) : name_(std::move(name)) {
-  static const char* valid[] = {"relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid"};
+  static const char* valid[] = {"relu", "gelu", "gelu_tanh", "quick_gelu", "silu", "tanh", "sigmoid"};
   bool known = false;
   for (const char* v : valid) known = known || name_ == v;
-  WICK_CHECK_KIND(Config, known, "unknown activation '", name_, "' (valid: relu, gelu, gelu_tanh, silu, tanh, sigmoid)");
+  WICK_CHECK_KIND(Config, known, "unknown activation '", name_,
+                  "' (valid: relu, gelu, gelu_tanh, quick_gelu, silu, tanh, sigmoid)");
 }
 
 Tensor Activation::forward(const Tensor& x) {
   if (name_ == "relu") return autograd::relu(x);
   if (name_ == "gelu") return autograd::gelu(x);
   if (name_ == "gelu_tanh") return autograd::gelu_tanh(x);
+  // x · sigmoid(1.702 x), in this order of roundings (transformers' QuickGELUActivation).
+  if (name_ == "quick_gelu") return autograd::mul(x, autograd::sigmoid(autograd::mul(x, 1.702)));
   if (name_ == "silu") return autograd::silu(x);
   if (name_ == "tanh") return autograd::tanh(x);
   return autograd::sigmoid(x);

@@ -15,16 +15,19 @@
 
 namespace wick::nn {
 
-// weight [n_embeddings, dim] initialized N(0, 1) like torch.nn.Embedding; forward(ids) -> [*ids, dim].
+// weight [n_embeddings, dim] initialized N(0, 1) like torch.nn.Embedding (allocated uninitialized
+// when !initialize: a weights file fills it next); forward(ids) -> [*ids, dim].
 class Embedding : public Module {
  public:
-  Embedding(int64_t n_embeddings, int64_t dim, DType dtype = DType::F32, Device device = Device::cpu());
+  Embedding(int64_t n_embeddings, int64_t dim, DType dtype = DType::F32, Device device = Device::cpu(),
+            bool initialize = true);
   std::string type_name() const override { return "Embedding"; }
   Tensor forward(const Tensor& ids) override;
   Tensor weight_;
 };
 
-// relu | gelu | gelu_tanh | silu | tanh | sigmoid; unknown names throw listing the valid ones.
+// relu | gelu | gelu_tanh | quick_gelu | silu | tanh | sigmoid; unknown names throw listing the
+// valid ones. quick_gelu is OpenAI CLIP's x·sigmoid(1.702·x) (transformers' QuickGELUActivation).
 class Activation : public Module {
  public:
   explicit Activation(std::string name);

@@ -36,7 +36,12 @@ void expand_into(const KeyRule& rule, int64_t block, std::vector<KeyRule>& out) 
   };
   const std::vector<std::string> suffixes = rule.suffixes.empty() ? std::vector<std::string>{""} : rule.suffixes;
   for (const std::string& suffix : suffixes) {
-    KeyRule flat{.kind = rule.kind, .target = with_suffix(resolve(rule.target), suffix), .sources = {}, .suffixes = {}};
+    KeyRule flat{.kind = rule.kind,
+                 .target = with_suffix(resolve(rule.target), suffix),
+                 .sources = {},
+                 .suffixes = {},
+                 .part = rule.part,
+                 .n_parts = rule.n_parts};
     for (const std::string& source : rule.sources) flat.sources.push_back(with_suffix(resolve(source), suffix));
     out.push_back(std::move(flat));
   }
@@ -46,6 +51,7 @@ void expand_into(const KeyRule& rule, int64_t block, std::vector<KeyRule>& out) 
 struct Plan {
   KeyRuleKind kind = KeyRuleKind::Rename;
   std::vector<std::string> sources;  // full source names (prefix included)
+  int64_t part = 0, n_parts = 1;     // SplitRows
   Shape shape;
   std::optional<DType> dtype;  // the first source's DType
   std::vector<std::string> copies;  // FirstOf: tied copies of sources[0] the source also holds (not read)
@@ -55,8 +61,9 @@ struct Plan {
 
 struct SourcePlan {
   std::map<std::string, Plan> targets;  // target name -> plan
-  std::vector<std::string> names;       // full source names inside the prefix
+  std::vector<std::string> names;       // full source names inside the prefix, ignored names left out
   int64_t n_outside_prefix = 0;
+  int64_t n_ignored = 0;
 };
 
 // "to_q.weight [32, 32] + to_k.weight [32, 32]"
@@ -68,11 +75,20 @@ std::string describe_sources(const WeightSource& source, const Plan& plan) {
     if (source.contains(plan.sources[i])) out << " " << source.info(plan.sources[i]).shape;
   }
   if (plan.kind == KeyRuleKind::SwapHalves) out << ", halves swapped";
+  if (plan.kind == KeyRuleKind::Transpose) out << ", transposed";
+  if (plan.kind == KeyRuleKind::SplitRows) out << ", row block " << plan.part + 1 << " of " << plan.n_parts;
   return out.str();
 }
 
 Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyRule& rule) {
-  Plan plan{.kind = rule.kind, .sources = {}, .shape = {}, .dtype = std::nullopt, .copies = {}, .incomplete = {},
+  Plan plan{.kind = rule.kind,
+            .sources = {},
+            .part = rule.part,
+            .n_parts = rule.n_parts,
+            .shape = {},
+            .dtype = std::nullopt,
+            .copies = {},
+            .incomplete = {},
             .invalid = {}};
   for (const std::string& name : rule.sources) plan.sources.push_back(prefix + name);
   if (rule.kind == KeyRuleKind::FirstOf) {  // a rename of the first name present; the others are copies
@@ -111,6 +127,19 @@ Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyR
   if (rule.kind == KeyRuleKind::SwapHalves) {
     if (plan.shape.empty() || plan.shape[0] % 2 != 0)
       plan.invalid = "rows of " + plan.sources[0] + " " + shape_text(plan.shape) + " do not split into two halves";
+  } else if (rule.kind == KeyRuleKind::SplitRows) {
+    WICK_CHECK(rule.n_parts > 0 && rule.part >= 0 && rule.part < rule.n_parts, "key map: the rule for '", rule.target,
+               "' takes row block ", rule.part, " of ", rule.n_parts);
+    if (plan.shape.empty() || plan.shape[0] % rule.n_parts != 0)
+      plan.invalid = "rows of " + plan.sources[0] + " " + shape_text(plan.shape) + " do not split into " +
+                     std::to_string(rule.n_parts) + " equal blocks";
+    else
+      plan.shape[0] /= rule.n_parts;
+  } else if (rule.kind == KeyRuleKind::Transpose) {
+    if (plan.shape.size() != 2)
+      plan.invalid = plan.sources[0] + " " + shape_text(plan.shape) + " is not 2-d and cannot be transposed";
+    else
+      std::swap(plan.shape[0], plan.shape[1]);
   } else if (rule.kind == KeyRuleKind::ConcatRows) {
     if (plan.shape.empty()) plan.invalid = plan.sources[0] + " is a scalar and has no rows to concatenate";
     for (size_t i = 1; i < plan.sources.size() && plan.invalid.empty(); ++i) {
@@ -127,11 +156,14 @@ Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyR
 
 SourcePlan plan_source(const WeightSource& source, const DetectedFormat& format) {
   SourcePlan out;
+  const std::set<std::string> ignored(format.format.ignored.begin(), format.format.ignored.end());
   for (const std::string& name : source.names()) {
-    if (name.rfind(format.prefix, 0) == 0)
-      out.names.push_back(name);
-    else
+    if (name.rfind(format.prefix, 0) != 0)
       ++out.n_outside_prefix;
+    else if (ignored.count(name.substr(format.prefix.size())))
+      ++out.n_ignored;
+    else
+      out.names.push_back(name);
   }
   std::set<std::string> referenced;  // full source names some rule in use reads
   for (const KeyRule& rule : expand_rules(source, format)) {
@@ -179,6 +211,10 @@ Tensor materialize(const WeightSource& source, const Plan& plan, DType dtype, De
     const int64_t half = plan.shape[0] / 2;
     out.narrow(0, 0, half).copy_from(in.narrow(0, half, half));
     out.narrow(0, half, half).copy_from(in.narrow(0, 0, half));
+  } else if (plan.kind == KeyRuleKind::SplitRows) {
+    out.copy_from(source.get(plan.sources[0]).narrow(0, plan.part * plan.shape[0], plan.shape[0]));
+  } else if (plan.kind == KeyRuleKind::Transpose) {
+    out.copy_from(source.get(plan.sources[0]).transpose(0, 1));
   } else {
     int64_t row = 0;
     for (const std::string& name : plan.sources) {
@@ -203,6 +239,16 @@ KeyRule swap_halves(std::string target, std::string source) {
 }
 KeyRule first_of(std::string target, std::vector<std::string> sources) {
   return {.kind = KeyRuleKind::FirstOf, .target = std::move(target), .sources = std::move(sources), .suffixes = {}};
+KeyRule split_rows(std::string target, std::string source, int64_t part, int64_t n_parts) {
+  return {.kind = KeyRuleKind::SplitRows,
+          .target = std::move(target),
+          .sources = {std::move(source)},
+          .suffixes = {},
+          .part = part,
+          .n_parts = n_parts};
+}
+KeyRule transposed(std::string target, std::string source) {
+  return {.kind = KeyRuleKind::Transpose, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
 }
 KeyRule rename_layer(std::string target_module, std::string source_module) {
   KeyRule rule = rename(std::move(target_module), std::move(source_module));
@@ -331,13 +377,16 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
 
   LoadMappedReport report;
   report.n_outside_prefix = plan.n_outside_prefix;
+  report.n_ignored = plan.n_ignored;
   for (const auto& [slot_entry, p] : jobs) {
     const auto& [name, slot] = slot_entry;
     const DType dtype = slot->defined() ? slot->dtype() : *p->dtype;
     const Device device = slot->defined() ? slot->device() : Device::cpu();
     Tensor loaded;
-    if (p->kind == KeyRuleKind::Rename && *p->dtype == dtype && device.is_cpu()) {
+    const bool view = p->kind == KeyRuleKind::Rename || p->kind == KeyRuleKind::SplitRows;
+    if (view && *p->dtype == dtype && device.is_cpu()) {
       loaded = source.get(p->sources[0]);
+      if (p->kind == KeyRuleKind::SplitRows) loaded = loaded.narrow(0, p->part * p->shape[0], p->shape[0]);
       if (inside_mapping(loaded, source.file_of(p->sources[0])))
         ++report.n_zero_copy;
       else

@@ -14,9 +14,12 @@
 //
 // A rule makes one model ("target") tensor from source tensors: a rename, a concatenation along
 // rows (axis 0: fused q, k, v [, mlp] weights or biases), a rename with the two halves of the
-// rows swapped (adaLN (shift, scale) <-> (scale, shift)), or the first of several names a file may
-// use for one tensor (tied copies: T5's shared.weight / encoder.embed_tokens.weight). Targets
-// without a rule map to themselves.
+// rows swapped (adaLN (shift, scale) <-> (scale, shift)), one of n equal row blocks of a fused
+// source (OpenCLIP's in_proj_weight [3·w, w] -> q, k, v), a 2-d transpose (OpenCLIP's
+// text_projection [w, p], used as x @ P, -> a Linear weight [p, w]), or the first of several names a
+// file may use for one tensor (tied copies: T5's shared.weight / encoder.embed_tokens.weight).
+// Targets without a rule map to themselves; a format may list source names it ignores (buffers such
+// as position_ids).
 // Rules are written once with "{N}" for a block index and expanded for every block the source has.
 #pragma once
 
@@ -36,6 +39,8 @@ enum class KeyRuleKind {
   SwapHalves,  // target = source with rows [n/2, n) first, then [0, n/2)
   FirstOf,     // target = the first listed source the file holds; any other listed source it also holds
                // is a tied copy: it must have the same shape and is accepted unread (not "unused")
+  SplitRows,   // target = rows [part·n/n_parts, (part+1)·n/n_parts) of source (n rows)
+  Transpose,   // target = source^T (2-d)
 };
 
 struct KeyRule {
@@ -46,6 +51,8 @@ struct KeyRule {
   // names. Layers use {"weight", "bias"}: a suffix whose source tensors are all absent (no bias) is
   // dropped like any rule whose sources are all absent.
   std::vector<std::string> suffixes;
+  int64_t part = 0;     // SplitRows: which block of rows, 0-based
+  int64_t n_parts = 1;  // SplitRows: into how many equal blocks the source's rows split
 };
 
 // Tensor rules (whole names).
@@ -53,6 +60,8 @@ KeyRule rename(std::string target, std::string source);
 KeyRule concat_rows(std::string target, std::vector<std::string> sources);
 KeyRule swap_halves(std::string target, std::string source);
 KeyRule first_of(std::string target, std::vector<std::string> sources);
+KeyRule split_rows(std::string target, std::string source, int64_t part, int64_t n_parts);
+KeyRule transposed(std::string target, std::string source);
 // Layer rules: the same for `<module>.weight` and `<module>.bias`.
 KeyRule rename_layer(std::string target_module, std::string source_module);
 KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules);
@@ -71,6 +80,9 @@ struct WeightFormat {
   std::vector<std::string> prefixes = {""};  // accepted name prefixes, tried in order, then stripped
   std::vector<KeyRule> rules;                // rules outside blocks
   std::vector<BlockRules> blocks;            // per-block tables
+  // Source names (without the prefix) that may be present and are never loaded nor reported as
+  // unused: buffers and training-only scalars a checkpoint carries beside the weights.
+  std::vector<std::string> ignored;
 };
 
 // A format as found in one source: which prefix its names carry. Names outside the prefix (a
@@ -92,8 +104,9 @@ std::vector<KeyRule> expand_rules(const WeightSource& source, const DetectedForm
 int64_t count_blocks(const std::vector<std::string>& names, const std::string& prefix);
 
 // Target name -> shape of every tensor the source provides in the model's naming (rules applied,
-// other names as they are), read from the headers only. Throws WickError (Data) when a rule's
-// sources are partly absent or do not combine (concat of differing widths, odd row count to swap).
+// other names as they are, ignored names left out), read from the headers only. Throws WickError
+// (Data) when a rule's sources are partly absent or do not combine (concat of differing widths, odd
+// row count to swap, rows that do not split into n_parts, a transpose of a tensor that is not 2-d).
 std::map<std::string, Shape> mapped_shapes(const WeightSource& source, const DetectedFormat& format);
 
 struct LoadMappedOptions {
@@ -105,11 +118,12 @@ struct LoadMappedReport {
   int64_t n_zero_copy = 0;       // slots that view a file's mapping
   int64_t n_materialized = 0;    // slots built once (concat, swap, cast or device copy)
   int64_t n_outside_prefix = 0;  // source tensors outside the detected prefix, not looked at
+  int64_t n_ignored = 0;         // source tensors the format ignores (WeightFormat::ignored)
 };
 
-// Fills every parameter slot of `module` from the source through the format's rules. A rename whose
-// source dtype equals the slot's dtype, into a CPU slot, is a zero-copy view of the file's mapping;
-// everything else is materialized once in the slot's dtype on the slot's device. Strict: missing
+// Fills every parameter slot of `module` from the source through the format's rules. A rename or a
+// row split whose source dtype equals the slot's dtype, into a CPU slot, is a zero-copy view of the
+// file's mapping; everything else is materialized once in the slot's dtype on the slot's device. Strict: missing
 // targets, source tensors no slot used and shape (or dtype) mismatches are checked before any slot
 // changes and reported together as one WickError (Data) naming the source, the format and prefix,
 // the counts and up to ten of each (expected vs found shapes).

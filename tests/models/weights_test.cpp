@@ -414,6 +414,116 @@ TEST(WeightKeyMap, FirstOfTakesTheFirstNamePresentAndAcceptsTiedCopies) {
   EXPECT_THAT(error_of([&] { load_mapped(*model, bad, detect_format(bad, {tied})); }),
               HasSubstr("embed.weight: shared.weight [4, 3] and its tied copy encoder.embed.weight [5, 3] differ in "
                         "shape"));
+
+// ---- key maps: fused rows split apart, a transposed projection, ignored buffers ----
+//
+// model                         fused naming (OpenCLIP-like)
+//   blocks.N.{q,k,v}.weight     layers.N.in_proj_weight [6, 4], rows [q; k; v]
+//   blocks.N.{q,k,v}.bias       layers.N.in_proj_bias [6]
+//   head.weight [3, 4]          proj [4, 3] (used as x @ proj)
+//   -                           position_ids, logit_scale (ignored)
+
+const WeightFormat& fused_format() {
+  static const WeightFormat format = [] {
+    WeightFormat f{.name = "fused",
+                   .detect_keys = {"layers.0.in_proj_weight"},
+                   .prefixes = {""},
+                   .rules = {transposed("head.weight", "proj")},
+                   .blocks = {},
+                   .ignored = {"position_ids", "logit_scale"}};
+    BlockRules blocks{.count_prefix = "layers.", .rules = {}};
+    const char* parts[] = {"q", "k", "v"};
+    for (int64_t part = 0; part < 3; ++part) {
+      blocks.rules.push_back(
+          split_rows(std::string("blocks.{N}.") + parts[part] + ".weight", "layers.{N}.in_proj_weight", part, 3));
+      blocks.rules.push_back(
+          split_rows(std::string("blocks.{N}.") + parts[part] + ".bias", "layers.{N}.in_proj_bias", part, 3));
+    }
+    f.blocks = {blocks};
+    return f;
+  }();
+  return format;
+}
+
+std::map<std::string, Tensor> unfused_tensors() {
+  std::map<std::string, Tensor> t;
+  for (int64_t n = 0; n < kBlocks; ++n)
+    for (const char* part : {"q", "k", "v"}) {
+      const std::string b = "blocks." + std::to_string(n) + "." + part;
+      t[b + ".weight"] = dyadic({2, 4}, 60 + 2 * n + part[0]);
+      t[b + ".bias"] = dyadic({2}, 70 + 2 * n + part[0]);
+    }
+  t["head.weight"] = dyadic({3, 4}, 80);
+  return t;
+}
+
+std::vector<std::pair<std::string, Tensor>> fused_tensors(const std::map<std::string, Tensor>& model) {
+  std::vector<std::pair<std::string, Tensor>> out = {{"proj", model.at("head.weight").transpose(0, 1).contiguous()},
+                                                     {"position_ids", Tensor::from_vector<int64_t>({0, 1, 2}, {1, 3})},
+                                                     {"logit_scale", Tensor::scalar(4.6)}};
+  for (int64_t n = 0; n < kBlocks; ++n) {
+    const std::string b = "blocks." + std::to_string(n) + ".", l = "layers." + std::to_string(n) + ".";
+    for (const char* suffix : {"weight", "bias"}) {
+      const std::string s = std::string(".") + suffix;
+      out.emplace_back(l + "in_proj_" + suffix,
+                       concat({model.at(b + "q" + s), model.at(b + "k" + s), model.at(b + "v" + s)}, 0));
+    }
+  }
+  return out;
+}
+
+TEST(WeightKeyMap, SplitRowsTransposeAndIgnoredNames) {
+  const auto model_tensors = unfused_tensors();
+  WeightSource source = write_source("keymap_fused", fused_tensors(model_tensors));
+  DetectedFormat format = detect_format(source, {native_format(), fused_format()});
+  EXPECT_EQ(format.format.name, "fused");
+  EXPECT_EQ(mapped_shapes(source, format), shapes_of(model_tensors));  // ignored names are not targets
+
+  auto model = TensorTree::with_shapes(shapes_of(model_tensors), DType::F32);
+  LoadMappedReport report = load_mapped(*model, source, format);
+  EXPECT_EQ(report.n_loaded, static_cast<int64_t>(model_tensors.size()));
+  EXPECT_EQ(report.n_zero_copy, 6 * kBlocks);  // row blocks of the same dtype view the file
+  EXPECT_EQ(report.n_materialized, 1);         // the transpose
+  EXPECT_EQ(report.n_ignored, 2);
+  const SafetensorsFile& file = source.file_of("proj");
+  for (const auto& [name, tensor] : model->named_parameters()) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(same_bits(tensor, model_tensors.at(name)));
+    auto* data = static_cast<const uint8_t*>(tensor.data());
+    EXPECT_EQ(data >= file.mapped_data() && data < file.mapped_data() + file.mapped_bytes(), name != "head.weight");
+  }
+
+  // Another dtype: every split is cast once.
+  std::vector<std::pair<std::string, Tensor>> bf16 = fused_tensors(model_tensors);
+  for (auto& [name, t] : bf16)
+    if (t.dtype() == DType::F32) t = t.to(DType::BF16);
+  WeightSource bf16_source = write_source("keymap_fused_bf16", bf16);
+  auto cast_model = TensorTree::with_shapes(shapes_of(model_tensors), DType::F32);
+  report = load_mapped(*cast_model, bf16_source, detect_format(bf16_source, {fused_format()}));
+  EXPECT_EQ(report.n_materialized, 6 * kBlocks + 1);
+  for (const auto& [name, tensor] : cast_model->named_parameters())
+    EXPECT_TRUE(same_bits(tensor, model_tensors.at(name))) << name;  // dyadic values are exact in bf16
+
+  // Rows that do not split, a projection that is not 2-d, a block of the wrong height.
+  auto broken = fused_tensors(model_tensors);
+  for (auto& [name, t] : broken) {
+    if (name == "layers.1.in_proj_weight") t = dyadic({7, 4}, 1);
+    if (name == "proj") t = dyadic({4, 3, 1}, 2);
+  }
+  WeightSource broken_source = write_source("keymap_fused_broken", broken);
+  auto shapes = shapes_of(model_tensors);
+  shapes["blocks.2.k.bias"] = {3};
+  auto broken_model = TensorTree::with_shapes(shapes, DType::F32);
+  const DetectedFormat broken_format = detect_format(broken_source, {fused_format()});
+  const std::string message = error_of([&] { load_mapped(*broken_model, broken_source, broken_format); });
+  for (const char* text :
+       {"5 shape mismatches",
+        "blocks.1.k.weight: rows of layers.1.in_proj_weight [7, 4] do not split into 3 equal blocks",
+        "head.weight: proj [4, 3, 1] is not 2-d and cannot be transposed",
+        "blocks.2.k.bias: the model expects [3], the source has [2] (layers.2.in_proj_bias [6], row block 2 of 3)"})
+    EXPECT_THAT(message, HasSubstr(text));
+  EXPECT_THAT(error_of([&] { mapped_shapes(broken_source, broken_format); }),
+              HasSubstr("blocks.1.v.weight: rows of layers.1.in_proj_weight [7, 4] do not split into 3 equal blocks"));
 }
 
 // ---- LoRA formats ----
