@@ -239,6 +239,7 @@ KeyRule swap_halves(std::string target, std::string source) {
 }
 KeyRule first_of(std::string target, std::vector<std::string> sources) {
   return {.kind = KeyRuleKind::FirstOf, .target = std::move(target), .sources = std::move(sources), .suffixes = {}};
+}
 KeyRule split_rows(std::string target, std::string source, int64_t part, int64_t n_parts) {
   return {.kind = KeyRuleKind::SplitRows,
           .target = std::move(target),

@@ -414,6 +414,7 @@ TEST(WeightKeyMap, FirstOfTakesTheFirstNamePresentAndAcceptsTiedCopies) {
   EXPECT_THAT(error_of([&] { load_mapped(*model, bad, detect_format(bad, {tied})); }),
               HasSubstr("embed.weight: shared.weight [4, 3] and its tied copy encoder.embed.weight [5, 3] differ in "
                         "shape"));
+}
 
 // ---- key maps: fused rows split apart, a transposed projection, ignored buffers ----
 //
