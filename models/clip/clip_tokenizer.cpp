@@ -114,7 +114,9 @@ struct NamedToken {
   bool normalized = false;
 };
 
-NamedToken parse_named_token(const nlohmann::json& value, bool special_default, const std::string& path,
+// `special`: the token's "special" flag when the object does not give one (transformers forces it on for
+// special_tokens_map.json's entries); "normalized" defaults to !special, as tokenizers' AddedToken.
+NamedToken parse_named_token(const nlohmann::json& value, std::optional<bool> forced_special, const std::string& path,
                              const std::string& key) {
   NamedToken token;
   if (value.is_null()) return token;
@@ -125,7 +127,7 @@ NamedToken parse_named_token(const nlohmann::json& value, bool special_default, 
   WICK_CHECK_KIND(Data, value.is_object() && value.contains("content") && value["content"].is_string(),
                   "CLIP tokenizer: ", path, ": ", key, " is neither a string nor a token object with \"content\"");
   token.content = value["content"].get<std::string>();
-  bool special = value.value("special", special_default);
+  bool special = forced_special ? *forced_special : value.value("special", false);
   token.normalized = value.contains("normalized") && value["normalized"].is_boolean() ? value["normalized"].get<bool>()
                                                                                      : !special;
   for (const char* flag : {"lstrip", "rstrip", "single_word"})
@@ -267,14 +269,18 @@ ClipTokenizer ClipTokenizer::from_folder(const std::string& folder, const ClipTo
   if (fs::is_regular_file(config_path)) {
     nlohmann::json config = read_json(config_path);
     for (const char* role : kRoles)
-      if (config.contains(role)) roles[role] = parse_named_token(config[role], false, config_path.string(), role);
+      if (config.contains(role)) roles[role] = parse_named_token(config[role], std::nullopt, config_path.string(), role);
     if (config.contains("model_max_length") && config["model_max_length"].is_number()) {
       double max_length = config["model_max_length"].get<double>();
       if (max_length >= 2 && max_length < 1e6) context_length = static_cast<int64_t>(max_length);
     }
     if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
       for (const auto& [id_text, entry] : config["added_tokens_decoder"].items()) {
-        NamedToken token = parse_named_token(entry, false, config_path.string(), "added_tokens_decoder." + id_text);
+        NamedToken token = parse_named_token(entry, std::nullopt, config_path.string(), "added_tokens_decoder." + id_text);
+        bool numeric = !id_text.empty() && id_text.size() < 10 &&
+                       std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        WICK_CHECK_KIND(Data, numeric, "CLIP tokenizer: ", config_path.string(), ": added_tokens_decoder key \"", id_text,
+                        "\" is not a token id");
         decoder_tokens.push_back({*token.content, static_cast<int32_t>(std::stol(id_text)), token.normalized});
       }
       for (auto& [role, token] : roles)
@@ -284,7 +290,7 @@ ClipTokenizer ClipTokenizer::from_folder(const std::string& folder, const ClipTo
       nlohmann::json map = read_json(map_path);
       for (const char* role : kRoles)
         if (map.contains(role) && !map[role].is_null())
-          roles[role] = parse_named_token(map[role], true, map_path.string(), role);
+          roles[role] = parse_named_token(map[role], true, map_path.string(), role);  // special forced on
     }
   }
   for (const char* role : {"bos_token", "eos_token", "unk_token", "pad_token"})
