@@ -11,6 +11,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config patchelf git python3
   libopenblas-openmp-dev libyaml-cpp-dev libhdf5-dev libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libpng-dev zlib1g-dev libssl-dev libsentencepiece-dev
+  libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev dataset-fashion-mnist unzip
 )
 for option in "$@"; do
