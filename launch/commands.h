@@ -13,6 +13,7 @@ void add_example_command(CLI::App& app);
 void add_sample_command(CLI::App& app);  // launch/sample_cmd.cpp
 void add_eval_command(CLI::App& app);    // launch/eval_cmd.cpp
 void add_train_command(CLI::App& app);       // launch/train_cmd.cpp
+void add_encode_prompt_command(CLI::App& app);  // launch/encode_prompt_cmd.cpp
 
 int exit_status();
 void set_exit_status(int status);

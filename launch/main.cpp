@@ -2,6 +2,7 @@
 //
 //   wick info        version, build, compiled features, visible devices
 //   wick example     small end-to-end trainings (fashion-mlp, fashion-cnn)
+//   wick encode-prompt  Flux / SD3 / SDXL prompt embeddings from their text encoders
 //
 // Exit status: 0 success; 2 bad command line or config; 3 bad data, checkpoint or weights file;
 // 4 a failure during training. Errors are printed as one line on stderr, never as a crash.
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   wick::launch::add_sample_command(app);
   wick::launch::add_eval_command(app);
   wick::launch::add_train_command(app);
+  wick::launch::add_encode_prompt_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
