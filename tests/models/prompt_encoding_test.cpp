@@ -42,6 +42,10 @@ using wick::testing::error_of;
 using wick::testing::scratch_dir;
 
 constexpr double kF32Tolerance = 1e-5;   // f32 against diffusers' f32
+// T5 over 512 tokens: measured 9.98e-6 against diffusers (8.2e-6 against a float64 run of the same T5,
+// transformers' own f32 3.2e-6): the CPU attention sums 512 keys in f32 in order, and the order of
+// OpenBLAS's kernels may differ between CPUs, so the bound is 2x the measurement, not 1e-5.
+constexpr double kF32LongTolerance = 2e-5;
 constexpr double kBf16Tolerance = 5e-2;  // bf16 against diffusers' f32 (T5's own bf16 is ~2e-2 off)
 
 std::string data(const std::string& name) { return wick::testing::test_data_dir() + "/" + name; }
@@ -211,7 +215,7 @@ TEST(PromptEncoding, FluxDevMatchesDiffusersFromPipelineFolder) {
   text::PromptEmbeddings e = flux::encode_flux_prompts(encoders, prompts(), {.t5_length = 512});
   EXPECT_EQ(e.context.shape(), (Shape{4, 512, 32}));
   EXPECT_EQ(e.context.dtype(), DType::F32);  // the CPU's default
-  expect_flux(e, "flux_dev", 512, kF32Tolerance);
+  expect_flux(e, "flux_dev", 512, kF32LongTolerance);
   std::printf("flux dev (512) vs diffusers: context %.2e, pooled %.2e\n",
               relative_to_max(e.context, expected("flux_dev.prompt_embeds")),
               relative_to_max(e.pooled, expected("flux_dev.pooled_prompt_embeds")));
