@@ -1,5 +1,6 @@
 // PNG through libpng's full (not simplified) read API, for control over 16-bit reduction and alpha and
-// for the eXIf chunk.
+// for the eXIf chunk. Chunks after the image data are not read (nor their CRCs checked), as Pillow's
+// load() does not; only an eXIf chunk there is looked for.
 //
 // libpng reports a fatal error by calling the error callback, which must not return: it longjmps to
 // png_jmpbuf. As in image_jpeg.cpp, every libpng call that can fail runs in a guarded_* function that
@@ -71,13 +72,6 @@ bool guarded_read_image(PngDecoder* decoder, png_bytepp rows) {
   return true;
 }
 
-// Reads the chunks after the image data (an eXIf chunk may come there).
-bool guarded_read_end(PngDecoder* decoder) {
-  if (setjmp(png_jmpbuf(decoder->png))) return false;
-  png_read_end(decoder->png, decoder->info);
-  return true;
-}
-
 // ---- C++ side ----
 
 void open_header(PngDecoder& decoder, const uint8_t* bytes, size_t size, const std::string& name) {
@@ -90,12 +84,29 @@ void open_header(PngDecoder& decoder, const uint8_t* bytes, size_t size, const s
   if (!guarded_read_info(&decoder)) WICK_FAIL(Data, name, ": not a readable PNG: ", decoder.message);
 }
 
+// An eXIf chunk after the image data, which libpng would only reach after decoding every IDAT chunk (the
+// header probe does not decode): found by stepping over the chunks (4-byte big-endian length, 4-byte type,
+// data, 4-byte CRC), every step bounds-checked.
+std::vector<uint8_t> late_exif(const uint8_t* bytes, size_t size) {
+  size_t at = 8;  // after the signature
+  while (size >= 12 && at <= size - 12) {
+    const uint8_t* chunk = bytes + at;
+    const size_t length = (size_t{chunk[0]} << 24) | (size_t{chunk[1]} << 16) | (size_t{chunk[2]} << 8) | chunk[3];
+    if (length > size - at - 12) break;
+    if (std::memcmp(chunk + 4, "eXIf", 4) == 0) return std::vector<uint8_t>(chunk + 8, chunk + 8 + length);
+    if (std::memcmp(chunk + 4, "IEND", 4) == 0) break;
+    at += 12 + length;
+  }
+  return {};
+}
+
+// The eXIf chunk, before the image data (as libpng read it) or after it.
 std::vector<uint8_t> exif_of(const PngDecoder& decoder) {
   png_uint_32 n_bytes = 0;
   png_bytep exif = nullptr;
   if (png_get_eXIf_1(decoder.png, decoder.info, &n_bytes, &exif) != 0 && exif != nullptr && n_bytes > 0)
     return std::vector<uint8_t>(exif, exif + n_bytes);
-  return {};
+  return late_exif(decoder.bytes, decoder.size);
 }
 
 const char* color_name(int color_type) {
@@ -150,9 +161,7 @@ Pixels decode_png(const uint8_t* bytes, size_t size, const std::string& name, in
   std::vector<png_bytep> rows(static_cast<size_t>(pixels.height));
   for (size_t y = 0; y < rows.size(); ++y) rows[y] = pixels.pixels.data() + y * row_bytes;
   if (!guarded_read_image(&decoder, rows.data())) WICK_FAIL(Data, name, ": corrupt PNG: ", decoder.message);
-  // The pixels are complete; a damaged tail (after the image data) only hides a late eXIf chunk.
   pixels.exif = header.exif;
-  if (pixels.exif.empty() && guarded_read_end(&decoder)) pixels.exif = exif_of(decoder);
   return pixels;
 }
 

@@ -54,13 +54,15 @@ def png_chunk(tag, data):
     return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
 
 
-def write_png(name, width, height, bit_depth, color_type, rows, chunks=()):
-    """A PNG written by hand (Pillow cannot write 16-bit RGB, 16-bit RGBA or 2-bit gray)."""
+def write_png(name, width, height, bit_depth, color_type, rows, chunks=(), late_chunks=()):
+    """A PNG written by hand (Pillow cannot write 16-bit RGB, 16-bit RGBA or 2-bit gray), with `chunks`
+    before the image data and `late_chunks` after it."""
     header = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
     data = zlib.compress(b"".join(b"\x00" + row for row in rows), 9)
     blob = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header)
     blob += b"".join(png_chunk(tag, payload) for tag, payload in chunks)
-    blob += png_chunk(b"IDAT", data) + png_chunk(b"IEND", b"")
+    blob += png_chunk(b"IDAT", data)
+    blob += b"".join(png_chunk(tag, payload) for tag, payload in late_chunks) + png_chunk(b"IEND", b"")
     with open(path(name), "wb") as f:
         f.write(blob)
 
@@ -122,7 +124,11 @@ def make_orientations():
     # The same tag in a PNG eXIf chunk and a WebP EXIF chunk.
     canonical.transpose(T.ROTATE_90).save(path("orientation_6.png"), exif=exif_bytes(6))
     canonical.transpose(T.ROTATE_270).save(path("orientation_8.webp"), lossless=True, exif=exif_bytes(8))
-    for name in ["orientation_6.png", "orientation_8.webp"]:
+    # An eXIf chunk after the image data (allowed, and read by Pillow after decoding).
+    stored = np.asarray(canonical.transpose(T.ROTATE_90))
+    write_png("orientation_6_late.png", stored.shape[1], stored.shape[0], 8, 2, [row.tobytes() for row in stored],
+              late_chunks=[(b"eXIf", exif_bytes(6)[6:])])  # the TIFF block, without "Exif\0\0"
+    for name in ["orientation_6.png", "orientation_6_late.png", "orientation_8.webp"]:
         shown = ImageOps.exif_transpose(Image.open(path(name))).convert("RGB")
         assert np.array_equal(np.asarray(shown), displayed), name
 
