@@ -3,7 +3,9 @@
 # header-only cudnn-frontend from pip's nvidia-cudnn-frontend wheel (unpacked into .deps/, no pip
 # install). Safe to run again: it does nothing when everything is present.
 #   scripts/install_deps.sh            # build dependencies
-#   scripts/install_deps.sh --tests    # also what only tests use: python3-h5py (reads packed datasets)
+#   scripts/install_deps.sh --tests    # also what only tests use: python3-h5py (reads packed datasets),
+#                                      # real photographs (python-matplotlib-data's grace_hopper.jpg,
+#                                      # xplanet-images' earth.jpg, night.jpg, sun.jpg)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +13,12 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config patchelf git python3
   libopenblas-openmp-dev libyaml-cpp-dev libhdf5-dev libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libpng-dev zlib1g-dev libssl-dev libsentencepiece-dev
-  libicu-dev
+  libicu-dev libjpeg62-turbo-dev libwebp-dev libexif-dev libstb-dev
   libgtest-dev libgmock-dev libbenchmark-dev dataset-fashion-mnist unzip
 )
 for option in "$@"; do
   case $option in
-    --tests) packages+=(python3-h5py) ;;
+    --tests) packages+=(python3-h5py python-matplotlib-data xplanet-images) ;;
     *) echo "install_deps: unknown option $option (valid: --tests)" >&2; exit 2 ;;
   esac
 done
