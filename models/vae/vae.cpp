@@ -40,11 +40,11 @@ AutoencoderKL::AutoencoderKL(VaeConfig config) : config_(std::move(config)) {
 
 TileGrid AutoencoderKL::grid(const VaeTiling& tiling, bool encoding) const {
   const int64_t f = config_.downscale();
-  WICK_CHECK(tiling.tile_size % f == 0, "VAE tiling: tile_size ", tiling.tile_size,
-             " is not a multiple of the downscale factor ", f);
+  WICK_CHECK(tiling.tile_size >= 0 && tiling.tile_size % f == 0, "VAE tiling: tile_size ", tiling.tile_size,
+             " must be 0 (no tiling) or a positive multiple of the downscale factor ", f);
   const int64_t overlap = tiling.overlap < 0 ? tiling.tile_size / 4 : tiling.overlap;
-  WICK_CHECK(overlap < tiling.tile_size, "VAE tiling: overlap ", overlap, " must be below tile_size ",
-             tiling.tile_size);
+  WICK_CHECK(tiling.tile_size == 0 || overlap < tiling.tile_size, "VAE tiling: overlap ", overlap,
+             " must be below tile_size ", tiling.tile_size);
   if (encoding)  // image pixels in, latent pixels out; tiles start on latent pixels
     return TileGrid{.tile = tiling.tile_size, .overlap = overlap, .align = f, .scale_num = 1, .scale_den = f};
   return TileGrid{
@@ -59,7 +59,7 @@ VaeMoments AutoencoderKL::encode(const Tensor& images, const VaeTiling& tiling) 
   const int64_t f = c.downscale();
   WICK_CHECK(images.size(0) > 0 && images.size(2) >= f && images.size(3) >= f, "VAE encode: images ", images.describe(),
              " must be at least ", f, " x ", f, " pixels");
-  WICK_CHECK(tiling.tile_size >= 0, "VAE tiling: tile_size must be >= 0, got ", tiling.tile_size);
+  const TileGrid tiles = grid(tiling, /*encoding=*/true);  // checks the tiling even when the image fits a tile
   autograd::NoGradGuard no_grad;
   Tensor x = autograd::to_dtype(autograd::to_device(images, c.device), c.dtype);
   Module& encoder = *child("encoder");
@@ -72,7 +72,7 @@ VaeMoments AutoencoderKL::encode(const Tensor& images, const VaeTiling& tiling) 
   if (tiling.tile_size > 0 && (x.size(2) > tiling.tile_size || x.size(3) > tiling.tile_size)) {
     WICK_CHECK(x.size(2) % f == 0 && x.size(3) % f == 0, "VAE encode: tiled images must be multiples of ", f,
                " pixels, got ", images.describe());
-    moments = tiled_apply(x, grid(tiling, /*encoding=*/true), moments_of);
+    moments = tiled_apply(x, tiles, moments_of);
   } else {
     moments = moments_of(x);
   }
@@ -90,14 +90,14 @@ Tensor AutoencoderKL::decode(const Tensor& z, const VaeTiling& tiling) {
                  z.size(3) > 0 && is_floating(z.dtype()),
              "VAE decode: expected floating latents [B, ", c.z_channels, ", h, w], got ",
              z.defined() ? z.describe() : std::string("an undefined tensor"));
-  WICK_CHECK(tiling.tile_size >= 0, "VAE tiling: tile_size must be >= 0, got ", tiling.tile_size);
+  const TileGrid tiles = grid(tiling, /*encoding=*/false);
   autograd::NoGradGuard no_grad;
   Tensor h = autograd::to_dtype(autograd::to_device(z, c.device), c.dtype);
   if (auto post_quant = child("post_quant_conv")) h = post_quant->forward(h);  // 1x1: whole, before tiling
   Module& decoder = *child("decoder");
   const int64_t f = c.downscale();
   if (tiling.tile_size > 0 && (h.size(2) * f > tiling.tile_size || h.size(3) * f > tiling.tile_size))
-    return tiled_apply(h, grid(tiling, /*encoding=*/false), [&](const Tensor& tile) { return decoder.forward(tile); });
+    return tiled_apply(h, tiles, [&](const Tensor& tile) { return decoder.forward(tile); });
   return decoder.forward(h);
 }
 

@@ -195,6 +195,8 @@ VaeEncoder::VaeEncoder(const VaeConfig& c) {
   register_module("mid", make_mid(c, ch.back()));
   register_module("norm_out", group_norm(c, ch.back()));
   register_module("conv_out", conv(c, ch.back(), 2 * c.z_channels, 3, 1, 1));
+  set_all_trainable(false);
+  eval();
 }
 
 Tensor VaeEncoder::forward(const Tensor& images) {
@@ -217,6 +219,8 @@ VaeDecoder::VaeDecoder(const VaeConfig& c) {
                        c.decoder_blocks, i > 0 ? "upsample" : ""));
   register_module("norm_out", group_norm(c, ch[0]));
   register_module("conv_out", conv(c, ch[0], c.out_channels, 3, 1, 1));
+  set_all_trainable(false);
+  eval();
 }
 
 Tensor VaeDecoder::forward(const Tensor& z) {

@@ -1,5 +1,7 @@
 #include "models/vae/vae_config.h"
 
+#include <algorithm>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_view.h"

@@ -204,7 +204,7 @@ std::optional<HfVaeConfig> read_hf_config(const WeightSource& source) {
   HfVaeConfig hf;
   hf.path = where;
   hf.scaling_factor = json_number(json, "scaling_factor", where);
-  hf.shift_factor = json_number(json, "shift_factor", where).value_or(0.0);  // null or absent: no shift
+  hf.shift_factor = json_number(json, "shift_factor", where).value_or(0.0);
   hf.norm_num_groups = json_int(json, "norm_num_groups", where);
   hf.latent_channels = json_int(json, "latent_channels", where);
   hf.layers_per_block = json_int(json, "layers_per_block", where);
@@ -228,13 +228,18 @@ std::optional<HfVaeConfig> read_hf_config(const WeightSource& source) {
 
 std::optional<VaeFamily> guess_family(const VaeConfig& c, const DetectedFormat& format) {
   if (c.z_channels == 4) return VaeFamily::Sdxl;
-  if (c.z_channels == 16 && format.format.name == "ldm")
-    return format.prefix == "first_stage_model." ? VaeFamily::Sd3 : VaeFamily::Flux;
+  if (c.z_channels == 16 && format.format.name == "ldm") {
+    if (format.prefix == "first_stage_model.") return VaeFamily::Sd3;
+    if (format.prefix.empty()) return VaeFamily::Flux;
+  }
   return std::nullopt;
 }
 
 LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
-  WeightSource source = WeightSource::open(path, "vae");
+  std::error_code ec;
+  const std::filesystem::path pipeline_vae = std::filesystem::path(path) / "vae";
+  WeightSource source =
+      WeightSource::open(std::filesystem::is_directory(pipeline_vae, ec) ? pipeline_vae.string() : path, "vae");
   DetectedFormat format = detect_vae_format(source);
   std::optional<HfVaeConfig> hf;
   if (format.prefix.empty()) hf = read_hf_config(source);
@@ -277,8 +282,9 @@ LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
   const LatentNormalization preset = family ? latent_normalization(*family) : LatentNormalization{};
   const std::string scaling_source = pick(options.scaling_factor, hf ? hf->scaling_factor : std::nullopt,
                                           preset.scaling_factor, "scaling_factor", c.normalization.scaling_factor);
-  const std::string shift_source = pick(options.shift_factor, hf ? hf->shift_factor : std::nullopt, preset.shift_factor,
-                                        "shift_factor", c.normalization.shift_factor);
+  const std::string shift_source =
+      pick(options.shift_factor, hf ? std::optional<double>(hf->shift_factor) : std::nullopt, preset.shift_factor,
+           "shift_factor", c.normalization.shift_factor);
   c.dtype = options.dtype;
   c.device = options.device;
   c.attention_query_chunk = options.attention_query_chunk;

@@ -2,7 +2,7 @@
 // and loading a frozen vae::AutoencoderKL from any of them.
 //
 //   auto sdxl = vae::load_vae("stable-diffusion-xl-base-1.0");           // pipeline folder: vae/
-//   auto flux = vae::load_vae("ae.safetensors");                          // BFL's names: family flux
+//   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors");               // BFL's names: family flux
 //   auto sd3 = vae::load_vae("sd3.5_large.safetensors");                  // first_stage_model.*: family sd3
 //   auto mine = vae::load_vae("vae.safetensors", {.family = vae::VaeFamily::Flux, .dtype = DType::BF16});
 //
@@ -48,7 +48,7 @@ VaeConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const s
 struct HfVaeConfig {
   std::string path;
   std::optional<double> scaling_factor;  // "scaling_factor"
-  std::optional<double> shift_factor;    // "shift_factor" (null: 0)
+  double shift_factor = 0.0;             // "shift_factor"; null or absent: 0 (diffusers: no shift)
   std::optional<int64_t> norm_num_groups, latent_channels, layers_per_block, in_channels, out_channels;
   std::optional<std::vector<int64_t>> block_out_channels;
   std::optional<bool> use_quant_conv, use_post_quant_conv, mid_block_add_attention;
@@ -58,8 +58,9 @@ struct HfVaeConfig {
 std::optional<HfVaeConfig> read_hf_config(const WeightSource& source);
 
 // The family a file most likely belongs to, from its latent channels and where it was found: z 4 ->
-// sdxl; z 16 under "first_stage_model." -> sd3 (SD3 / SD3.5 single files); z 16 in LDM names without a
-// prefix -> flux (ae.safetensors); otherwise nothing (a diffusers folder relies on its config.json).
+// sdxl; z 16 in LDM names under "first_stage_model." -> sd3 (SD3 / SD3.5 single files); z 16 in LDM
+// names without a prefix -> flux (ae.safetensors); otherwise nothing (a diffusers folder relies on
+// its config.json).
 std::optional<VaeFamily> guess_family(const VaeConfig& config, const DetectedFormat& format);
 
 struct VaeLoadOptions {
@@ -84,7 +85,9 @@ struct LoadedVae {
   LoadMappedReport report;
 };
 
-// Opens `path` (a safetensors file, an index, a vae/ folder or a pipeline folder holding vae/),
+// Opens `path` (a safetensors file, an index, a vae/ folder, or a pipeline folder: its vae/ subfolder
+// when it has one, whatever other files it holds, as a Hugging Face snapshot of FLUX.1-dev holds
+// ae.safetensors and flux1-dev.safetensors beside vae/),
 // detects the format, reads the sizes from the shapes (checked against config.json when one is used),
 // builds the model and loads every parameter strictly (load_mapped: frozen, zero-copy where the file's
 // dtype is `dtype`). Normalization, each of scaling and shift: the option, else config.json, else the

@@ -90,7 +90,7 @@ std::string write(const std::string& folder, const std::string& file, const Name
 // Files this test writes from the committed ones by renaming, reshaping or casting only.
 struct Written {
   std::string sdxl_ldm_standalone, sdxl_ldm_linear_attention, flux_sd3_single_file, sdxl_diffusers_f32,
-      flux_diffusers_no_config;
+      flux_diffusers_no_config, flux_snapshot;
 };
 const Written& written() {
   static const Written files = [] {
@@ -120,6 +120,13 @@ const Written& written() {
         write("vae_sdxl_f32", "diffusion_pytorch_model.safetensors", f32, data("sdxl_tiny/vae/config.json"));
     w.flux_diffusers_no_config =
         write("vae_flux_no_config", "diffusion_pytorch_model.safetensors", tensors_of(data("flux_tiny/vae")));
+    // A Hugging Face snapshot of FLUX.1-dev: ae.safetensors and the transformer's single file beside vae/.
+    fs::path snapshot = scratch_dir("vae_flux_snapshot");
+    fs::create_directory_symlink(fs::absolute(data("flux_tiny/vae")), snapshot / "vae");
+    fs::create_symlink(fs::absolute(data("flux_tiny_ae.safetensors")), snapshot / "ae.safetensors");
+    save_safetensors((snapshot / "flux1-dev.safetensors").string(),
+                     {{"double_blocks.0.img_attn.qkv.weight", wick::testing::dyadic({6, 2}, 1)}}, {});
+    w.flux_snapshot = snapshot.string();
     return w;
   }();
   return files;
@@ -164,6 +171,9 @@ std::vector<Source> sources() {
       kSdxl, "family sdxl (guessed");
   add(
       "flux_pipeline_folder", [] { return data("flux_tiny"); }, "flux_tiny", "diffusers", "", {}, kFlux, "config.json");
+  add(
+      "flux_hf_snapshot", [] { return written().flux_snapshot; }, "flux_tiny", "diffusers", "", {}, kFlux,
+      "config.json");
   add(
       "flux_ae_bfl", [] { return data("flux_tiny_ae.safetensors"); }, "flux_tiny", "ldm", "", groups8, kFlux,
       "family flux (guessed");
