@@ -17,6 +17,9 @@ struct Conv2dOptions {
   DType dtype = DType::F32;
   Device device = Device::cpu();
   bool trainable = true;
+  // false: the parameters are allocated but not initialized (their values come from a weights file
+  // loaded right after), as LinearOptions::initialize.
+  bool initialize = true;
 };
 
 class Conv2d : public Module {

@@ -41,7 +41,8 @@ void expand_into(const KeyRule& rule, int64_t block, std::vector<KeyRule>& out) 
                  .sources = {},
                  .suffixes = {},
                  .part = rule.part,
-                 .n_parts = rule.n_parts};
+                 .n_parts = rule.n_parts,
+                 .rank = rule.rank};
     for (const std::string& source : rule.sources) flat.sources.push_back(with_suffix(resolve(source), suffix));
     out.push_back(std::move(flat));
   }
@@ -52,6 +53,7 @@ struct Plan {
   KeyRuleKind kind = KeyRuleKind::Rename;
   std::vector<std::string> sources;  // full source names (prefix included)
   int64_t part = 0, n_parts = 1;     // SplitRows
+  int64_t rank = 0;                  // Reshape
   Shape shape;
   std::optional<DType> dtype;  // the first source's DType
   std::vector<std::string> copies;  // FirstOf: tied copies of sources[0] the source also holds (not read)
@@ -77,6 +79,7 @@ std::string describe_sources(const WeightSource& source, const Plan& plan) {
   if (plan.kind == KeyRuleKind::SwapHalves) out << ", halves swapped";
   if (plan.kind == KeyRuleKind::Transpose) out << ", transposed";
   if (plan.kind == KeyRuleKind::SplitRows) out << ", row block " << plan.part + 1 << " of " << plan.n_parts;
+  if (plan.kind == KeyRuleKind::Reshape) out << ", reshaped to " << plan.rank << " axes";
   return out.str();
 }
 
@@ -85,6 +88,7 @@ Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyR
             .sources = {},
             .part = rule.part,
             .n_parts = rule.n_parts,
+            .rank = rule.rank,
             .shape = {},
             .dtype = std::nullopt,
             .copies = {},
@@ -140,6 +144,16 @@ Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyR
       plan.invalid = plan.sources[0] + " " + shape_text(plan.shape) + " is not 2-d and cannot be transposed";
     else
       std::swap(plan.shape[0], plan.shape[1]);
+  } else if (rule.kind == KeyRuleKind::Reshape) {
+    WICK_CHECK(rule.rank > 0, "key map: the rule for '", rule.target, "' reshapes to ", rule.rank, " axes");
+    Shape shape = plan.shape;
+    while (static_cast<int64_t>(shape.size()) < rule.rank) shape.push_back(1);
+    while (static_cast<int64_t>(shape.size()) > rule.rank && shape.back() == 1) shape.pop_back();
+    if (static_cast<int64_t>(shape.size()) != rule.rank)
+      plan.invalid = plan.sources[0] + " " + shape_text(plan.shape) + " cannot become " + std::to_string(rule.rank) +
+                     " axes by adding or dropping trailing axes of extent 1";
+    else
+      plan.shape = shape;
   } else if (rule.kind == KeyRuleKind::ConcatRows) {
     if (plan.shape.empty()) plan.invalid = plan.sources[0] + " is a scalar and has no rows to concatenate";
     for (size_t i = 1; i < plan.sources.size() && plan.invalid.empty(); ++i) {
@@ -215,6 +229,8 @@ Tensor materialize(const WeightSource& source, const Plan& plan, DType dtype, De
     out.copy_from(source.get(plan.sources[0]).narrow(0, plan.part * plan.shape[0], plan.shape[0]));
   } else if (plan.kind == KeyRuleKind::Transpose) {
     out.copy_from(source.get(plan.sources[0]).transpose(0, 1));
+  } else if (plan.kind == KeyRuleKind::Reshape) {
+    out.copy_from(source.get(plan.sources[0]).reshape(plan.shape));
   } else {
     int64_t row = 0;
     for (const std::string& name : plan.sources) {
@@ -250,6 +266,12 @@ KeyRule split_rows(std::string target, std::string source, int64_t part, int64_t
 }
 KeyRule transposed(std::string target, std::string source) {
   return {.kind = KeyRuleKind::Transpose, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
+}
+KeyRule reshaped(std::string target, std::string source, int64_t rank) {
+  KeyRule rule{
+      .kind = KeyRuleKind::Reshape, .target = std::move(target), .sources = {std::move(source)}, .suffixes = {}};
+  rule.rank = rank;
+  return rule;
 }
 KeyRule rename_layer(std::string target_module, std::string source_module) {
   KeyRule rule = rename(std::move(target_module), std::move(source_module));
@@ -384,10 +406,12 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
     const DType dtype = slot->defined() ? slot->dtype() : *p->dtype;
     const Device device = slot->defined() ? slot->device() : Device::cpu();
     Tensor loaded;
-    const bool view = p->kind == KeyRuleKind::Rename || p->kind == KeyRuleKind::SplitRows;
+    const bool view =
+        p->kind == KeyRuleKind::Rename || p->kind == KeyRuleKind::SplitRows || p->kind == KeyRuleKind::Reshape;
     if (view && *p->dtype == dtype && device.is_cpu()) {
       loaded = source.get(p->sources[0]);
       if (p->kind == KeyRuleKind::SplitRows) loaded = loaded.narrow(0, p->part * p->shape[0], p->shape[0]);
+      if (p->kind == KeyRuleKind::Reshape) loaded = loaded.reshape(p->shape);  // a view: the source is contiguous
       if (inside_mapping(loaded, source.file_of(p->sources[0])))
         ++report.n_zero_copy;
       else

@@ -16,8 +16,10 @@
 // rows (axis 0: fused q, k, v [, mlp] weights or biases), a rename with the two halves of the
 // rows swapped (adaLN (shift, scale) <-> (scale, shift)), one of n equal row blocks of a fused
 // source (OpenCLIP's in_proj_weight [3·w, w] -> q, k, v), a 2-d transpose (OpenCLIP's
-// text_projection [w, p], used as x @ P, -> a Linear weight [p, w]), or the first of several names a
-// file may use for one tensor (tied copies: T5's shared.weight / encoder.embed_tokens.weight).
+// text_projection [w, p], used as x @ P, -> a Linear weight [p, w]), a change of rank by trailing
+// extent-1 axes (a Linear weight [C, C] <-> a 1x1 convolution weight [C, C, 1, 1]: diffusers' VAE
+// attention vs LDM's), or the first of several names a file may use for one tensor (tied copies:
+// T5's shared.weight / encoder.embed_tokens.weight).
 // Targets without a rule map to themselves; a format may list source names it ignores (buffers such
 // as position_ids).
 // Rules are written once with "{N}" for a block index and expanded for every block the source has.
@@ -41,6 +43,7 @@ enum class KeyRuleKind {
                // is a tied copy: it must have the same shape and is accepted unread (not "unused")
   SplitRows,   // target = rows [part·n/n_parts, (part+1)·n/n_parts) of source (n rows)
   Transpose,   // target = source^T (2-d)
+  Reshape,     // target = source with trailing extent-1 axes appended or dropped until it has `rank` axes
 };
 
 struct KeyRule {
@@ -53,6 +56,7 @@ struct KeyRule {
   std::vector<std::string> suffixes;
   int64_t part = 0;     // SplitRows: which block of rows, 0-based
   int64_t n_parts = 1;  // SplitRows: into how many equal blocks the source's rows split
+  int64_t rank = 0;     // Reshape: the target's number of axes
 };
 
 // Tensor rules (whole names).
@@ -62,6 +66,7 @@ KeyRule swap_halves(std::string target, std::string source);
 KeyRule first_of(std::string target, std::vector<std::string> sources);
 KeyRule split_rows(std::string target, std::string source, int64_t part, int64_t n_parts);
 KeyRule transposed(std::string target, std::string source);
+KeyRule reshaped(std::string target, std::string source, int64_t rank);
 // Layer rules: the same for `<module>.weight` and `<module>.bias`.
 KeyRule rename_layer(std::string target_module, std::string source_module);
 KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules);
@@ -106,7 +111,8 @@ int64_t count_blocks(const std::vector<std::string>& names, const std::string& p
 // Target name -> shape of every tensor the source provides in the model's naming (rules applied,
 // other names as they are, ignored names left out), read from the headers only. Throws WickError
 // (Data) when a rule's sources are partly absent or do not combine (concat of differing widths, odd
-// row count to swap, rows that do not split into n_parts, a transpose of a tensor that is not 2-d).
+// row count to swap, rows that do not split into n_parts, a transpose of a tensor that is not 2-d, a
+// reshape that would drop an axis of extent > 1).
 std::map<std::string, Shape> mapped_shapes(const WeightSource& source, const DetectedFormat& format);
 
 struct LoadMappedOptions {

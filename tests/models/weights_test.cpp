@@ -527,6 +527,41 @@ TEST(WeightKeyMap, SplitRowsTransposeAndIgnoredNames) {
               HasSubstr("blocks.1.v.weight: rows of layers.1.in_proj_weight [7, 4] do not split into 3 equal blocks"));
 }
 
+// ---- key maps: a change of rank by unit axes (diffusers' Linear attention vs LDM's 1x1 convs) ----
+
+TEST(WeightKeyMap, ReshapeAddsOrDropsTrailingUnitAxes) {
+  const WeightFormat format{.name = "linear_attention",
+                            .detect_keys = {"attn.to_q.weight"},
+                            .prefixes = {""},
+                            .rules = {reshaped("attn.q.weight", "attn.to_q.weight", 4),
+                                      rename("attn.q.bias", "attn.to_q.bias"),
+                                      reshaped("head.weight", "head_conv.weight", 2)},
+                            .blocks = {},
+                            .ignored = {}};
+  const Tensor q = dyadic({3, 4}, 1), bias = dyadic({3}, 2), head = dyadic({2, 3, 1, 1}, 3);
+  WeightSource source =
+      write_source("keymap_reshape", {{"attn.to_q.weight", q}, {"attn.to_q.bias", bias}, {"head_conv.weight", head}});
+  DetectedFormat detected = detect_format(source, {format});
+  const std::map<std::string, Shape> shapes = {
+      {"attn.q.weight", {3, 4, 1, 1}}, {"attn.q.bias", {3}}, {"head.weight", {2, 3}}};
+  EXPECT_EQ(mapped_shapes(source, detected), shapes);
+  auto model = TensorTree::with_shapes(shapes, DType::F32);
+  LoadMappedReport report = load_mapped(*model, source, detected);
+  EXPECT_EQ(report.n_zero_copy, 3);  // a reshape of a contiguous tensor is a view of the file
+  EXPECT_EQ(model->parameter("attn.q.weight").to_vector<float>(), q.to_vector<float>());
+  EXPECT_EQ(model->parameter("head.weight").to_vector<float>(), head.to_vector<float>());
+  // Into another dtype: cast once.
+  auto bf16 = TensorTree::with_shapes(shapes, DType::BF16);
+  EXPECT_EQ(load_mapped(*bf16, source, detected).n_materialized, 3);
+  EXPECT_EQ(bf16->parameter("attn.q.weight").to(DType::F32).to_vector<float>(), q.to_vector<float>());
+  // An axis of extent > 1 cannot be dropped.
+  WeightSource wide = write_source("keymap_reshape_wide", {{"attn.to_q.weight", q},
+                                                           {"attn.to_q.bias", bias},
+                                                           {"head_conv.weight", dyadic({2, 3, 3, 3}, 4)}});
+  EXPECT_THAT(error_of([&] { mapped_shapes(wide, detect_format(wide, {format})); }),
+              HasSubstr("head.weight: head_conv.weight [2, 3, 3, 3] cannot become 2 axes"));
+}
+
 // ---- LoRA formats ----
 
 // A two-module layout: "attn.qkv" (rows 2, 2, 4 as q, k, v) and "head.mod" (halves swapped).

@@ -1,0 +1,98 @@
+// VAE weights: the files and names they come in, the sizes read from them, the latent normalization,
+// and loading a frozen vae::AutoencoderKL from any of them.
+//
+//   auto sdxl = vae::load_vae("stable-diffusion-xl-base-1.0");           // pipeline folder: vae/
+//   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors");               // BFL's names: family flux
+//   auto sd3 = vae::load_vae("sd3.5_large.safetensors");                  // first_stage_model.*: family sd3
+//   auto mine = vae::load_vae("vae.safetensors", {.family = vae::VaeFamily::Flux, .dtype = DType::BF16});
+//
+// Formats (tried in this order):
+//   ldm        LDM / sgm / BFL names (vae_blocks.h): Flux's ae.safetensors and standalone LDM VAE files
+//              (no prefix), SDXL / SD3.5 single files (prefix "first_stage_model."), "vae." (some
+//              trainers). The attention q / k / v / proj_out may be 1x1 convs [C, C, 1, 1] or [C, C].
+//   diffusers  AutoencoderKL's names: a pipeline's vae/ folder (diffusion_pytorch_model.safetensors
+//              and config.json). encoder.down_blocks.i.resnets.j.{..., conv_shortcut},
+//              encoder.down_blocks.i.downsamplers.0.conv, {encoder, decoder}.mid_block.{resnets.0 / 1,
+//              attentions.0.{group_norm, to_q, to_k, to_v, to_out.0} (Linear [C, C])}, conv_norm_out,
+//              decoder.up_blocks.i = LDM decoder.up.(n - 1 - i) (index reversed), upsamplers.0.conv.
+// Sizes come from the shapes: levels and their channels, ResBlocks per level (encoder and decoder),
+// z channels, whether quant_conv / post_quant_conv / mid attention exist. The GroupNorm group count is
+// not in the weights: config.json's norm_num_groups, else 32 (every real VAE), else the option.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/vae/vae.h"
+#include "models/weights/key_map.h"
+
+namespace wick::vae {
+
+// The LDM format (prefixes "", "first_stage_model.", "vae.").
+const WeightFormat& ldm_format();
+// The diffusers format for a VAE of n_levels levels (the decoder's index reversal depends on it).
+WeightFormat diffusers_format(int64_t n_levels);
+// Which format (and prefix) `source` holds, with the diffusers rules sized by its level count.
+// Neither: WickError (Data) listing what was looked for and some of the source's names.
+DetectedFormat detect_vae_format(const WeightSource& source);
+
+// Sizes from tensor shapes in the model's (LDM) names, e.g. mapped_shapes(source, format); the
+// group count and normalization keep the defaults. A missing or malformed tensor is a WickError
+// (Data) naming it; `source_name` (a path) goes into the messages.
+VaeConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const std::string& source_name = "");
+
+// What a diffusers AutoencoderKL config.json says (fields it lacks stay unset).
+struct HfVaeConfig {
+  std::string path;
+  std::optional<double> scaling_factor;  // "scaling_factor"
+  double shift_factor = 0.0;             // "shift_factor"; null or absent: 0 (diffusers: no shift)
+  std::optional<int64_t> norm_num_groups, latent_channels, layers_per_block, in_channels, out_channels;
+  std::optional<std::vector<int64_t>> block_out_channels;
+  std::optional<bool> use_quant_conv, use_post_quant_conv, mid_block_add_attention;
+};
+// The config.json beside the weights of `source` when its _class_name is AutoencoderKL, else nothing.
+// WickError (Data) when it is not JSON or a field has the wrong type.
+std::optional<HfVaeConfig> read_hf_config(const WeightSource& source);
+
+// The family a file most likely belongs to, from its latent channels and where it was found: z 4 ->
+// sdxl; z 16 in LDM names under "first_stage_model." -> sd3 (SD3 / SD3.5 single files); z 16 in LDM
+// names without a prefix -> flux (ae.safetensors); otherwise nothing (a diffusers folder relies on
+// its config.json).
+std::optional<VaeFamily> guess_family(const VaeConfig& config, const DetectedFormat& format);
+
+struct VaeLoadOptions {
+  // Picks the normalization when the file has no config.json (see load_vae); given explicitly, it
+  // also overrides the guess from the file.
+  std::optional<VaeFamily> family;
+  std::optional<double> scaling_factor, shift_factor;  // override everything else
+  int64_t norm_groups = 0;                             // 0: config.json's norm_num_groups, else 32
+  DType dtype = DType::F32;  // parameter and compute dtype (weights cast once when they differ)
+  Device device = Device::cpu();
+  int64_t attention_query_chunk = 0;  // VaeConfig::attention_query_chunk
+};
+
+struct LoadedVae {
+  std::shared_ptr<AutoencoderKL> model;
+  DetectedFormat format;
+  std::string source_path;  // the file or index read
+  std::string config_json;  // the config.json used, or ""
+  // Where scaling / shift came from: "options", "config.json", "family sdxl (given)", "family flux
+  // (guessed from ...)"; the two may differ when only one was given.
+  std::string normalization_source;
+  LoadMappedReport report;
+};
+
+// Opens `path` (a safetensors file, an index, a vae/ folder, or a pipeline folder: its vae/ subfolder
+// when it has one, whatever other files it holds, as a Hugging Face snapshot of FLUX.1-dev holds
+// ae.safetensors and flux1-dev.safetensors beside vae/),
+// detects the format, reads the sizes from the shapes (checked against config.json when one is used),
+// builds the model and loads every parameter strictly (load_mapped: frozen, zero-copy where the file's
+// dtype is `dtype`). Normalization, each of scaling and shift: the option, else config.json, else the
+// family (given, else guess_family); none of them: WickError (Config) asking for the family. Errors
+// are WickError (Data) naming the file and up to ten tensors, or (Config) for options.
+LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options = {});
+
+}  // namespace wick::vae
