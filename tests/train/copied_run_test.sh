@@ -3,7 +3,8 @@
 # stopped after step 20 (checkpoints at 10 and 20) is copied with `cp -rL` and with Python's
 # shutil.copytree (symlinks followed, its default), in today's layout (`latest` a one-line file) and
 # in the layout of older wick (`latest` a symlink, which those tools turn into a directory). Each copy
-# resumes with --resume auto, trains to step 30 and saves there: the losses equal an uninterrupted
+# resumes with --resume auto (one more with --resume .../checkpoints/latest), trains to step 30 and
+# saves there: the losses equal an uninterrupted
 # run's bitwise, `latest` ends a file naming step_00000030, and nothing that was a valid checkpoint
 # is lost. model.name_or_path, --resume and `wick checkpoint inspect` given .../checkpoints/latest
 # read the file, the old symlink and the copied directory alike.
@@ -48,8 +49,9 @@ copy() {  # copy TOOL SOURCE DEST
   esac
 }
 
-for case in new-cp new-copytree old-cp old-copytree old-keep; do
-  layout=${case%%-*} tool=${case#*-}
+# CASE = LAYOUT-TOOL-RESUME: resume with --resume auto, or with --resume <copy>/checkpoints/latest.
+for case in new-cp-auto new-copytree-auto old-cp-auto old-copytree-auto old-keep-auto old-copytree-path; do
+  IFS=- read -r layout tool how <<<"$case"
   dest=$out/$case
   failures_before=$failures
   copy "$tool" "$out/$layout" "$dest" || { fail "$case: the copy failed"; continue; }
@@ -60,14 +62,14 @@ for case in new-cp new-copytree old-cp old-copytree old-keep; do
   # Readers of `latest` before the resume: inspect, and a LoRA on it as model.name_or_path.
   "$wick" checkpoint inspect "$latest" >"$work/$case.inspect" 2>&1 || fail "$case: inspect of latest failed"
   grep -q "step_00000020" "$work/$case.inspect" || fail "$case: inspect of latest did not read step_00000020"
-  if [ "$case" = old-cp ]; then
+  if [ "$case" = old-cp-auto ]; then
     train "$case-lora" "$work/$case-lora.log" --set model.name_or_path="$latest" --set network.type=lora \
       --set network.linear=4 --set train.steps=2 ||
       { fail "$case: a LoRA on .../checkpoints/latest (a copied directory) failed"; tail -3 "$work/$case-lora.log"; }
   fi
-  resume=(--resume auto)
-  [ "$case" = new-copytree ] && resume=(--resume "$latest")
-  train "$case" "$work/$case.log" "${resume[@]}" ||
+  resume=auto
+  [ "$how" = path ] && resume=$latest
+  train "$case" "$work/$case.log" --resume "$resume" ||
     { fail "$case: the resumed copy failed (exit $?)"; tail -5 "$work/$case.log"; continue; }
   grep -q "resuming from $dest/checkpoints/step_00000020" "$work/$case.log" || fail "$case: did not resume from step 20"
   python3 "$here/compare_losses.py" "$out/whole/metrics.jsonl" "$dest/metrics.jsonl" 30 >"$work/$case.compare" ||
