@@ -76,22 +76,23 @@ expect() {  # expect STATUS PATTERN ARGS...: wick's status and a line of its out
     echo "ok: exit $status: $(grep -F -- "$pattern" <<<"$out" | head -1 | cut -c1-150)"
   fi
 }
-# kill_when KIND N LOG OUT ARGS...: starts an encode into OUT and kills it with SIGKILL once N chunk files of KIND
-# (latents: the VAE's, text: the text encoders') are committed.
+# kill_when KIND N LOG OUT ARGS...: starts an encode into OUT (at the lowest priority, so that this script's polling
+# keeps up on a busy machine) and kills it with SIGKILL once N chunk files of KIND (latents: the VAE's, text: the
+# text encoders') are committed. Returns 1 when the run ended on its own first.
 kill_when() {
   local kind=$1 n=$2 log=$3 out=$4 pid
   shift 4
-  "$wick" dataset encode "$work/photos" "${models[@]}" --no-progress --out "$out" "$@" >"$log" 2>&1 &
+  nice -n 19 "$wick" dataset encode "$work/photos" "${models[@]}" --no-progress --out "$out" "$@" >"$log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 4000); do
+  for _ in $(seq 1 10000); do
     [ "$(ls "$out.partial" 2>/dev/null | grep -c "^chunk_.*\.$kind\.safetensors$")" -ge "$n" ] && break
     kill -0 $pid 2>/dev/null || break
-    sleep 0.005
+    sleep 0.002
   done
-  kill -9 $pid 2>/dev/null || fail "the run ended before it could be killed (too fast?)"
+  kill -9 $pid 2>/dev/null || { wait $pid 2>/dev/null; echo "the run ended before it could be killed"; return 1; }
   wait $pid 2>/dev/null
-  echo "killed with $(ls "$out.partial" | grep -c '^chunk_.*latents') latents and" \
-    "$(ls "$out.partial" | grep -c '^chunk_.*text') text chunk files committed"
+  echo "killed with $(ls "$out.partial" | grep -c '^chunk_.*\.latents\.safetensors$') latents and" \
+    "$(ls "$out.partial" | grep -c '^chunk_.*\.text\.safetensors$') text chunk files committed"
 }
 
 if [ "$part" = cli ]; then
@@ -161,18 +162,25 @@ LIST
   # the VAE; a restart with other options is refused (2); one with the same options is killed again once 2 chunks
   # are through the text encoders; the third run finishes, equal to a straight run.
   big=(--resolution 128 --bucket-step 16 --flip --chunk-size 1)
+  # The text encoders take about 10 ms a chunk here: when a run gets to its end before the script sees the
+  # files it waits for (a very busy machine), the scenario starts again, up to 3 times.
   encode "$work/straight.log" "${big[@]}" --out "$work/straight.h5"
-  kill_when latents 3 "$work/killed.log" "$work/killed.h5" "${big[@]}"
-  [ ! -e "$work/killed.h5" ] || fail "the killed run wrote its file"
-  expect 2 "resolution was 128, now 96" dataset encode "$work/photos" "${models[@]}" --resolution 96 --bucket-step 16 \
-    --flip --chunk-size 1 --out "$work/killed.h5"
-  kill_when text 2 "$work/killed2.log" "$work/killed.h5" "${big[@]}"
-  grep -E "resuming \([3-9] through the VAE and 0 through the text encoders before\)" "$work/killed2.log" ||
-    fail "the second run did not resume the VAE's work"
-  encode "$work/resumed.log" "${big[@]}" --out "$work/killed.h5"
-  grep -E "resuming \(9 through the VAE and [2-8] through the text encoders before\)" "$work/resumed.log" ||
-    fail "the third run did not resume the text encoders' work"
-  "$check" same "$work/straight.h5" "$work/killed.h5" || fail "killed + resumed differs from the straight run"
+  for attempt in 1 2 3; do
+    rm -rf "$work/killed.h5" "$work/killed.h5.partial"
+    kill_when latents 3 "$work/killed.log" "$work/killed.h5" "${big[@]}" || continue
+    [ ! -e "$work/killed.h5" ] || fail "the killed run wrote its file"
+    expect 2 "resolution was 128, now 96" dataset encode "$work/photos" "${models[@]}" --resolution 96 \
+      --bucket-step 16 --flip --chunk-size 1 --out "$work/killed.h5"
+    kill_when text 1 "$work/killed2.log" "$work/killed.h5" "${big[@]}" || continue
+    grep -E "resuming \([3-9] through the VAE and 0 through the text encoders before\)" "$work/killed2.log" ||
+      fail "the second run did not resume the VAE's work"
+    encode "$work/resumed.log" "${big[@]}" --out "$work/killed.h5"
+    grep -E "resuming \(9 through the VAE and [1-8] through the text encoders before\)" "$work/resumed.log" ||
+      fail "the third run did not resume the text encoders' work"
+    "$check" same "$work/straight.h5" "$work/killed.h5" || fail "killed + resumed differs from the straight run"
+    break
+  done
+  [ "$attempt" -lt 3 ] || [ -e "$work/resumed.log" ] || fail "no run could be killed in time in 3 attempts"
 fi
 
 if [ "$part" = mpi ]; then
