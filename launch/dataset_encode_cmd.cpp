@@ -133,8 +133,8 @@ void add_dataset_encode_command(CLI::App& dataset) {
   cmd->add_option("--batch-size", o.batch_size, "images per VAE call, captions per text encoder call")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--vae-tile-size", o.tiling.tile_size, "encode images larger than this many pixels in tiles (0: never)")
-      ->capture_default_str()
+  cmd->add_option("--vae-tile-size", o.tiling.tile_size,
+                  "encode images with a side over this many pixels in tiles (0: never; default 2048 on cuda, 512 on cpu)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vae-tile-overlap", o.tiling.overlap, "pixels shared by neighbouring tiles (default tile / 4)");
   cmd->add_option("--chunk-size", o.chunk_size, "images per resumable chunk (and per unit of work between ranks)")

@@ -67,6 +67,7 @@ struct Job {
   int64_t n_listed = 0, n_chunks = 0;
   DType dtype = DType::F32;
   Device device = Device::cpu();
+  vae::VaeTiling tiling;                    // tile_size resolved for the device
   std::vector<std::string> sample_prompts;  // trigger word applied
   EncodeWorkDir dir;
 
@@ -86,7 +87,8 @@ void check_options(const DatasetEncodeOptions& o) {
                   ": give a diffusers pipeline folder (--path) or the VAE weights (--vae)");
   WICK_CHECK_KIND(Config, o.batch_size >= 1, kWho, ": --batch-size must be at least 1, got ", o.batch_size);
   WICK_CHECK_KIND(Config, o.chunk_size >= 1, kWho, ": --chunk-size must be at least 1, got ", o.chunk_size);
-  WICK_CHECK_KIND(Config, o.tiling.tile_size >= 0, kWho, ": --vae-tile-size must be >= 0 (0: never tile)");
+  WICK_CHECK_KIND(Config, o.tiling.tile_size >= -1, kWho,
+                  ": --vae-tile-size must be >= 0 (0: never tile), or -1 (the device's default)");
 }
 
 DType resolve_dtype(const DatasetEncodeOptions& o, Device device) {
@@ -133,8 +135,8 @@ std::string make_plan(const Job& job) {
       {"flip", o.flip},
       {"latents", stored_latents_name(o.latents)},
       {"dtype", dtype_name(job.dtype)},
-      {"batch_size", o.batch_size},
-      {"vae_tile_size", o.tiling.tile_size},
+      {"batch_size", o.batch_size},  // the VAE's and the text encoders' batches: their rounding
+      {"vae_tile_size", job.tiling.tile_size},
       {"vae_tile_overlap", o.tiling.overlap},
       {"chunk_size", o.chunk_size},
       {"sample_prompts", job.sample_prompts},
@@ -310,7 +312,7 @@ LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, vae::AutoencoderK
       std::vector<Tensor> images;
       for (size_t b = 0; b < count; ++b)
         images.push_back(image_to_tensor(fitted[static_cast<size_t>(group[start + b])].image));
-      const vae::VaeMoments moments = model.encode(stack_rows(images), o.tiling);
+      const vae::VaeMoments moments = model.encode(stack_rows(images), job.tiling);
       const Tensor mean = moments.mean.to(Device::cpu()).to(DType::F16);
       const Tensor logvar = out.logvar.empty() ? Tensor() : moments.logvar.to(Device::cpu()).to(DType::F16);
       for (size_t b = 0; b < count; ++b) {
@@ -321,7 +323,7 @@ LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, vae::AutoencoderK
         fitted[j].image = Image();  // the pixels are no longer needed
       }
       done += static_cast<int64_t>(count);
-      if (bar) bar->update(done, {{"img/s", static_cast<double>(done) / std::max(1e-9, bar->elapsed_seconds())}});
+      if (bar) bar->update(done, {{"samples/s", static_cast<double>(done) / std::max(1e-9, bar->elapsed_seconds())}});
     }
   }
   for (Fitted& f : fitted) out.samples.push_back(std::move(f.sample));
@@ -456,6 +458,51 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
   job.dir.remove();
 }
 
+// Phase 1: `chunks` through the VAE, loaded once and freed at the end (before any text encoder loads).
+void run_vae_phase(const Job& job, const std::vector<int64_t>& chunks) {
+  if (chunks.empty()) return;
+  const DatasetEncodeOptions& o = job.options;
+  vae::LoadedVae loaded =
+      vae::load_vae(job.vae_path, {.family = vae::parse_family(o.model), .dtype = job.dtype, .device = job.device});
+  int64_t total = 0, done = 0;
+  for (int64_t c : chunks) {
+    const auto [first, last] = job.chunk_images(c);
+    total += (last - first) * (o.flip ? 2 : 1);
+  }
+  std::unique_ptr<ProgressBar> bar;
+  if (o.progress && job.ranks.root()) bar = std::make_unique<ProgressBar>(total, "vae", stderr);
+  for (int64_t c : chunks) job.dir.write_latents(c, encode_latent_chunk(job, c, *loaded.model, bar.get(), done));
+  if (bar) bar->finish();
+}
+
+// Phase 2: the captions of `chunks` through the text encoders, each loaded once and kept until the last chunk;
+// rank 0 also encodes the sample prompts. The encoders are freed at the end.
+void run_text_phase(const Job& job, const std::vector<int64_t>& chunks, const text::ModelPromptEncoder& encoder) {
+  std::unique_ptr<ProgressBar> bar;
+  if (job.options.progress && job.ranks.root() && !chunks.empty())
+    bar = std::make_unique<ProgressBar>(static_cast<int64_t>(chunks.size()), "text", stderr);
+  int64_t done = 0;
+  for (int64_t c : chunks) {
+    std::optional<LatentChunk> latents = job.dir.read_latents(c);
+    WICK_CHECK_KIND(Data, latents.has_value(), kWho, ": ", job.dir.latents_file(c), " cannot be read back");
+    job.dir.write_text(c, encode_text_chunk(*latents, encoder));
+    if (bar) bar->update(++done);
+  }
+  if (bar) bar->finish();
+  if (job.ranks.root() && !job.sample_prompts.empty()) {
+    std::string warning;
+    if (!job.dir.read_prompts(&warning)) {
+      if (!warning.empty()) warn(warning);
+      const text::PromptEmbeddings e = encoder.encode(job.sample_prompts);
+      job.dir.write_prompts({.captions = job.sample_prompts,
+                             .embeds = e.context.to(Device::cpu()).to(DType::F16).contiguous(),
+                             .pooled = e.pooled.to(Device::cpu()).to(DType::F16).contiguous(),
+                             .mask = e.mask.to(Device::cpu()).to(DType::U8).contiguous()});
+    }
+  }
+  encoder.unload();
+}
+
 }  // namespace
 
 const char* stored_latents_name(StoredLatents value) {
@@ -488,6 +535,8 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   if (job.device.is_cuda() && ranks.world > 1 && group)
     job.device = Device::cuda(group->local_rank() % std::max(1, cuda_device_count()));
   job.dtype = resolve_dtype(options, job.device);
+  job.tiling = options.tiling;
+  if (job.tiling.tile_size < 0) job.tiling.tile_size = job.device.is_cuda() ? 2048 : 512;
 
   // Everything that can be wrong with the weights is found now, before any work: headers only.
   job.vae_path = options.vae.empty() ? options.prompts.pipeline : options.vae;
@@ -497,6 +546,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
                   job.vae_config.z_channels, "-channel latents, ", options.model, " takes ", want_channels);
   text::ModelPromptOptions prompt_options = options.prompts;
   prompt_options.model = options.model;
+  prompt_options.batch_size = options.batch_size;
   prompt_options.loading = {.device = job.device, .dtype = job.dtype, .keep_loaded = true};
   const text::ModelPromptEncoder encoder(prompt_options);
   for (const std::string& prompt : options.sample_prompts)
@@ -534,7 +584,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
                  options.model.c_str(), dtype_name(job.dtype), job.device.str().c_str(), world.c_str());
   }
 
-  // Phase 1: this rank's chunks without latents, through the VAE (loaded once, freed before the text encoders).
+  // This rank's chunks that are not finished: without latents, and without text (or with latents to redo).
   std::vector<int64_t> need_latents, need_text;
   for (int64_t c = 0; c < job.n_chunks; ++c) {
     if (!job.mine(c)) continue;
@@ -545,46 +595,8 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
     if (!latents_done) need_latents.push_back(c);
     if (!text_done) need_text.push_back(c);
   }
-  if (!need_latents.empty()) {
-    vae::LoadedVae loaded = vae::load_vae(
-        job.vae_path, {.family = vae::parse_family(options.model), .dtype = job.dtype, .device = job.device});
-    int64_t total = 0, done = 0;
-    for (int64_t c : need_latents) {
-      const auto [first, last] = job.chunk_images(c);
-      total += (last - first) * (options.flip ? 2 : 1);
-    }
-    std::unique_ptr<ProgressBar> bar;
-    if (options.progress && ranks.root()) bar = std::make_unique<ProgressBar>(total, "vae", stderr);
-    for (int64_t c : need_latents) job.dir.write_latents(c, encode_latent_chunk(job, c, *loaded.model, bar.get(), done));
-    if (bar) bar->finish();
-  }
-
-  // Phase 2: captions through the text encoders, each loaded once (kept until the last chunk).
-  {
-    std::unique_ptr<ProgressBar> bar;
-    if (options.progress && ranks.root() && !need_text.empty())
-      bar = std::make_unique<ProgressBar>(static_cast<int64_t>(need_text.size()), "text", stderr);
-    int64_t done = 0;
-    for (int64_t c : need_text) {
-      std::optional<LatentChunk> latents = job.dir.read_latents(c);
-      WICK_CHECK_KIND(Data, latents.has_value(), kWho, ": ", job.dir.latents_file(c), " cannot be read back");
-      job.dir.write_text(c, encode_text_chunk(*latents, encoder));
-      if (bar) bar->update(++done);
-    }
-    if (bar) bar->finish();
-    if (ranks.root() && !job.sample_prompts.empty()) {
-      std::string warning;
-      if (!job.dir.read_prompts(&warning)) {
-        if (!warning.empty()) warn(warning);
-        const text::PromptEmbeddings e = encoder.encode(job.sample_prompts);
-        job.dir.write_prompts({.captions = job.sample_prompts,
-                               .embeds = e.context.to(Device::cpu()).to(DType::F16).contiguous(),
-                               .pooled = e.pooled.to(Device::cpu()).to(DType::F16).contiguous(),
-                               .mask = e.mask.to(Device::cpu()).to(DType::U8).contiguous()});
-      }
-    }
-    encoder.unload();
-  }
+  run_vae_phase(job, need_latents);
+  run_text_phase(job, need_text, encoder);
 
   ranks.barrier();  // every chunk is finished
   if (ranks.root()) merge(job, summary);

@@ -43,9 +43,8 @@ struct DatasetEncodeOptions {
   std::string image_dir;  // read recursively (engine/data/image_folder.h)
   std::string out;        // the .h5 file
   std::string model;      // "flux", "sd3", "sdxl"
-  // The text encoders: prompts.pipeline (a diffusers pipeline folder) or prompts.files; t5_length,
-  // clip_l_pooled and batch_size as text::ModelPromptOptions. model and loading are set from the fields
-  // here.
+  // The text encoders: prompts.pipeline (a diffusers pipeline folder) or prompts.files; t5_length and
+  // clip_l_pooled as text::ModelPromptOptions. model, loading and batch_size are set from the fields here.
   text::ModelPromptOptions prompts;
   std::string vae;        // VAE weights (file, vae/ folder); "": the pipeline's vae/
   // Buckets in image pixels (kohya's rules); `divisor` is set from the VAE: its downscale factor, x2 for
@@ -62,7 +61,9 @@ struct DatasetEncodeOptions {
   Device device = Device::cpu();  // under mpirun with CUDA: the rank's node-local GPU
   std::optional<DType> dtype;     // VAE and text encoders: f32 or bf16 (default bf16 on CUDA, f32 on the CPU)
   int64_t batch_size = 4;         // images per VAE call (one bucket each); prompts per text encoder call
-  vae::VaeTiling tiling = {.tile_size = 2048};  // images larger than a tile are encoded in tiles; 0: never
+  // Images with a side over tile_size pixels are encoded in tiles; 0: never; -1: 2048 on CUDA (nothing tiles at
+  // resolution 1024), 512 on the CPU (whose im2col convolutions would take 18 GiB for a whole 1024² image).
+  vae::VaeTiling tiling = {.tile_size = -1};
   int64_t chunk_size = 32;        // images per resumable unit (and per unit of work between ranks)
   bool force = false;             // replace an existing `out`
   bool progress = true;           // progress bars on rank 0's stderr

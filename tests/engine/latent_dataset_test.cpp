@@ -201,6 +201,20 @@ TEST(LatentDataset, OptionalMembersAndSamplePromptsRoundTrip) {
     EXPECT_EQ(got.flipped.to_vector<uint8_t>(), direct.flipped.to_vector<uint8_t>());
     EXPECT_EQ(got.sources, direct.sources);
   }
+  if (cuda_device_count() > 0) {  // the pinned staging buffer and the copies carry the logvar too
+    Prefetcher gpu(ds, DistributedSampler(ids, buckets, options), {.depth = 2, .device = Device::cuda(0)});
+    DistributedSampler again(ids, buckets, options);
+    for (int step = 0; step < 4; ++step) {
+      std::vector<int64_t> want;
+      again.next(want);
+      const Batch got = gpu.next();
+      const LatentSamples direct = ds->read(want);
+      EXPECT_TRUE(got.latents_logvar.device().is_cuda());
+      EXPECT_EQ(got.latents_logvar.to(Device::cpu()).to_vector<float>(), direct.latents_logvar.to_vector<float>());
+      EXPECT_EQ(got.text_embeds.to(Device::cpu()).to_vector<float>(), direct.text_embeds.to_vector<float>());
+      EXPECT_EQ(got.text_mask.to(Device::cpu()).to_vector<uint8_t>(), direct.text_mask.to_vector<uint8_t>());
+    }
+  }
 
   // Prompts whose widths are not the samples' are refused; a file without the members reads as before.
   {
