@@ -9,7 +9,8 @@
 #     crop, flip and caption of each id (trigger word, default caption, .caption fallback, CRLF lines), the root
 #     attributes, the sample prompts of a training config; its latents and embeddings equal the VAE's and the
 #     text encoders' outputs recomputed one sample at a time (CHECK recompute); both bad images are named and
-#     counted and nothing is left behind; --latents mean stores no logvar; exit statuses of bad input; a run
+#     counted and nothing is left behind; --latents mean stores no logvar; SDXL and SD3 files validate with their
+#     text attributes; exit statuses of bad input; a run
 #     killed with kill -9 and started again has the same contents as an uninterrupted run (CHECK same), and an
 #     interrupted run refuses other options.
 #   dataset_encode_test.sh mpi MPIEXEC WICK CHECK DATA_DIR WORK_DIR
@@ -142,6 +143,24 @@ LIST
   # (b) --latents mean: no latents_logvar, the same means.
   encode "$work/mean.log" "${small[@]}" --chunk-size 3 --latents mean --out "$work/mean.h5"
   "$wick" dataset inspect "$work/mean.h5" | grep -q "latents           as stored" || fail "--latents mean stored a logvar"
+
+  # (b2) SDXL (the tiny SDXL VAE: 4 channels, downscale 4; CLIP-L + bigG) and SD3 (the 16-channel tiny VAE, CLIP-L
+  # unprojected + bigG + T5): the files validate and carry each model's text attributes.
+  "$wick" dataset encode "$work/photos" --model sdxl --vae "$data/vae/sdxl_tiny" "${clip[@]}" \
+    --clip-g "$data/clip_text/clip_g/model.safetensors" --resolution 64 --bucket-step 16 --no-progress \
+    --out "$work/sdxl.h5" >"$work/sdxl.log" 2>&1 || { fail "the sdxl encode exited $?"; tail -3 "$work/sdxl.log"; }
+  "$wick" dataset encode "$work/photos" --model sd3 "${vae[@]}" "${clip[@]}" --clip-l-pooled unprojected \
+    --clip-g "$data/clip_text/clip_g/model.safetensors" --t5 "$data/prompts/sd3_t5" --t5-tokenizer "$data/t5/spiece.model" \
+    --t5-length 8 --resolution 64 --bucket-step 16 --no-progress --out "$work/sd3.h5" >"$work/sd3.log" 2>&1 ||
+    { fail "the sd3 encode exited $?"; tail -3 "$work/sd3.log"; }
+  for model in sdxl sd3; do
+    "$wick" dataset inspect "$work/$model.h5" >"$work/$model.inspect" 2>&1 || fail "the $model file does not validate"
+    grep -q "model_family      $model" "$work/$model.inspect" || fail "the $model file's model_family"
+  done
+  grep -qF "latent_channels   4" "$work/sdxl.inspect" && grep -qF "text/pooled from  clip-g projected" "$work/sdxl.inspect" &&
+    grep -qF "text_max_length   77" "$work/sdxl.inspect" || fail "the sdxl attributes (4 channels, clip-g projected, 77)"
+  grep -qF "text_max_length   8" "$work/sd3.inspect" && grep -qF "L=85" "$work/sd3.inspect" ||
+    fail "the sd3 attributes (T5 8: 77 + 8 tokens)"
 
   # (c) Bad input: exit statuses 2 (command line, options, an existing file) and 3 (data).
   expect 2 "exists (pass --force to replace it)" dataset encode "$work/photos" "${models[@]}" "${small[@]}" --out "$work/a.h5"
