@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/error.h"
+
 namespace wick::launch {
 
 void add_info_command(CLI::App& app);
@@ -14,8 +16,11 @@ void add_sample_command(CLI::App& app);  // launch/sample_cmd.cpp
 void add_eval_command(CLI::App& app);    // launch/eval_cmd.cpp
 void add_train_command(CLI::App& app);       // launch/train_cmd.cpp
 void add_encode_prompt_command(CLI::App& app);  // launch/encode_prompt_cmd.cpp
+void add_dataset_encode_command(CLI::App& dataset);  // launch/dataset_encode_cmd.cpp: `wick dataset encode`
 
 int exit_status();
 void set_exit_status(int status);
+// The exit status of an error: 2 Usage / Config, 3 Data, 4 anything else (a failure during a run).
+int exit_status_for(ErrorKind kind);
 
 }  // namespace wick::launch

@@ -1,5 +1,5 @@
 // `wick dataset pack fashion-mnist --out FILE [--split train|test] [--limit N] [--force]` and
-// `wick dataset inspect FILE` (docs/dataset.md).
+// `wick dataset inspect FILE` (docs/dataset.md); `wick dataset encode` is launch/dataset_encode_cmd.cpp.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -52,7 +52,23 @@ void run_inspect(const std::string& path) {
     for (const auto& name : a.label_names) std::printf(" \"%s\"", name.c_str());
     std::printf(")");
   }
-  std::printf("\n  samples           %lld\n  buckets\n", static_cast<long long>(dataset->size()));
+  std::printf("\n  latents           %s\n",
+              dataset->has_logvar() ? "the VAE's mean, with latents_logvar (training draws mean + exp(logvar/2)*eps "
+                                      "unless dataset.latent_sampling is mean)"
+                                    : "as stored");
+  std::string members;
+  for (const auto& [present, name] : {std::pair{dataset->has_original_size(), "original_size"},
+                                      {dataset->has_crop(), "crop"}, {dataset->has_flipped(), "flipped"},
+                                      {dataset->has_sources(), "source"}})
+    if (present) members += std::string(members.empty() ? "" : ", ") + name;
+  std::printf("  per sample        %s\n", members.empty() ? "(no original_size, crop, flipped, source)" : members.c_str());
+  if (auto prompts = dataset->sample_prompts()) {
+    std::printf("  sample prompts    %zu, embeds [%lld, %lld, %lld]\n", prompts->captions.size(),
+                static_cast<long long>(prompts->embeds.size(0)), static_cast<long long>(prompts->embeds.size(1)),
+                static_cast<long long>(prompts->embeds.size(2)));
+    for (const auto& caption : prompts->captions) std::printf("    \"%s\"\n", caption.c_str());
+  }
+  std::printf("  samples           %lld\n  buckets\n", static_cast<long long>(dataset->size()));
   for (const BucketInfo& bucket : dataset->buckets())
     std::printf("    %-10s %8lld samples  latents [N, %lld, %lld, %lld]\n", bucket.name.c_str(),
                 static_cast<long long>(bucket.n_samples), static_cast<long long>(a.latent_channels),
@@ -61,6 +77,16 @@ void run_inspect(const std::string& path) {
     LatentSamples first = dataset->read({0});
     std::printf("  sample 0          caption \"%s\"", first.captions[0].c_str());
     if (dataset->has_labels()) std::printf(", label %lld", static_cast<long long>(dataset->label_of(0)));
+    if (!first.sources.empty()) std::printf(", source \"%s\"", first.sources[0].c_str());
+    if (first.original_size.defined()) {
+      const auto size = first.original_size.to_vector<int64_t>();
+      std::printf(", original %lldx%lld", static_cast<long long>(size[0]), static_cast<long long>(size[1]));
+    }
+    if (first.crop.defined()) {
+      const auto crop = first.crop.to_vector<int64_t>();
+      std::printf(", crop (%lld, %lld)", static_cast<long long>(crop[0]), static_cast<long long>(crop[1]));
+    }
+    if (first.flipped.defined() && first.flipped.to_vector<uint8_t>()[0] != 0) std::printf(", flipped");
     std::printf("\n");
   }
   ValidationReport report = dataset->validate();
@@ -95,6 +121,8 @@ void add_dataset_command(CLI::App& app) {
   CLI::App* inspect = dataset->add_subcommand("inspect", "Validate and summarize a cached-latent file (exit 3 if invalid)");
   inspect->add_option("file", *inspect_path, "the .h5 file")->required();
   inspect->callback([inspect_path] { run_inspect(*inspect_path); });
+
+  add_dataset_encode_command(*dataset);
 }
 
 }  // namespace wick::launch

@@ -24,9 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/commands.h"
-#include "models/flux/flux_text.h"
-#include "models/sd3/sd3_text.h"
-#include "models/sdxl/sdxl_text.h"
+#include "models/text/model_prompts.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "wick/build_info.h"
@@ -50,33 +48,15 @@ std::string shape_text(const Tensor& t) {
 }
 
 text::PromptEmbeddings encode(const EncodePromptArgs& args, const text::EncoderLoading& loading) {
-  const bool folder = !args.path.empty();
-  WICK_CHECK_KIND(Config, folder || !args.files.clip_l.empty(), "encode-prompt: give --path (a diffusers pipeline "
-                  "folder) or the encoder files (--clip-l, --clip-g, --t5 with --clip-vocab, --t5-tokenizer)");
-  if (args.model == "flux") {
-    WICK_CHECK_KIND(Config, !args.zeros_for_empty_prompt, "encode-prompt: --zeros-for-empty-prompt is SDXL's");
-    auto encoders = folder ? flux::FluxTextEncoders::from_pipeline(args.path, loading)
-                           : flux::FluxTextEncoders::from_files(args.files, loading);
-    return flux::encode_flux_prompts(encoders, args.prompts,
-                                     {.t5_length = args.t5_length > 0 ? args.t5_length : 512,
-                                      .batch_size = args.batch_size});
-  }
-  if (args.model == "sd3") {
-    WICK_CHECK_KIND(Config, !args.zeros_for_empty_prompt, "encode-prompt: --zeros-for-empty-prompt is SDXL's");
-    const sd3::ClipLPooled pooled = sd3::parse_clip_l_pooled(args.clip_l_pooled);
-    auto encoders = folder ? sd3::Sd3TextEncoders::from_pipeline(args.path, loading)
-                           : sd3::Sd3TextEncoders::from_files(args.files, loading);
-    return sd3::encode_sd3_prompts(encoders, args.prompts,
-                                   {.t5_length = args.t5_length > 0 ? args.t5_length : 256,
-                                    .clip_l_pooled = pooled,
-                                    .batch_size = args.batch_size});
-  }
-  WICK_CHECK_KIND(Config, args.t5_length == 0, "encode-prompt: sdxl has no T5 (--t5-length)");
-  auto encoders = folder ? sdxl::SdxlTextEncoders::from_pipeline(args.path, loading)
-                         : sdxl::SdxlTextEncoders::from_files(args.files, loading);
-  return sdxl::encode_sdxl_prompts(encoders, args.prompts,
-                                   {.zeros_for_empty_prompt = args.zeros_for_empty_prompt,
-                                    .batch_size = args.batch_size});
+  const text::ModelPromptEncoder encoder({.model = args.model,
+                                          .pipeline = args.path,
+                                          .files = args.files,
+                                          .loading = loading,
+                                          .t5_length = args.t5_length,
+                                          .clip_l_pooled = args.clip_l_pooled,
+                                          .zeros_for_empty_prompt = args.zeros_for_empty_prompt,
+                                          .batch_size = args.batch_size});
+  return encoder.encode(args.prompts);
 }
 
 void run_encode_prompt(const EncodePromptArgs& args) {

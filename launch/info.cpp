@@ -87,6 +87,14 @@ void print_info() {
 
 int exit_status() { return status_; }
 void set_exit_status(int status) { status_ = status; }
+int exit_status_for(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Usage:
+    case ErrorKind::Config: return 2;
+    case ErrorKind::Data: return 3;
+    default: return 4;
+  }
+}
 
 void add_info_command(CLI::App& app) {
   CLI::App* info = app.add_subcommand("info", "Print version, build features and visible devices");

@@ -14,19 +14,6 @@
 #include "launch/commands.h"
 #include "runtime/error.h"
 
-namespace {
-
-int exit_status_for(wick::ErrorKind kind) {
-  switch (kind) {
-    case wick::ErrorKind::Usage:
-    case wick::ErrorKind::Config: return 2;
-    case wick::ErrorKind::Data: return 3;
-    default: return 4;
-  }
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"wick: training for diffusion models (LoRA, DoRA, full) on CPU and CUDA"};
   app.require_subcommand(1);
@@ -45,7 +32,7 @@ int main(int argc, char** argv) {
     return status == 0 ? 0 : 2;
   } catch (const wick::WickError& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
-    return exit_status_for(error.kind());
+    return wick::launch::exit_status_for(error.kind());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
     return 4;

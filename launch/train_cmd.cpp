@@ -28,15 +28,6 @@ struct TrainArgs {
   bool no_progress = false;
 };
 
-int status_for(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::Usage:
-    case ErrorKind::Config: return 2;
-    case ErrorKind::Data: return 3;
-    default: return 4;
-  }
-}
-
 void run_train(const TrainArgs& args) {
   try {
     std::vector<std::string> overrides = args.sets;
@@ -48,8 +39,8 @@ void run_train(const TrainArgs& args) {
     train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
   } catch (const WickError& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(status_for(error.kind()));
-    set_exit_status(status_for(error.kind()));
+    if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));
+    set_exit_status(exit_status_for(error.kind()));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
     if (comm::mpi_initialized()) comm::exit_after_failure(4);

@@ -85,6 +85,7 @@ enum class RngPurpose : uint32_t {
   Shuffle = 6,         // data order
   Test = 7,            // tests and benchmarks
   StepDropout = 8,     // dropout draws keyed by (step, rank), not by sample (engine/autograd/rng_state.h)
+  LatentSample = 9,    // a training latent drawn from the cached VAE distribution, mean + exp(logvar / 2) * eps
 };
 
 struct RngStream {

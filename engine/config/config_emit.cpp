@@ -114,6 +114,7 @@ std::string to_yaml(const TrainConfig& c) {
     put(out, "exclude_labels", d.exclude_labels);
     put(out, "caption_dropout", d.caption_dropout);
     put(out, "weight", d.weight);
+    put(out, "latent_sampling", latent_sampling_name(d.latent_sampling));
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

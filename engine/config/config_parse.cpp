@@ -53,6 +53,8 @@ const EnumTable<CommBackend> backend_table = {
      {"none", CommBackend::None}}};
 const EnumTable<LoraFormat> lora_format_table = {{{"kohya", LoraFormat::Kohya}, {"peft", LoraFormat::Peft}},
                                                  {{"comfyui", LoraFormat::Kohya}, {"diffusers", LoraFormat::Peft}}};
+const EnumTable<LatentSampling> latent_sampling_table = {
+    {{"sample", LatentSampling::Sample}, {"mean", LatentSampling::Mean}}, {{"mode", LatentSampling::Mean}}};
 
 template <typename E>
 const char* name_in(const EnumTable<E>& table, E value) {
@@ -260,7 +262,7 @@ void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string
   if (node.IsDefined() && !node.IsNull()) ctx.set_at[path] = ctx.where(node);
   Section s(ctx, node, path,
             {{"path", {"folder_path", "dataset_path", "file"}}, {"include_labels"}, {"exclude_labels"},
-             {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}},
+             {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}, {"latent_sampling"}},
             {"caption_ext", "cache_latents_to_disk", "cache_latents", "resolution", "keep_tokens"},
             {{"num_repeats", "wick shows every sample once per epoch", number_is(1)},
              {"random_flip", "wick does not flip the cached latents", is_false()},
@@ -273,6 +275,7 @@ void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string
   s.get_int_list("exclude_labels", d.exclude_labels, Range::at_least(0));
   s.get_float("caption_dropout", d.caption_dropout, Range::between(0, 1));
   s.get_float("weight", d.weight, Range::above(0));
+  s.get_enum("latent_sampling", d.latent_sampling, latent_sampling_table);
 }
 
 void parse_datasets(ConfigContext& ctx, const YAML::Node& node, std::vector<DatasetConfig>& out) {
@@ -509,6 +512,7 @@ const char* timestep_sampling_name(TimestepSampling value) { return name_in(time
 const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
 const char* lora_format_name(LoraFormat value) { return name_in(lora_format_table, value); }
+const char* latent_sampling_name(LatentSampling value) { return name_in(latent_sampling_table, value); }
 
 const ArchSchema* ConfigSchema::find(const std::string& name) const {
   const std::string wanted = lowercase(name);

@@ -34,6 +34,10 @@ enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
 enum class LoraFormat { Kohya, Peft };
+// What a training step takes from a dataset holding the VAE's distribution (latents_logvar): a sample
+// mean + exp(logvar / 2) * eps (eps from Philox (seed, sample id, epoch, LatentSample)), or the mean.
+// Files without latents_logvar train on their stored latents either way.
+enum class LatentSampling { Sample, Mean };
 
 // Canonical config spellings ("lora", "bf16", "flowmatch", ...).
 const char* network_type_name(NetworkType value);
@@ -43,6 +47,7 @@ const char* timestep_sampling_name(TimestepSampling value);
 const char* sampler_name(SamplerKind value);
 const char* comm_backend_name(CommBackend value);
 const char* lora_format_name(LoraFormat value);
+const char* latent_sampling_name(LatentSampling value);
 
 // What an architecture contributes to the config (models/registry.h builds one per registered
 // architecture): its names, the ai-toolkit flag that selects it, the `model:` keys it owns, and the
@@ -128,6 +133,7 @@ struct DatasetConfig {
   double caption_dropout = -1.0;       // per dataset; resolved to train.caption_dropout when not given
   double weight = 1.0;                 // relative sampling weight among datasets; with one dataset
                                        // anything but 1 is a Config error
+  LatentSampling latent_sampling = LatentSampling::Sample;  // sample | mean (files with latents_logvar)
   bool operator==(const DatasetConfig&) const = default;
 };
 

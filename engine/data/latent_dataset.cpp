@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #if WICK_HAS_HDF5
 #include "engine/data/hdf5_util.h"
@@ -55,176 +56,13 @@ void read_float_rows(hid_t dataset, bool f16, float* out, int64_t start, int64_t
 
 }  // namespace
 
-// ---------------------------------------------------------------- writer
-
-struct LatentDatasetWriter::State {
-  struct Bucket {
-    std::string name;
-    int64_t height = 0, width = 0, n = 0;
-    H5Id latents, embeds, pooled, mask, captions, labels;
-  };
-  std::string path;
-  LatentDatasetAttributes attributes;
-  H5Id file;
-  std::vector<Bucket> buckets;
-  std::vector<int64_t> index;  // (bucket, row) pairs
-  int64_t text_length = -1, text_dim = -1, pooled_dim = -1;
-  int has_labels = -1;  // unknown until the first append
-  bool closed = false;
-};
-
-LatentDatasetWriter::LatentDatasetWriter(const std::string& path, const LatentDatasetAttributes& attributes)
-    : state_(std::make_unique<State>()) {
-  WICK_CHECK(attributes.latent_channels > 0, "LatentDatasetWriter: latent_channels must be > 0");
-  WICK_CHECK(!attributes.model_family.empty(), "LatentDatasetWriter: model_family must be set");
-  H5Lock lock;
-  state_->path = path;
-  state_->attributes = attributes;
-  state_->file = H5Id(H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path, "/",
-                               "creating the file (H5Fcreate)"));
-  hid_t root = state_->file.get();
-  h5::write_string_attribute(root, "format", latent_format_name, path);
-  h5::write_int_attribute(root, "format_version", latent_format_version, path);
-  h5::write_string_attribute(root, "model_family", attributes.model_family, path);
-  h5::write_int_attribute(root, "latent_channels", attributes.latent_channels, path);
-  h5::write_float_attribute(root, "vae_scaling_factor", attributes.vae_scaling_factor, path);
-  h5::write_float_attribute(root, "vae_shift_factor", attributes.vae_shift_factor, path);
-  if (!attributes.text_encoder.empty()) h5::write_string_attribute(root, "text_encoder", attributes.text_encoder, path);
-  if (!attributes.text_embeds_encoder.empty())
-    h5::write_string_attribute(root, "text_embeds_encoder", attributes.text_embeds_encoder, path);
-  if (!attributes.text_pooled_encoder.empty())
-    h5::write_string_attribute(root, "text_pooled_encoder", attributes.text_pooled_encoder, path);
-  if (attributes.text_max_length > 0) h5::write_int_attribute(root, "text_max_length", attributes.text_max_length, path);
-  H5Gclose(H5_CHECK(H5Gcreate2(root, "buckets", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "/buckets",
-                    "H5Gcreate2"));
-}
-
-LatentDatasetWriter::~LatentDatasetWriter() {
-  try {
-    close();
-  } catch (...) {
-    // A destructor must not throw; call close() explicitly to see the error.
-  }
-}
-
-int64_t LatentDatasetWriter::n_samples() const { return static_cast<int64_t>(state_->index.size() / 2); }
-
-std::vector<int64_t> LatentDatasetWriter::append(const LatentSamples& samples) {
-  State& s = *state_;
-  WICK_CHECK(!s.closed, "LatentDatasetWriter::append: ", s.path, " is closed");
-  const std::string op = "LatentDatasetWriter::append: ";
-  int64_t n = samples.size();
-  WICK_CHECK(samples.latents.defined() && samples.latents.dim() == 4, op, "latents must be [n, C, H, W]");
-  WICK_CHECK(samples.latents.size(0) == n && samples.latents.size(1) == s.attributes.latent_channels, op,
-             "latents ", samples.latents.describe(), " for ", n, " captions and latent_channels ",
-             s.attributes.latent_channels);
-  WICK_CHECK(samples.text_embeds.defined() && samples.text_embeds.dim() == 3 && samples.text_embeds.size(0) == n, op,
-             "text_embeds must be [n, L, D]");
-  int64_t L = samples.text_embeds.size(1), D = samples.text_embeds.size(2);
-  WICK_CHECK(samples.text_pooled.defined() && samples.text_pooled.dim() == 2 && samples.text_pooled.size(0) == n, op,
-             "text_pooled must be [n, P]");
-  int64_t P = samples.text_pooled.size(1);
-  WICK_CHECK(samples.text_mask.defined() && samples.text_mask.shape() == Shape({n, L}), op, "text_mask must be [n, ",
-             L, "], got ", samples.text_mask.describe());
-  if (s.text_length < 0) {
-    s.text_length = L;
-    s.text_dim = D;
-    s.pooled_dim = P;
-  }
-  WICK_CHECK(L == s.text_length && D == s.text_dim && P == s.pooled_dim, op, "text shapes L=", L, " D=", D, " P=", P,
-             " differ from the first append's L=", s.text_length, " D=", s.text_dim, " P=", s.pooled_dim);
-  bool labelled = samples.labels.defined();
-  if (s.has_labels < 0) s.has_labels = labelled ? 1 : 0;
-  WICK_CHECK(labelled == (s.has_labels == 1), op, "labels must be given in every append or in none");
-  if (labelled) WICK_CHECK(samples.labels.shape() == Shape({n}), op, "labels must be [n]");
-  for (const Tensor* t : {&samples.latents, &samples.text_embeds, &samples.text_pooled, &samples.text_mask})
-    WICK_CHECK(t->device().is_cpu(), op, "tensors must be on the CPU, got ", t->describe());
-
-  int64_t C = s.attributes.latent_channels, H = samples.latents.size(2), W = samples.latents.size(3);
-  std::string name = std::to_string(H) + "x" + std::to_string(W);
-  H5Lock lock;
-  const std::string& path = s.path;
-  auto found = std::find_if(s.buckets.begin(), s.buckets.end(), [&](const State::Bucket& b) { return b.name == name; });
-  if (found == s.buckets.end()) {
-    State::Bucket bucket;
-    bucket.name = name;
-    bucket.height = H;
-    bucket.width = W;
-    hid_t root = s.file.get();
-    bucket.latents = h5::create_rows(root, bucket_path(name, "latents"), h5::f16_type(), {C, H, W}, 1, path);
-    bucket.embeds = h5::create_rows(root, bucket_path(name, "text/embeds"), h5::f16_type(), {L, D}, 1, path);
-    bucket.pooled = h5::create_rows(root, bucket_path(name, "text/pooled"), h5::f16_type(), {P}, 1024, path);
-    bucket.mask = h5::create_rows(root, bucket_path(name, "text/mask"), H5T_STD_U8LE, {L}, 1024, path);
-    bucket.captions = h5::create_rows(root, bucket_path(name, "captions"), h5::vlen_string_type(), {}, 1024, path);
-    if (labelled) bucket.labels = h5::create_rows(root, bucket_path(name, "labels"), H5T_STD_I64LE, {}, 1024, path);
-    s.buckets.push_back(std::move(bucket));
-    found = s.buckets.end() - 1;
-  }
-  State::Bucket& bucket = *found;
-  int64_t bucket_number = found - s.buckets.begin();
-  Tensor latents = samples.latents.to(DType::F16).contiguous();
-  Tensor embeds = samples.text_embeds.to(DType::F16).contiguous();
-  Tensor pooled = samples.text_pooled.to(DType::F16).contiguous();
-  Tensor mask = samples.text_mask.to(DType::U8).contiguous();
-  h5::append_rows(bucket.latents.get(), h5::f16_type(), latents.data(), bucket.n, n, {C, H, W}, path,
-                  bucket_path(name, "latents"));
-  h5::append_rows(bucket.embeds.get(), h5::f16_type(), embeds.data(), bucket.n, n, {L, D}, path,
-                  bucket_path(name, "text/embeds"));
-  h5::append_rows(bucket.pooled.get(), h5::f16_type(), pooled.data(), bucket.n, n, {P}, path,
-                  bucket_path(name, "text/pooled"));
-  h5::append_rows(bucket.mask.get(), H5T_NATIVE_UINT8, mask.data(), bucket.n, n, {L}, path,
-                  bucket_path(name, "text/mask"));
-  std::vector<const char*> texts;
-  for (const std::string& caption : samples.captions) texts.push_back(caption.c_str());
-  h5::append_rows(bucket.captions.get(), h5::vlen_string_type(), texts.data(), bucket.n, n, {}, path,
-                  bucket_path(name, "captions"));
-  if (labelled) {
-    Tensor labels = samples.labels.to(DType::I64).contiguous();
-    h5::append_rows(bucket.labels.get(), H5T_NATIVE_INT64, labels.data(), bucket.n, n, {}, path,
-                    bucket_path(name, "labels"));
-  }
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < n; ++i) {
-    ids.push_back(n_samples());
-    s.index.push_back(bucket_number);
-    s.index.push_back(bucket.n + i);
-  }
-  bucket.n += n;
-  return ids;
-}
-
-void LatentDatasetWriter::close() {
-  State& s = *state_;
-  if (s.closed) return;
-  s.closed = true;
-  H5Lock lock;
-  hid_t root = s.file.get();
-  H5Id index = h5::create_rows(root, "sample_index", H5T_STD_I64LE, {2}, 4096, s.path);
-  h5::append_rows(index.get(), H5T_NATIVE_INT64, s.index.data(), 0, n_samples(), {2}, s.path, "sample_index");
-  H5Id names = h5::create_rows(root, "bucket_names", h5::vlen_string_type(), {}, 64, s.path);
-  std::vector<const char*> texts;
-  for (const auto& bucket : s.buckets) texts.push_back(bucket.name.c_str());
-  h5::append_rows(names.get(), h5::vlen_string_type(), texts.data(), 0, static_cast<int64_t>(texts.size()), {},
-                  s.path, "bucket_names");
-  if (!s.attributes.label_names.empty()) {
-    H5Id labels = h5::create_rows(root, "label_names", h5::vlen_string_type(), {}, 64, s.path);
-    texts.clear();
-    for (const auto& label : s.attributes.label_names) texts.push_back(label.c_str());
-    h5::append_rows(labels.get(), h5::vlen_string_type(), texts.data(), 0, static_cast<int64_t>(texts.size()), {},
-                    s.path, "label_names");
-  }
-  s.buckets.clear();
-  H5_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL), s.path, "/", "H5Fflush");
-  s.file.reset();
-}
-
 // ---------------------------------------------------------------- reader
 
 struct LatentDataset::State {
   struct Bucket {
     BucketInfo info;
-    H5Id latents, embeds, pooled, mask, captions, labels;
-    bool latents_f16 = true, embeds_f16 = true, pooled_f16 = true;
+    H5Id latents, logvar, embeds, pooled, mask, captions, labels, original_size, crop, flipped, sources;
+    bool latents_f16 = true, logvar_f16 = true, embeds_f16 = true, pooled_f16 = true;
   };
   std::string path;
   LatentDatasetAttributes attributes;
@@ -234,6 +72,9 @@ struct LatentDataset::State {
   std::vector<int64_t> bucket_of, row_of, labels;
   int64_t text_length = 0, text_dim = 0, pooled_dim = 0;
   bool has_labels = false;
+  // Optional members present in every bucket (checked by open).
+  bool has_logvar = false, has_original_size = false, has_crop = false, has_flipped = false, has_sources = false;
+  int64_t n_prompts = -1;  // rows of /sample_prompts, -1 without it
 };
 
 LatentDataset::LatentDataset() : state_(std::make_unique<State>()) {}
@@ -348,15 +189,29 @@ std::shared_ptr<LatentDataset> LatentDataset::open(const std::string& path) {
     WICK_CHECK_KIND(Data, L == s.text_length && D == s.text_dim && P == s.pooled_dim, path, ": bucket ", name,
                     " has text shapes L=", L, " D=", D, " P=", P, ", bucket ", bucket_names[0], " has L=",
                     s.text_length, " D=", s.text_dim, " P=", s.pooled_dim);
-    bool labelled = h5::exists(root, bucket_path(name, "labels"));
-    if (b == 0) s.has_labels = labelled;
-    WICK_CHECK_KIND(Data, labelled == s.has_labels, path, ": /", bucket_path(name, "labels"),
-                    labelled ? " exists but the first bucket has no labels" : " is missing (other buckets have labels)");
-    if (labelled) {
-      auto [labels, labels_shape] = open_checked("labels", 1, H5T_INTEGER);
-      check_rows(labels_shape, "labels");
-      bucket.labels = std::move(labels);
-    }
+    // Optional members: in every bucket or in none, N rows, the row shape of the schema.
+    auto open_optional = [&](const std::string& member, bool& present, H5T_class_t type_class,
+                             const std::vector<int64_t>& row) {
+      const bool here = h5::exists(root, bucket_path(name, member));
+      if (b == 0) present = here;
+      WICK_CHECK_KIND(Data, here == present, path, ": /", bucket_path(name, member),
+                      here ? " exists but the first bucket has none" : " is missing (other buckets have it)");
+      if (!here) return H5Id();
+      auto [dataset, shape] = open_checked(member, row.size() + 1, type_class);
+      check_rows(shape, member);
+      std::vector<int64_t> expected = {N};
+      expected.insert(expected.end(), row.begin(), row.end());
+      WICK_CHECK_KIND(Data, shape == expected, path, ": /", bucket_path(name, member), " has shape ", Shape(shape),
+                      ", expected ", Shape(expected));
+      return std::move(dataset);
+    };
+    bucket.labels = open_optional("labels", s.has_labels, H5T_INTEGER, {});
+    bucket.logvar = open_optional("latents_logvar", s.has_logvar, H5T_FLOAT, {C, bucket.info.height, bucket.info.width});
+    bucket.original_size = open_optional("original_size", s.has_original_size, H5T_INTEGER, {2});
+    bucket.crop = open_optional("crop", s.has_crop, H5T_INTEGER, {2});
+    bucket.flipped = open_optional("flipped", s.has_flipped, H5T_INTEGER, {});
+    bucket.sources = open_optional("source", s.has_sources, H5T_STRING, {});
+    if (s.has_logvar) bucket.logvar_f16 = is_f16(bucket.logvar.get());
     bucket.info.n_samples = N;
     bucket.latents_f16 = is_f16(latents.get());
     bucket.embeds_f16 = is_f16(embeds.get());
@@ -389,6 +244,31 @@ std::shared_ptr<LatentDataset> LatentDataset::open(const std::string& path) {
     s.bucket_of[static_cast<size_t>(i)] = b;
     s.row_of[static_cast<size_t>(i)] = row;
   }
+  if (h5::exists(root, "sample_prompts")) {
+    auto open_prompts = [&](const std::string& member, size_t rank, H5T_class_t type_class) {
+      const std::string full = "sample_prompts/" + member;
+      H5Id dataset = h5::open_dataset(root, full, path);
+      auto shape = h5::dataset_shape(dataset.get(), path, full);
+      H5Id type(H5Dget_type(dataset.get()));
+      WICK_CHECK_KIND(Data, shape.size() == rank && H5Tget_class(type.get()) == type_class, path, ": /", full,
+                      " is ", h5::type_name(dataset.get()), " ", Shape(shape), ", expected ", rank, " dimensions of ",
+                      type_class == H5T_FLOAT ? "floats" : type_class == H5T_INTEGER ? "integers" : "strings");
+      return shape;
+    };
+    auto captions = open_prompts("captions", 1, H5T_STRING);
+    auto embeds = open_prompts("embeds", 3, H5T_FLOAT);
+    auto pooled = open_prompts("pooled", 2, H5T_FLOAT);
+    auto mask = open_prompts("mask", 2, H5T_INTEGER);
+    const int64_t K = captions[0];
+    WICK_CHECK_KIND(Data, embeds[0] == K && pooled[0] == K && mask[0] == K && mask[1] == embeds[1], path,
+                    ": /sample_prompts: captions ", Shape(captions), ", embeds ", Shape(embeds), ", pooled ",
+                    Shape(pooled), " and mask ", Shape(mask), " do not describe the same K prompts of L tokens");
+    if (!s.buckets.empty())
+      WICK_CHECK_KIND(Data, embeds[1] == s.text_length && embeds[2] == s.text_dim && pooled[1] == s.pooled_dim, path,
+                      ": /sample_prompts has L=", embeds[1], " D=", embeds[2], " P=", pooled[1], ", the samples L=",
+                      s.text_length, " D=", s.text_dim, " P=", s.pooled_dim);
+    s.n_prompts = K;
+  }
   s.labels.assign(static_cast<size_t>(S), -1);
   if (s.has_labels) {
     std::vector<std::vector<int64_t>> per_bucket;
@@ -413,6 +293,37 @@ int64_t LatentDataset::text_length() const { return state_->text_length; }
 int64_t LatentDataset::text_dim() const { return state_->text_dim; }
 int64_t LatentDataset::pooled_dim() const { return state_->pooled_dim; }
 bool LatentDataset::has_labels() const { return state_->has_labels; }
+bool LatentDataset::has_logvar() const { return state_->has_logvar; }
+bool LatentDataset::has_original_size() const { return state_->has_original_size; }
+bool LatentDataset::has_crop() const { return state_->has_crop; }
+bool LatentDataset::has_flipped() const { return state_->has_flipped; }
+bool LatentDataset::has_sources() const { return state_->has_sources; }
+
+std::optional<SamplePrompts> LatentDataset::sample_prompts() const {
+  const State& s = *state_;
+  if (s.n_prompts < 0) return std::nullopt;
+  H5Lock lock;
+  hid_t root = s.file.get();
+  H5Id captions = h5::open_dataset(root, "sample_prompts/captions", s.path);
+  H5Id embeds = h5::open_dataset(root, "sample_prompts/embeds", s.path);
+  H5Id pooled = h5::open_dataset(root, "sample_prompts/pooled", s.path);
+  H5Id mask = h5::open_dataset(root, "sample_prompts/mask", s.path);
+  const int64_t K = s.n_prompts;
+  const auto embeds_shape = h5::dataset_shape(embeds.get(), s.path, "sample_prompts/embeds");
+  const int64_t L = embeds_shape[1], D = embeds_shape[2];
+  const int64_t P = h5::dataset_shape(pooled.get(), s.path, "sample_prompts/pooled")[1];
+  SamplePrompts out;
+  out.captions = h5::read_strings(captions.get(), 0, K, s.path, "sample_prompts/captions");
+  out.embeds = Tensor::empty({K, L, D}, DType::F32);
+  out.pooled = Tensor::empty({K, P}, DType::F32);
+  out.mask = Tensor::empty({K, L}, DType::U8);
+  read_float_rows(embeds.get(), is_f16(embeds.get()), out.embeds.data_as<float>(), 0, K, {L, D}, s.path,
+                  "sample_prompts/embeds");
+  read_float_rows(pooled.get(), is_f16(pooled.get()), out.pooled.data_as<float>(), 0, K, {P}, s.path,
+                  "sample_prompts/pooled");
+  h5::read_rows(mask.get(), H5T_NATIVE_UINT8, out.mask.data(), 0, K, {L}, s.path, "sample_prompts/mask");
+  return out;
+}
 
 int64_t LatentDataset::bucket_of(int64_t id) const {
   WICK_CHECK(id >= 0 && id < size(), "LatentDataset: sample id ", id, " out of range [0, ", size(), ") in ",
@@ -428,9 +339,10 @@ int64_t LatentDataset::label_of(int64_t id) const {
   return state_->labels[static_cast<size_t>(id)];
 }
 
-void LatentDataset::read_into(const std::vector<int64_t>& ids, float* latents, float* embeds, float* pooled,
-                              uint8_t* mask, int64_t* labels, std::vector<std::string>* captions) const {
+void LatentDataset::read_into(const std::vector<int64_t>& ids, const SampleBuffers& out) const {
   WICK_CHECK(!ids.empty(), "LatentDataset::read: no sample ids");
+  WICK_CHECK(out.latents && out.text_embeds && out.text_pooled && out.text_mask,
+             "LatentDataset::read_into: the latents, text_embeds, text_pooled and text_mask buffers are required");
   const State& s = *state_;
   int64_t b = bucket_of(ids[0]);
   for (int64_t id : ids)
@@ -441,24 +353,41 @@ void LatentDataset::read_into(const std::vector<int64_t>& ids, float* latents, f
   const std::string& name = bucket.info.name;
   int64_t C = s.attributes.latent_channels, H = bucket.info.height, W = bucket.info.width;
   int64_t L = s.text_length, D = s.text_dim, P = s.pooled_dim;
-  if (captions) captions->clear();
+  if (out.captions) out.captions->clear();
+  if (out.sources) out.sources->clear();
   H5Lock lock;
   for (size_t i = 0; i < ids.size(); ++i) {
     int64_t row = s.row_of[static_cast<size_t>(ids[i])];
     int64_t k = static_cast<int64_t>(i);
-    read_float_rows(bucket.latents.get(), bucket.latents_f16, latents + k * C * H * W, row, 1, {C, H, W}, s.path,
+    read_float_rows(bucket.latents.get(), bucket.latents_f16, out.latents + k * C * H * W, row, 1, {C, H, W}, s.path,
                     bucket_path(name, "latents"));
-    read_float_rows(bucket.embeds.get(), bucket.embeds_f16, embeds + k * L * D, row, 1, {L, D}, s.path,
+    if (out.latents_logvar && s.has_logvar)
+      read_float_rows(bucket.logvar.get(), bucket.logvar_f16, out.latents_logvar + k * C * H * W, row, 1, {C, H, W},
+                      s.path, bucket_path(name, "latents_logvar"));
+    read_float_rows(bucket.embeds.get(), bucket.embeds_f16, out.text_embeds + k * L * D, row, 1, {L, D}, s.path,
                     bucket_path(name, "text/embeds"));
-    read_float_rows(bucket.pooled.get(), bucket.pooled_f16, pooled + k * P, row, 1, {P}, s.path,
+    read_float_rows(bucket.pooled.get(), bucket.pooled_f16, out.text_pooled + k * P, row, 1, {P}, s.path,
                     bucket_path(name, "text/pooled"));
-    h5::read_rows(bucket.mask.get(), H5T_NATIVE_UINT8, mask + k * L, row, 1, {L}, s.path,
+    h5::read_rows(bucket.mask.get(), H5T_NATIVE_UINT8, out.text_mask + k * L, row, 1, {L}, s.path,
                   bucket_path(name, "text/mask"));
-    if (captions) {
+    if (out.captions) {
       auto text = h5::read_strings(bucket.captions.get(), row, 1, s.path, bucket_path(name, "captions"));
-      captions->push_back(std::move(text[0]));
+      out.captions->push_back(std::move(text[0]));
     }
-    if (labels) labels[i] = s.labels[static_cast<size_t>(ids[i])];
+    if (out.labels) out.labels[i] = s.labels[static_cast<size_t>(ids[i])];
+    if (out.original_size && s.has_original_size)
+      h5::read_rows(bucket.original_size.get(), H5T_NATIVE_INT64, out.original_size + 2 * k, row, 1, {2}, s.path,
+                    bucket_path(name, "original_size"));
+    if (out.crop && s.has_crop)
+      h5::read_rows(bucket.crop.get(), H5T_NATIVE_INT64, out.crop + 2 * k, row, 1, {2}, s.path,
+                    bucket_path(name, "crop"));
+    if (out.flipped && s.has_flipped)
+      h5::read_rows(bucket.flipped.get(), H5T_NATIVE_UINT8, out.flipped + k, row, 1, {}, s.path,
+                    bucket_path(name, "flipped"));
+    if (out.sources && s.has_sources) {
+      auto text = h5::read_strings(bucket.sources.get(), row, 1, s.path, bucket_path(name, "source"));
+      out.sources->push_back(std::move(text[0]));
+    }
   }
 }
 
@@ -467,14 +396,29 @@ LatentSamples LatentDataset::read(const std::vector<int64_t>& ids) const {
   const State& s = *state_;
   const BucketInfo& info = s.infos[static_cast<size_t>(bucket_of(ids[0]))];
   int64_t n = static_cast<int64_t>(ids.size());
+  const Shape latents_shape = {n, s.attributes.latent_channels, info.height, info.width};
   LatentSamples out;
-  out.latents = Tensor::empty({n, s.attributes.latent_channels, info.height, info.width}, DType::F32);
+  out.latents = Tensor::empty(latents_shape, DType::F32);
   out.text_embeds = Tensor::empty({n, s.text_length, s.text_dim}, DType::F32);
   out.text_pooled = Tensor::empty({n, s.pooled_dim}, DType::F32);
   out.text_mask = Tensor::empty({n, s.text_length}, DType::U8);
   Tensor labels = Tensor::empty({n}, DType::I64);
-  read_into(ids, out.latents.data_as<float>(), out.text_embeds.data_as<float>(), out.text_pooled.data_as<float>(),
-            static_cast<uint8_t*>(out.text_mask.data()), labels.data_as<int64_t>(), &out.captions);
+  if (s.has_logvar) out.latents_logvar = Tensor::empty(latents_shape, DType::F32);
+  if (s.has_original_size) out.original_size = Tensor::empty({n, 2}, DType::I64);
+  if (s.has_crop) out.crop = Tensor::empty({n, 2}, DType::I64);
+  if (s.has_flipped) out.flipped = Tensor::empty({n}, DType::U8);
+  auto pointer = [](Tensor& t) { return t.defined() ? t.data() : nullptr; };
+  read_into(ids, {.latents = out.latents.data_as<float>(),
+                  .text_embeds = out.text_embeds.data_as<float>(),
+                  .text_pooled = out.text_pooled.data_as<float>(),
+                  .text_mask = static_cast<uint8_t*>(out.text_mask.data()),
+                  .latents_logvar = static_cast<float*>(pointer(out.latents_logvar)),
+                  .labels = labels.data_as<int64_t>(),
+                  .original_size = static_cast<int64_t*>(pointer(out.original_size)),
+                  .crop = static_cast<int64_t*>(pointer(out.crop)),
+                  .flipped = static_cast<uint8_t*>(pointer(out.flipped)),
+                  .captions = &out.captions,
+                  .sources = s.has_sources ? &out.sources : nullptr});
   if (s.has_labels) out.labels = labels;
   out.ids = ids;
   return out;
@@ -502,6 +446,11 @@ ValidationReport LatentDataset::validate() const {
     check_type(bucket.mask.get(), "text/mask", "u8");
     check_type(bucket.captions.get(), "captions", "string");
     if (bucket.labels.valid()) check_type(bucket.labels.get(), "labels", "i64");
+    if (bucket.logvar.valid()) check_type(bucket.logvar.get(), "latents_logvar", "f16");
+    if (bucket.original_size.valid()) check_type(bucket.original_size.get(), "original_size", "i64");
+    if (bucket.crop.valid()) check_type(bucket.crop.get(), "crop", "i64");
+    if (bucket.flipped.valid()) check_type(bucket.flipped.get(), "flipped", "u8");
+    if (bucket.sources.valid()) check_type(bucket.sources.get(), "source", "string");
 
     int64_t C = s.attributes.latent_channels, H = bucket.info.height, W = bucket.info.width;
     int64_t N = bucket.info.n_samples, block = 256;
@@ -516,6 +465,8 @@ ValidationReport LatentDataset::validate() const {
         {bucket.latents.get(), bucket.latents_f16, "latents", {C, H, W}, true},
         {bucket.embeds.get(), bucket.embeds_f16, "text/embeds", {s.text_length, s.text_dim}, false},
         {bucket.pooled.get(), bucket.pooled_f16, "text/pooled", {s.pooled_dim}, false}};
+    if (bucket.logvar.valid())
+      members.push_back({bucket.logvar.get(), bucket.logvar_f16, "latents_logvar", {C, H, W}, false});
     for (const Member& member : members) {
       int64_t row_size = 1;
       for (int64_t extent : member.row) row_size *= extent;
@@ -545,6 +496,27 @@ ValidationReport LatentDataset::validate() const {
       } catch (const WickError& error) {
         report.errors.push_back(error.what());
       }
+    }
+  }
+  if (s.n_prompts >= 0) {
+    try {
+      const SamplePrompts prompts = *sample_prompts();
+      for (const char* member : {"embeds", "pooled"}) {
+        const std::string full = std::string("sample_prompts/") + member;
+        H5Id dataset = h5::open_dataset(s.file.get(), full, s.path);
+        const std::string actual = h5::type_name(dataset.get());
+        report.dtypes.push_back(full + ": " + actual);
+        if (actual != "f16") report.errors.push_back("/" + full + " is " + actual + ", the schema says f16");
+      }
+      for (const Tensor* values : {&prompts.embeds, &prompts.pooled})
+        for (float v : values->to_vector<float>())
+          if (!std::isfinite(v)) {
+            report.errors.push_back(std::string("/sample_prompts/") + (values == &prompts.embeds ? "embeds" : "pooled") +
+                                    " holds a non-finite value");
+            break;
+          }
+    } catch (const WickError& error) {
+      report.errors.push_back(error.what());
     }
   }
   if (count > 0) {
@@ -579,18 +551,12 @@ ValidationReport LatentDataset::validate() const {
 
 #else  // built without HDF5
 
-struct LatentDatasetWriter::State {};
 struct LatentDataset::State {};
 namespace {
 [[noreturn]] void no_hdf5(const std::string& path) {
   WICK_FAIL(Data, path, ": this wick was built without HDF5 (install libhdf5-dev and re-run cmake)");
 }
 }  // namespace
-LatentDatasetWriter::LatentDatasetWriter(const std::string& path, const LatentDatasetAttributes&) { no_hdf5(path); }
-LatentDatasetWriter::~LatentDatasetWriter() = default;
-std::vector<int64_t> LatentDatasetWriter::append(const LatentSamples&) { no_hdf5(""); }
-int64_t LatentDatasetWriter::n_samples() const { return 0; }
-void LatentDatasetWriter::close() {}
 LatentDataset::LatentDataset() = default;
 LatentDataset::~LatentDataset() = default;
 std::shared_ptr<LatentDataset> LatentDataset::open(const std::string& path) { no_hdf5(path); }
@@ -605,10 +571,13 @@ bool LatentDataset::has_labels() const { return false; }
 int64_t LatentDataset::bucket_of(int64_t) const { no_hdf5(""); }
 int64_t LatentDataset::row_of(int64_t) const { no_hdf5(""); }
 int64_t LatentDataset::label_of(int64_t) const { no_hdf5(""); }
-void LatentDataset::read_into(const std::vector<int64_t>&, float*, float*, float*, uint8_t*, int64_t*,
-                              std::vector<std::string>*) const {
-  no_hdf5("");
-}
+bool LatentDataset::has_logvar() const { return false; }
+bool LatentDataset::has_original_size() const { return false; }
+bool LatentDataset::has_crop() const { return false; }
+bool LatentDataset::has_flipped() const { return false; }
+bool LatentDataset::has_sources() const { return false; }
+std::optional<SamplePrompts> LatentDataset::sample_prompts() const { return std::nullopt; }
+void LatentDataset::read_into(const std::vector<int64_t>&, const SampleBuffers&) const { no_hdf5(""); }
 LatentSamples LatentDataset::read(const std::vector<int64_t>&) const { no_hdf5(""); }
 ValidationReport LatentDataset::validate() const { no_hdf5(""); }
 #endif

@@ -7,6 +7,10 @@
 //   auto ds = LatentDataset::open("data/x.h5");       // read-only, file locking off; checks the schema
 //   ValidationReport r = ds->validate();               // reads everything: NaN/Inf, dtypes, index
 //   LatentSamples s = ds->read({3, 17, 5});           // by sample id, all in one bucket
+//   if (auto prompts = ds->sample_prompts()) use(prompts->captions, prompts->embeds);   // optional
+//
+// Optional per-sample members (docs/dataset.md): latents_logvar (then `latents` holds the VAE's mean),
+// original_size, crop, flipped, source; each is given in every append or in none.
 //
 // Every failure throws WickError (kind Data) naming the file and the HDF5 object. HDF5 calls are
 // serialized by one process-wide mutex (the serial HDF5 library is not thread-safe).
@@ -14,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,16 +45,47 @@ struct LatentDatasetAttributes {
 };
 
 // A group of samples of one bucket. Tensors are CPU; floating tensors of any float dtype on write
-// (stored f16), f32 on read.
+// (stored f16), f32 on read; integer tensors of any integer dtype on write. Optional members are
+// undefined (or empty) when the file has none.
 struct LatentSamples {
-  Tensor latents;      // [n, C, H, W]
-  Tensor text_embeds;  // [n, L, D]
-  Tensor text_pooled;  // [n, P]
-  Tensor text_mask;    // u8 [n, L]
+  Tensor latents;         // [n, C, H, W]: the latent, or the VAE's mean when latents_logvar is defined
+  Tensor latents_logvar;  // [n, C, H, W]: the VAE's log-variance (optional)
+  Tensor text_embeds;     // [n, L, D]
+  Tensor text_pooled;     // [n, P]
+  Tensor text_mask;       // u8 [n, L]
   std::vector<std::string> captions;  // n
-  Tensor labels;       // i64 [n]; undefined when the file has none
+  Tensor labels;          // i64 [n] (optional)
+  Tensor original_size;   // i64 [n, 2]: (height, width) of the source image (optional)
+  Tensor crop;            // i64 [n, 2]: (top, left) of the crop in the resized image (optional)
+  Tensor flipped;         // u8 [n]: 1 when mirrored left-right (optional)
+  std::vector<std::string> sources;  // n: the image's path relative to its folder (optional: empty)
   std::vector<int64_t> ids;  // sample ids (filled by read and by append)
   int64_t size() const { return static_cast<int64_t>(captions.size()); }
+};
+
+// The config's sample prompts, encoded when the dataset was made (root group /sample_prompts), so that
+// sampling during training needs no text encoder. L, D and P are the dataset's.
+struct SamplePrompts {
+  std::vector<std::string> captions;  // K
+  Tensor embeds;                      // f32 [K, L, D] on read (any float dtype on write)
+  Tensor pooled;                      // f32 [K, P]
+  Tensor mask;                        // u8 [K, L]
+};
+
+// Where LatentDataset::read_into puts samples (row-major, n = ids.size()): the required pointers must
+// not be null; an optional one may be null (not read), and is not written when the file lacks it.
+struct SampleBuffers {
+  float* latents = nullptr;         // n*C*H*W
+  float* text_embeds = nullptr;     // n*L*D
+  float* text_pooled = nullptr;     // n*P
+  uint8_t* text_mask = nullptr;     // n*L
+  float* latents_logvar = nullptr;  // n*C*H*W (optional)
+  int64_t* labels = nullptr;        // n; -1 when the file has none (optional)
+  int64_t* original_size = nullptr; // n*2 (optional)
+  int64_t* crop = nullptr;          // n*2 (optional)
+  uint8_t* flipped = nullptr;       // n (optional)
+  std::vector<std::string>* captions = nullptr;  // replaced by n captions (optional)
+  std::vector<std::string>* sources = nullptr;   // replaced by n sources (optional)
 };
 
 struct BucketInfo {
@@ -67,9 +103,13 @@ class LatentDatasetWriter {
   LatentDatasetWriter& operator=(const LatentDatasetWriter&) = delete;
 
   // Appends n samples to the bucket of their latent size (created on first use) and returns their
-  // sample ids. Shapes: latents [n, C, H, W] with C = latent_channels; L, D, P equal to the first
-  // append's; labels given either in every append or in none.
+  // sample ids. Shapes: latents and latents_logvar [n, C, H, W] with C = latent_channels; L, D, P
+  // equal to the first append's; each optional member (labels, latents_logvar, original_size, crop,
+  // flipped, sources) given either in every append or in none.
   std::vector<int64_t> append(const LatentSamples& samples);
+  // Writes /sample_prompts (at most once). Its L, D and P must be those of the samples (checked when
+  // both are known, here or at the next append).
+  void set_sample_prompts(const SamplePrompts& prompts);
   int64_t n_samples() const;
   // Writes the sample index and bucket names and closes the file; the destructor calls it.
   void close();
@@ -103,17 +143,24 @@ class LatentDataset {
   int64_t text_dim() const;     // D
   int64_t pooled_dim() const;   // P
   bool has_labels() const;
+  // Which optional per-sample members the file holds (in every bucket).
+  bool has_logvar() const;         // latents_logvar: `latents` is the VAE's mean
+  bool has_original_size() const;
+  bool has_crop() const;
+  bool has_flipped() const;
+  bool has_sources() const;
+  // /sample_prompts, read from the file (nullopt when it has none).
+  std::optional<SamplePrompts> sample_prompts() const;
   // Bucket number and row of sample `id` (0 <= id < size()).
   int64_t bucket_of(int64_t id) const;
   int64_t row_of(int64_t id) const;
   int64_t label_of(int64_t id) const;  // -1 without labels
 
-  // Reads samples (all of one bucket) as CPU tensors: floats f32, mask u8, labels i64.
+  // Reads samples (all of one bucket) as CPU tensors: floats f32, mask and flipped u8, labels,
+  // original_size and crop i64; every optional member the file holds.
   LatentSamples read(const std::vector<int64_t>& ids) const;
-  // Same, writing floats into caller buffers of the right sizes (used by the prefetcher's pinned
-  // buffers): latents n*C*H*W, embeds n*L*D, pooled n*P, mask n*L, labels n (may be null).
-  void read_into(const std::vector<int64_t>& ids, float* latents, float* embeds, float* pooled, uint8_t* mask,
-                 int64_t* labels, std::vector<std::string>* captions) const;
+  // Same, into caller buffers (the prefetcher's pinned buffers); see SampleBuffers.
+  void read_into(const std::vector<int64_t>& ids, const SampleBuffers& out) const;
 
   // Full content check; never throws for content problems (they go into the report).
   ValidationReport validate() const;

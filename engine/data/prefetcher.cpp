@@ -62,32 +62,55 @@ Batch Prefetcher::load(const std::vector<int64_t>& ids, const SamplerState& afte
   int64_t L = ds.text_length(), D = ds.text_dim(), P = ds.pooled_dim();
   Shape latents_shape = {B, C, bucket.height, bucket.width}, embeds_shape = {B, L, D}, pooled_shape = {B, P},
         mask_shape = {B, L};
+  const bool logvar = ds.has_logvar();
   Batch batch;
   batch.ids = ids;
   batch.after = after;
   batch.labels = Tensor::empty({B}, DType::I64);
+  if (ds.has_original_size()) batch.original_size = Tensor::empty({B, 2}, DType::I64);
+  if (ds.has_crop()) batch.crop = Tensor::empty({B, 2}, DType::I64);
+  if (ds.has_flipped()) batch.flipped = Tensor::empty({B}, DType::U8);
+  auto pointer = [](const Tensor& t) { return t.defined() ? t.data() : nullptr; };
+  SampleBuffers buffers{.labels = batch.labels.data_as<int64_t>(),
+                        .original_size = static_cast<int64_t*>(pointer(batch.original_size)),
+                        .crop = static_cast<int64_t*>(pointer(batch.crop)),
+                        .flipped = static_cast<uint8_t*>(pointer(batch.flipped)),
+                        .captions = &batch.captions,
+                        .sources = &batch.sources};
   if (options_.device.is_cpu()) {
     batch.latents = Tensor::empty(latents_shape, DType::F32);
+    if (logvar) batch.latents_logvar = Tensor::empty(latents_shape, DType::F32);
     batch.text_embeds = Tensor::empty(embeds_shape, DType::F32);
     batch.text_pooled = Tensor::empty(pooled_shape, DType::F32);
     batch.text_mask = Tensor::empty(mask_shape, DType::U8);
-    ds.read_into(ids, batch.latents.data_as<float>(), batch.text_embeds.data_as<float>(),
-                 batch.text_pooled.data_as<float>(), static_cast<uint8_t*>(batch.text_mask.data()),
-                 batch.labels.data_as<int64_t>(), &batch.captions);
+    buffers.latents = batch.latents.data_as<float>();
+    buffers.latents_logvar = static_cast<float*>(pointer(batch.latents_logvar));
+    buffers.text_embeds = batch.text_embeds.data_as<float>();
+    buffers.text_pooled = batch.text_pooled.data_as<float>();
+    buffers.text_mask = static_cast<uint8_t*>(batch.text_mask.data());
+    ds.read_into(ids, buffers);
     return batch;
   }
   // CUDA: convert into one pinned staging buffer, copy each part asynchronously on the loader's own
   // stream, and wait for that stream (not the training stream) before handing the batch over.
   size_t n_latents = static_cast<size_t>(numel(latents_shape)), n_embeds = static_cast<size_t>(numel(embeds_shape)),
          n_pooled = static_cast<size_t>(numel(pooled_shape)), n_mask = static_cast<size_t>(numel(mask_shape));
-  size_t floats = n_latents + n_embeds + n_pooled;
+  size_t n_logvar = logvar ? n_latents : 0;
+  size_t floats = n_latents + n_logvar + n_embeds + n_pooled;
   size_t bytes = floats * sizeof(float) + n_mask;
   static thread_local PinnedBuffer staging;
   if (staging.bytes() < bytes) staging = PinnedBuffer(bytes);
   float* host = static_cast<float*>(staging.data());
+  float* host_logvar = host + n_latents;
+  float* host_embeds = host_logvar + n_logvar;
+  float* host_pooled = host_embeds + n_embeds;
   uint8_t* host_mask = reinterpret_cast<uint8_t*>(host + floats);
-  ds.read_into(ids, host, host + n_latents, host + n_latents + n_embeds, host_mask, batch.labels.data_as<int64_t>(),
-               &batch.captions);
+  buffers.latents = host;
+  buffers.latents_logvar = logvar ? host_logvar : nullptr;
+  buffers.text_embeds = host_embeds;
+  buffers.text_pooled = host_pooled;
+  buffers.text_mask = host_mask;
+  ds.read_into(ids, buffers);
   StreamGuard guard(copy_stream_);  // device tensors are allocated in the copy stream's order
   Device device = options_.device;
   batch.latents = Tensor::empty(latents_shape, DType::F32, device);
@@ -95,9 +118,13 @@ Batch Prefetcher::load(const std::vector<int64_t>& ids, const SamplerState& afte
   batch.text_pooled = Tensor::empty(pooled_shape, DType::F32, device);
   batch.text_mask = Tensor::empty(mask_shape, DType::U8, device);
   copy_bytes(batch.latents.data(), device, host, Device::cpu(), n_latents * sizeof(float), copy_stream_);
-  copy_bytes(batch.text_embeds.data(), device, host + n_latents, Device::cpu(), n_embeds * sizeof(float), copy_stream_);
-  copy_bytes(batch.text_pooled.data(), device, host + n_latents + n_embeds, Device::cpu(), n_pooled * sizeof(float),
-             copy_stream_);
+  if (logvar) {
+    batch.latents_logvar = Tensor::empty(latents_shape, DType::F32, device);
+    copy_bytes(batch.latents_logvar.data(), device, host_logvar, Device::cpu(), n_logvar * sizeof(float),
+               copy_stream_);
+  }
+  copy_bytes(batch.text_embeds.data(), device, host_embeds, Device::cpu(), n_embeds * sizeof(float), copy_stream_);
+  copy_bytes(batch.text_pooled.data(), device, host_pooled, Device::cpu(), n_pooled * sizeof(float), copy_stream_);
   copy_bytes(batch.text_mask.data(), device, host_mask, Device::cpu(), n_mask, copy_stream_);
   synchronize(copy_stream_);  // the staging buffer is reused by the next batch
   return batch;

@@ -1,5 +1,5 @@
-// Background batch loading: a thread that reads the sampler's next batches from a LatentDataset,
-// converts f16 to f32 and keeps `depth` (>= 2) batches ready; on a CUDA target it converts into a
+// Background batch loading: a thread that reads the sampler's next batches from a LatentDataset
+// (with every optional member the file holds), converts f16 to f32 and keeps `depth` (>= 2) batches ready; on a CUDA target it converts into a
 // pinned host buffer and copies to the device asynchronously on its own stream.
 //
 //   auto ds = LatentDataset::open(path);
@@ -26,11 +26,17 @@
 namespace wick {
 
 struct Batch {
-  Tensor latents;      // f32 [B, C, H, W]
-  Tensor text_embeds;  // f32 [B, L, D]
-  Tensor text_pooled;  // f32 [B, P]
-  Tensor text_mask;    // u8 [B, L]
-  Tensor labels;       // i64 [B] (-1 where the file has no labels); always on the CPU
+  Tensor latents;         // f32 [B, C, H, W]: the cached latent, or the VAE's mean when latents_logvar is defined
+  Tensor latents_logvar;  // f32 [B, C, H, W] on the target device; undefined when the file has none
+  Tensor text_embeds;     // f32 [B, L, D]
+  Tensor text_pooled;     // f32 [B, P]
+  Tensor text_mask;       // u8 [B, L]
+  Tensor labels;          // i64 [B] (-1 where the file has no labels); always on the CPU
+  // SDXL's micro-conditioning and provenance, on the CPU; undefined / empty when the file has none.
+  Tensor original_size;   // i64 [B, 2] (height, width)
+  Tensor crop;            // i64 [B, 2] (top, left)
+  Tensor flipped;         // u8 [B]
+  std::vector<std::string> sources;
   std::vector<int64_t> ids;
   std::vector<std::string> captions;
   SamplerState after;  // sampler state once this batch is consumed

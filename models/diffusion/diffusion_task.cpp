@@ -24,9 +24,11 @@ DiffusionTask::DiffusionTask(const TrainConfig& config, std::shared_ptr<Diffusio
 
 Tensor DiffusionTask::micro_batch_loss(const Batch& batch) {
   const int64_t epoch = batch_epoch(batch);
-  Tensor x0 = Objective::scale_latents(batch.latents, data_.dataset->attributes());
+  const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
+  Tensor z = training_latents(batch, config_.datasets[0].latent_sampling, seed, epoch);
+  Tensor x0 = Objective::scale_latents(z, data_.dataset->attributes());
   diffusion::Conditioning cond =
-      drop_captions(batch, config_.datasets[0].caption_dropout, static_cast<uint64_t>(config_.train.seed), epoch);
+      drop_captions(batch, config_.datasets[0].caption_dropout, seed, epoch);
   ObjectiveBatch ob = objective_.make(x0, batch.ids, epoch);
   Tensor x_in = ob.x_t.dtype() == model_->dtype() ? ob.x_t : ob.x_t.to(model_->dtype());
   Tensor pred = model_->predict(x_in, ob.model_time, cond);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/autograd/ops_view.h"
+#include "models/vae/vae.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/philox.h"
@@ -102,6 +103,14 @@ diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t see
   cond.pooled = mul(batch.text_pooled, keep_t.view({n, 1}));
   cond.context_mask = mul(batch.text_mask.to(DType::F32), keep_t.view({n, 1})).to(DType::U8);
   return cond;
+}
+
+Tensor training_latents(const Batch& batch, LatentSampling sampling, uint64_t seed, int64_t epoch) {
+  if (!batch.latents_logvar.defined() || sampling == LatentSampling::Mean) return batch.latents;
+  std::vector<RngStream> streams;
+  for (int64_t id : batch.ids)
+    streams.push_back(derive_stream(seed, static_cast<uint64_t>(id), static_cast<uint64_t>(epoch), RngPurpose::LatentSample));
+  return vae::sample_latents({.mean = batch.latents, .logvar = batch.latents_logvar}, streams);
 }
 
 diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,

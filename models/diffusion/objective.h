@@ -4,7 +4,8 @@
 // sample draws the same noise, σ/t and dropout decision on any rank, batch position or resume.
 //
 //   Objective objective(config.train);                                // flowmatch or ddpm
-//   Tensor x0 = objective.scale_latents(batch.latents, dataset_attributes);
+//   Tensor z = training_latents(batch, dataset_config.latent_sampling, seed, epoch);   // mean or a sample
+//   Tensor x0 = objective.scale_latents(z, dataset_attributes);
 //   diffusion::Conditioning cond = drop_captions(batch, p, seed, epoch);
 //   ObjectiveBatch b = objective.make(x0, batch.ids, epoch);
 //   Tensor pred = model->forward(b.x_t, b.model_time, cond.context, cond.context_mask, cond.pooled);
@@ -72,6 +73,12 @@ double flow_min_snr_weight(double sigma, double gamma);
 // word encoder; the unconditional input for classifier-free guidance). Sample i is dropped when
 // stream_uniform(derive_stream(seed, id_i, epoch, CaptionDropout), 0) < p.
 diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch);
+
+// The latents a step trains on. A batch with latents_logvar (the file stores the VAE's distribution) and
+// LatentSampling::Sample gives, row by row, mean + exp(logvar / 2) · ε with ε = randn([C, H, W]) from
+// the Philox stream derive_stream(seed, id, epoch, LatentSample) (vae::sample_latents): the same on every
+// rank, batch position, resume and device. With Mean, or a file without logvar, batch.latents as they are.
+Tensor training_latents(const Batch& batch, LatentSampling sampling, uint64_t seed, int64_t epoch);
 
 // The unconditional conditioning for n samples: zero tokens [n, L, D], zero mask [n, L], zero pooled [n, P].
 diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,

@@ -17,12 +17,14 @@
 #include "engine/data/idx.h"
 #include "engine/data/latent_dataset.h"
 #include "engine/data/prefetcher.h"
+#include "tests/error_of.h"
 #include "tests/test_data.h"
 
 namespace wick {
 namespace {
 
 using ::testing::HasSubstr;
+using wick::testing::error_of;
 
 std::string fixture(const std::string& name) { return wick::testing::test_data_dir() + "/dataset/" + name; }
 std::string temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
@@ -106,6 +108,128 @@ TEST(LatentDataset, WriterReaderRoundTrip) {
   ValidationReport report = ds->validate();
   EXPECT_TRUE(report.ok()) << (report.errors.empty() ? "" : report.errors[0]);
   EXPECT_EQ(report.n_samples, 7);
+}
+
+// The optional per-sample members (latents_logvar, original_size, crop, flipped, source) and /sample_prompts:
+// written, read back exactly (f16 values), validated, delivered by the prefetcher; misuse is refused.
+LatentSamples with_optional_members(LatentSamples s, float logvar_base) {
+  const int64_t n = s.size();
+  std::vector<float> logvar(static_cast<size_t>(s.latents.numel()));
+  for (size_t i = 0; i < logvar.size(); ++i) logvar[i] = logvar_base - static_cast<float>(i % 7) * 0.5f;
+  s.latents_logvar = Tensor::from_vector(logvar, s.latents.shape());
+  std::vector<int64_t> original, crop;
+  std::vector<uint8_t> flipped;
+  for (int64_t i = 0; i < n; ++i) {
+    original.insert(original.end(), {600 + i, 512 - i});
+    crop.insert(crop.end(), {5 * i, 3 * i + 1});
+    flipped.push_back(static_cast<uint8_t>(i % 2));
+    s.sources.push_back("sub/image_" + std::to_string(i) + "_é.jpg");
+  }
+  s.original_size = Tensor::from_vector(original, {n, 2});
+  s.crop = Tensor::from_vector(crop, {n, 2});
+  s.flipped = Tensor::from_vector(flipped, {n});
+  s.labels = Tensor();
+  return s;
+}
+
+TEST(LatentDataset, OptionalMembersAndSamplePromptsRoundTrip) {
+  const std::string path = temp("optional_members.h5");
+  const LatentSamples a = with_optional_members(make_samples(3, 2, 2, 1.0f), -1.0f);
+  const LatentSamples b = with_optional_members(make_samples(2, 4, 2, -3.0f), 2.0f);
+  std::vector<float> prompt_embeds(2 * 3 * 5), prompt_pooled(2 * 5);
+  for (size_t i = 0; i < prompt_embeds.size(); ++i) prompt_embeds[i] = static_cast<float>(i) * 0.125f - 1.0f;
+  for (size_t i = 0; i < prompt_pooled.size(); ++i) prompt_pooled[i] = static_cast<float>(i) * 0.25f;
+  const SamplePrompts prompts{.captions = {"ohwx on the moon", "a café"},
+                              .embeds = Tensor::from_vector(prompt_embeds, {2, 3, 5}),
+                              .pooled = Tensor::from_vector(prompt_pooled, {2, 5}),
+                              .mask = Tensor::from_vector<uint8_t>({1, 1, 0, 1, 0, 0}, {2, 3})};
+  {
+    LatentDatasetWriter writer(path, {.model_family = "flux", .latent_channels = 4});
+    writer.set_sample_prompts(prompts);  // before any sample: the shapes are checked at the first append
+    EXPECT_THROW(writer.set_sample_prompts(prompts), WickError);  // once
+    writer.append(a);
+    writer.append(b);
+    LatentSamples missing = make_samples(1, 2, 2, 0.0f);  // no optional members: refused
+    missing.labels = Tensor();
+    EXPECT_THAT(error_of([&] { writer.append(missing); }), HasSubstr("latents_logvar must be given in every append or in none"));
+    LatentSamples bad = with_optional_members(make_samples(1, 2, 2, 0.0f), 0.0f);
+    bad.crop = Tensor::from_vector<int64_t>({1, 2, 3}, {1, 3});
+    EXPECT_THROW(writer.append(bad), WickError);
+  }
+  auto ds = LatentDataset::open(path);
+  EXPECT_TRUE(ds->has_logvar() && ds->has_original_size() && ds->has_crop() && ds->has_flipped() && ds->has_sources());
+  EXPECT_FALSE(ds->has_labels());
+  ASSERT_EQ(ds->size(), 5);
+  const LatentSamples back = ds->read({4, 3});  // b's rows 1 and 0
+  auto row = [](const Tensor& t, int64_t i) { return t.select(0, i).contiguous().to_vector<float>(); };
+  EXPECT_EQ(row(back.latents_logvar, 0), row(b.latents_logvar, 1));
+  EXPECT_EQ(row(back.latents_logvar, 1), row(b.latents_logvar, 0));
+  EXPECT_EQ(row(back.latents, 0), row(b.latents, 1));
+  EXPECT_EQ(row(ds->read({1}).latents_logvar, 0), row(a.latents_logvar, 1));
+  EXPECT_EQ(back.original_size.to_vector<int64_t>(), (std::vector<int64_t>{601, 511, 600, 512}));
+  EXPECT_EQ(back.crop.to_vector<int64_t>(), (std::vector<int64_t>{5, 4, 0, 1}));
+  EXPECT_EQ(back.flipped.to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(back.sources, (std::vector<std::string>{"sub/image_1_é.jpg", "sub/image_0_é.jpg"}));
+  const std::optional<SamplePrompts> p = ds->sample_prompts();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->captions, prompts.captions);
+  EXPECT_EQ(p->embeds.to_vector<float>(), prompt_embeds);
+  EXPECT_EQ(p->pooled.to_vector<float>(), prompt_pooled);
+  EXPECT_EQ(p->mask.to_vector<uint8_t>(), prompts.mask.to_vector<uint8_t>());
+  const ValidationReport report = ds->validate();
+  EXPECT_TRUE(report.ok()) << (report.errors.empty() ? "" : report.errors[0]);
+  EXPECT_THAT(report.dtypes, ::testing::Contains("buckets/2x2/latents_logvar: f16"));
+  EXPECT_THAT(report.dtypes, ::testing::Contains("buckets/4x2/source: string"));
+  EXPECT_THAT(report.dtypes, ::testing::Contains("sample_prompts/embeds: f16"));
+
+  // The prefetcher hands every member over.
+  std::vector<int64_t> ids = select_ids(*ds, {}), buckets;
+  for (int64_t id : ids) buckets.push_back(ds->bucket_of(id));
+  SamplerOptions options{.seed = 1, .rank = 0, .world = 1, .batch_size = 2};
+  DistributedSampler reference(ids, buckets, options);
+  Prefetcher loader(ds, DistributedSampler(ids, buckets, options), {.depth = 2});
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int64_t> want;
+    reference.next(want);
+    const Batch got = loader.next();
+    const LatentSamples direct = ds->read(want);
+    ASSERT_TRUE(got.latents_logvar.defined());
+    EXPECT_EQ(got.latents_logvar.to_vector<float>(), direct.latents_logvar.to_vector<float>());
+    EXPECT_EQ(got.latents.to_vector<float>(), direct.latents.to_vector<float>());
+    EXPECT_EQ(got.original_size.to_vector<int64_t>(), direct.original_size.to_vector<int64_t>());
+    EXPECT_EQ(got.crop.to_vector<int64_t>(), direct.crop.to_vector<int64_t>());
+    EXPECT_EQ(got.flipped.to_vector<uint8_t>(), direct.flipped.to_vector<uint8_t>());
+    EXPECT_EQ(got.sources, direct.sources);
+  }
+  if (cuda_device_count() > 0) {  // the pinned staging buffer and the copies carry the logvar too
+    Prefetcher gpu(ds, DistributedSampler(ids, buckets, options), {.depth = 2, .device = Device::cuda(0)});
+    DistributedSampler again(ids, buckets, options);
+    for (int step = 0; step < 4; ++step) {
+      std::vector<int64_t> want;
+      again.next(want);
+      const Batch got = gpu.next();
+      const LatentSamples direct = ds->read(want);
+      EXPECT_TRUE(got.latents_logvar.device().is_cuda());
+      EXPECT_EQ(got.latents_logvar.to(Device::cpu()).to_vector<float>(), direct.latents_logvar.to_vector<float>());
+      EXPECT_EQ(got.text_embeds.to(Device::cpu()).to_vector<float>(), direct.text_embeds.to_vector<float>());
+      EXPECT_EQ(got.text_mask.to(Device::cpu()).to_vector<uint8_t>(), direct.text_mask.to_vector<uint8_t>());
+    }
+  }
+
+  // Prompts whose widths are not the samples' are refused; a file without the members reads as before.
+  {
+    LatentDatasetWriter writer(temp("bad_prompts.h5"), {.model_family = "flux", .latent_channels = 4});
+    writer.append(a);
+    SamplePrompts wide = prompts;
+    wide.embeds = Tensor::from_vector(std::vector<float>(36, 0.0f), {2, 3, 6});
+    EXPECT_THAT(error_of([&] { writer.set_sample_prompts(wide); }), HasSubstr("sample prompts have L=3 D=6"));
+  }
+  auto plain = LatentDataset::open(fixture("fixture.h5"));
+  EXPECT_FALSE(plain->has_logvar() || plain->has_original_size() || plain->has_sources());
+  EXPECT_FALSE(plain->sample_prompts().has_value());
+  const LatentSamples old = plain->read({0});
+  EXPECT_FALSE(old.latents_logvar.defined() || old.original_size.defined() || old.crop.defined());
+  EXPECT_TRUE(old.sources.empty());
 }
 
 // Expected fixture values (the formulas in make_dataset_fixture.py).

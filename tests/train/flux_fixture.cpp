@@ -8,7 +8,9 @@
 //                                CLIP pooled 768, guidance_in (dev); f32, 2,536,512 parameters
 //     DIR/flux.h5                cached latents for it (model_family flux, VAE scaling 0.3611, shift
 //                                0.1159): 18 samples, 6 in each of the buckets 16x24, 24x16, 16x16;
-//                                16 text tokens
+//                                16 text tokens; stored as a VAE distribution (latents = mean,
+//                                latents_logvar about -4: a std of 0.05 in the model's units), so every
+//                                run samples its training latents (dataset.latent_sampling: sample)
 //     DIR/flux_dev_sized.h5      cached latents the size of tests/data/flux/dev_bfl (4 channels, 7 tokens
 //                                of 32, pooled 24): 8 samples in buckets 6x10 and 8x8
 //   flux_fixture lora-case LORA CASE OUT [WEIGHTS]
@@ -48,6 +50,7 @@ struct DatasetShape {
   int64_t channels, text_length, text_dim, pooled_dim;
   std::vector<std::pair<int64_t, int64_t>> buckets;  // latent (H, W)
   int64_t per_bucket;
+  bool logvar = false;  // store the latents as a VAE distribution: mean (the pattern) and latents_logvar
 };
 
 // Caption k's text: its first 3 + k tokens real (mask 1), N(0, 1)/2 entries; the rest padding (zero).
@@ -71,7 +74,7 @@ void write_dataset(const std::string& path, const DatasetShape& s) {
   int64_t sample = 0;
   for (const auto& [h, w] : s.buckets) {
     const int64_t n = s.per_bucket, c = s.channels;
-    std::vector<float> latents(static_cast<size_t>(n * c * h * w));
+    std::vector<float> latents(static_cast<size_t>(n * c * h * w)), logvar(s.logvar ? latents.size() : 0);
     std::vector<float> embeds(static_cast<size_t>(n * s.text_length * s.text_dim));
     std::vector<float> pooled(static_cast<size_t>(n * s.pooled_dim));
     std::vector<uint8_t> mask(static_cast<size_t>(n * s.text_length));
@@ -92,9 +95,12 @@ void write_dataset(const std::string& path, const DatasetShape& s) {
             const double model_value = 0.9 * std::cos(phase) + 0.1 * stream_normal(noise, static_cast<uint64_t>(e));
             // Stored as the VAE writes it: the model sees (latent - shift) * scaling = model_value.
             latents[static_cast<size_t>(e)] = static_cast<float>(model_value / kFluxVaeScaling + kFluxVaeShift);
+            // A standard deviation of about 0.05 in the model's units (0.05 / 0.3611 stored), varying a little.
+            if (s.logvar) logvar[static_cast<size_t>(e)] = static_cast<float>(-3.96 + 0.25 * std::sin(phase));
           }
     }
     writer.append({.latents = Tensor::from_vector<float>(latents, {n, c, h, w}),
+                   .latents_logvar = s.logvar ? Tensor::from_vector<float>(logvar, {n, c, h, w}) : Tensor(),
                    .text_embeds = Tensor::from_vector<float>(embeds, {n, s.text_length, s.text_dim}),
                    .text_pooled = Tensor::from_vector<float>(pooled, {n, s.pooled_dim}),
                    .text_mask = Tensor::from_vector<uint8_t>(mask, {n, s.text_length}),
@@ -116,7 +122,7 @@ int write_data(const std::string& dir) {
   std::filesystem::create_directories(dir);
   write_tiny_flux(dir + "/flux_tiny.safetensors");
   write_dataset(dir + "/flux.h5", {.channels = 16, .text_length = 16, .text_dim = 4096, .pooled_dim = 768,
-                                   .buckets = {{16, 24}, {24, 16}, {16, 16}}, .per_bucket = 6});
+                                   .buckets = {{16, 24}, {24, 16}, {16, 16}}, .per_bucket = 6, .logvar = true});
   write_dataset(dir + "/flux_dev_sized.h5", {.channels = 4, .text_length = 7, .text_dim = 32, .pooled_dim = 24,
                                              .buckets = {{6, 10}, {8, 8}}, .per_bucket = 4});
   return 0;

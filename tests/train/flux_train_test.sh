@@ -5,13 +5,14 @@
 # 24x16 and 16x16 buckets, T5 4096, CLIP 768, head 128).
 #   flux_train_test.sh cli WICK FIXTURE WORK_DIR
 #     the loss is finite and falls over 30 steps; --stop-after 10 + --resume auto and a kill -9 after a
-#     checkpoint + resume repeat the straight run's losses and final adapters bitwise; DoRA, bf16,
+#     checkpoint + resume repeat the straight run's losses and final adapters bitwise (the training latents
+#     drawn from the cached VAE distribution, Philox (seed, id, epoch)); latent_sampling mean differs; DoRA, bf16,
 #     timestep_sampling shift with model.guidance 3.5 run, stay finite and fall (DoRA and bf16 also
 #     resume bitwise after --stop-after); the kohya LoRA and DoRA files and the PEFT LoRA file pass
 #     ComfyUI's key rule (tests/reference/comfyui_lora_keys.py, standard-library python3); the kohya
 #     files have kohya's names and metadata, save.format peft writes diffusers' names.
 #   flux_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
-#     2 ranks with ZeRO-1 match 1 rank with the same global batch (1e-5, as tests/train/train_mpi_test.sh
+#     2 ranks with ZeRO-1 (each drawing its samples' latents) match 1 rank with the same global batch (1e-5, as tests/train/train_mpi_test.sh
 #     for 8-bit AdamW); a 2-rank run stopped and resumed repeats itself bitwise; a 2-rank checkpoint
 #     continues on 1 rank.
 set -u
@@ -110,7 +111,7 @@ PY
 
 if [ "$part" = cli ]; then
   # (a) The straight run: finite, falling. Measured (2 shared cores, OMP_NUM_THREADS=1): first 10 steps
-  # 1.662, last 10 1.247 (ratio 0.75), about 50 ms per step at batch 2.
+  # 1.664, last 10 1.251 (ratio 0.75; with the latents drawn from their distribution), about 50 ms per step at batch 2.
   train lora
   grep -m1 "Flux.1-dev (2 double + 2 single blocks, hidden 128, f32) with 2536512 parameters (65536 trainable, lora)" \
     "$work/lora.log" || fail "the run did not build the tiny Flux with LoRA on the 'all' preset"
@@ -141,8 +142,25 @@ if [ "$part" = cli ]; then
   grep -m1 "resuming from" "$work/killed_resumed.log" || fail "the killed run did not resume"
   same_run lora killed
 
+  # The latents are drawn from the stored distribution (flux.h5 has latents_logvar): the same config with
+  # dataset.latent_sampling mean trains on other latents, so its first loss differs; everything above (bitwise
+  # resume after --stop-after and kill -9) held with the draws.
+  train mean --set dataset.latent_sampling=mean --set train.steps=1
+  grep -q "latent_sampling: mean" "$work/out/mean/config.yaml" || fail "the resolved config lacks latent_sampling: mean"
+  python3 - "$work/out/lora/metrics.jsonl" "$work/out/mean/metrics.jsonl" <<'PY' || fail "latent_sampling made no difference"
+import json, sys
+def first(path):
+    for line in open(path):
+        try: o = json.loads(line)
+        except ValueError: continue
+        if o.get("step") == 1: return o["loss"]
+a, b = first(sys.argv[1]), first(sys.argv[2])
+print(f"step 1 loss: latents sampled {a:.6f}, the mean {b:.6f}")
+sys.exit(0 if a != b else 1)
+PY
+
   # (c) DoRA (kohya orientation: dora_scale [1, in]), bf16 compute, fixed shift with guidance 3.5; the
-  # DoRA and bf16 runs also resume bitwise. Measured ratios: DoRA 0.741, bf16 0.750, shift 0.809.
+  # DoRA and bf16 runs also resume bitwise. Measured ratios: DoRA 0.741, bf16 0.752, shift 0.809.
   train dora --set network.type=dora
   falls dora 0.85 || fail "the DoRA run's loss did not fall (or was not finite)"
   stopped_and_resumed dora --set network.type=dora
