@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/optimizer_shards.h"
 #include "engine/checkpoint/training_state.h"
 #include "launch/commands.h"
@@ -113,10 +114,13 @@ void print_training_state(const fs::path& dir) {
 }
 
 int inspect(const std::string& dir_text) {
-  fs::path dir(dir_text);
+  fs::path dir = resolve_checkpoint_path(dir_text);  // <run>/checkpoints/latest: the directory it names
   if (!fs::is_directory(dir)) WICK_FAIL(Data, "checkpoint inspect: ", dir_text, " is not a directory");
   CheckpointReport report = verify_checkpoint(dir);
-  std::printf("checkpoint     %s\n", dir_text.c_str());
+  if (dir == fs::path(dir_text))
+    std::printf("checkpoint     %s\n", dir_text.c_str());
+  else
+    std::printf("checkpoint     %s (named by %s)\n", dir.string().c_str(), dir_text.c_str());
   if (report.manifest) {
     const CheckpointManifest& m = *report.manifest;
     std::printf("step           %lld\n", static_cast<long long>(m.step));
@@ -147,7 +151,9 @@ void add_checkpoint_command(CLI::App& app) {
   CLI::App* inspect_cmd = checkpoint->add_subcommand(
       "inspect", "Print and verify a checkpoint directory (exit 0 when valid, 3 when not)");
   auto dir = std::make_shared<std::string>();
-  inspect_cmd->add_option("DIR", *dir, "A checkpoint directory (<run>/checkpoints/step_<N>)")->required();
+  inspect_cmd
+      ->add_option("DIR", *dir, "A checkpoint directory (<run>/checkpoints/step_<N>, or <run>/checkpoints/latest)")
+      ->required();
   inspect_cmd->callback([dir] { set_exit_status(inspect(*dir)); });
 }
 

@@ -10,7 +10,6 @@
 // same seeds. Exit status 0 whether targets are met or not (they are reported, never enforced).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -19,6 +18,7 @@
 #include "launch/commands.h"
 #include "models/diffusion/evaluate.h"
 #include "models/diffusion/generate.h"
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 #include "runtime/ops/join.h"
 
@@ -109,16 +109,7 @@ void run_eval(const EvalArgs& args) {
   std::error_code error;
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), error);
   WICK_CHECK_KIND(Config, !error, out.parent_path().string(), ": cannot create the folder (", error.message(), ")");
-  {
-    fs::path temporary = out;
-    temporary += ".tmp";
-    std::ofstream file(temporary);
-    file << eval_report_json(report);
-    file.close();
-    WICK_CHECK_KIND(Config, file.good(), temporary.string(), ": cannot write");
-    fs::rename(temporary, out, error);
-    WICK_CHECK_KIND(Config, !error, out.string(), ": cannot write (", error.message(), ")");
-  }
+  write_file_atomically(out, eval_report_json(report));
   for (const ModelScores& m : report.models) {
     fs::path grid = out.parent_path() / ("eval_" + m.name + ".png");
     save_class_grid(m, class_names, args.n_per_class, grid);

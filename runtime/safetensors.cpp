@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "runtime/atomic_file.h"
 #include "runtime/byte_observer_thread.h"
 
 namespace wick {
@@ -286,11 +287,6 @@ std::string json_string(const std::string& text, const std::string& path) {
   }
 }
 
-void write_all(std::FILE* out, const void* data, size_t bytes, const std::string& tmp_path) {
-  if (bytes != 0 && std::fwrite(data, 1, bytes, out) != bytes)
-    WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": write failed: ", std::strerror(errno));
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -352,47 +348,28 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (int i = 0; i < 8; ++i) (*head)[i] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   *head += header;
 
-  std::string tmp_path = path + ".tmp";
-  std::FILE* out = std::fopen(tmp_path.c_str(), "wb");
-  if (out == nullptr) WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": cannot create: ", std::strerror(errno));
-  // The observer sees each range while it is being written, and the end of the file during the fsync.
+  // Written through <path>.tmp-<pid>, fsynced, renamed (runtime/atomic_file.h). The observer sees
+  // each range while it is being written, and the end of the file during the fsync.
+  AtomicFile out(path);
   std::optional<ByteObserverThread> observer;
   try {
     if (observe) observer.emplace(observe);
     if (observer) observer->push(head, head->data(), head->size(), false);
-    write_all(out, head->data(), head->size(), tmp_path);
+    out.write(head->data(), head->size());
     for (size_t index : order) {
       const Tensor& tensor = tensors[index].second;
       auto host = std::make_shared<Tensor>(tensor.to(Device::cpu()).contiguous());
       const bool copy = !(tensor.device().is_cpu() && tensor.is_contiguous());
       if (observer) observer->push(host, host->data(), host->nbytes(), copy);
-      write_all(out, host->data(), host->nbytes(), tmp_path);
+      out.write(host->data(), host->nbytes());
     }
-    if (std::fflush(out) != 0 || fsync(fileno(out)) != 0)
-      WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": flush failed: ", std::strerror(errno));
+    out.sync();
     if (observer) observer->finish();
   } catch (...) {
     observer.reset();
-    std::fclose(out);
-    std::remove(tmp_path.c_str());
-    throw;
+    throw;  // `out` removes the temporary
   }
-  if (std::fclose(out) != 0) {
-    std::remove(tmp_path.c_str());
-    WICK_FAIL(Runtime, "save_safetensors: ", tmp_path, ": close failed: ", std::strerror(errno));
-  }
-  if (std::rename(tmp_path.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    std::remove(tmp_path.c_str());
-    WICK_FAIL(Runtime, "save_safetensors: cannot rename ", tmp_path, " to ", path, ": ", std::strerror(error));
-  }
-  // Make the rename itself durable.
-  std::string directory = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  out.commit();
 }
 
 }  // namespace wick

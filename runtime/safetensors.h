@@ -80,7 +80,9 @@ class SafetensorsFile {
 // Python safetensors package's layout: entries sorted by dtype (its alignment order: U64 I64 F64
 // F32 I32 BF16 F16 I8 U8, largest first) then by name, data packed with no gaps, header JSON compact
 // and space-padded to a multiple of 8 bytes. Metadata keys are written in sorted order. Writes
-// `path + ".tmp"`, fsyncs it and renames it over `path`. Names must be unique and not "__metadata__".
+// `path.tmp-<pid>`, fsyncs it and renames it over `path` (AtomicFile, runtime/atomic_file.h): a failed
+// write (full disk, I/O error) is a WickError (Data) naming the file, and removes the temporary.
+// Names must be unique and not "__metadata__".
 // `observe` (optional) receives every byte of the file, in file order, on a helper thread while the
 // writing and the fsync go on (to hash the file in the same pass: engine/checkpoint/sha256.h); it
 // has seen the whole file when save_safetensors returns. An exception it throws fails the save.

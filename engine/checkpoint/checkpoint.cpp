@@ -17,9 +17,11 @@
 #include <sstream>
 
 #include "engine/checkpoint/checkpoint_files.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/parallel_for.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/optim/optimizer.h"
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "wick/build_info.h"
@@ -30,28 +32,11 @@ namespace {
 
 constexpr const char* kManifestName = "manifest.json";
 
-void fsync_path(const fs::path& path, bool directory) {
-  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) WICK_FAIL(Data, "checkpoint: cannot open ", path.string(), " to fsync it: ", std::strerror(errno));
-  int status = ::fsync(fd);
-  int error = errno;
-  ::close(fd);
-  if (status != 0) WICK_FAIL(Data, "checkpoint: fsync of ", path.string(), " failed: ", std::strerror(error));
-}
-
-void write_text_synced(const fs::path& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) WICK_FAIL(Data, "checkpoint: cannot create ", path.string(), ": ", std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      WICK_FAIL(Data, "checkpoint: cannot write ", path.string(), ": ", std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
+void fsync_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    WICK_FAIL(Data, "checkpoint: cannot open ", path.string(), " to fsync it: ", std::strerror(error));
   }
   int status = ::fsync(fd);
   int error = errno;
@@ -60,8 +45,10 @@ void write_text_synced(const fs::path& path, const std::string& text) {
 }
 
 void rename_or_fail(const fs::path& from, const fs::path& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0)
-    WICK_FAIL(Data, "checkpoint: cannot rename ", from.string(), " to ", to.string(), ": ", std::strerror(errno));
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int error = errno;
+    WICK_FAIL(Data, "checkpoint: cannot rename ", from.string(), " to ", to.string(), ": ", std::strerror(error));
+  }
 }
 
 std::string utc_now() {
@@ -93,14 +80,12 @@ bool process_alive(long pid) {
 
 void warn(const std::string& message) { std::fprintf(stderr, "wick: warning: %s\n", message.c_str()); }
 
-struct StepDir {
-  int64_t step;
-  fs::path path;
-};
+}  // namespace
 
-// step_<N> directories (not symlinks, not staging) under checkpoints/, newest first.
-std::vector<StepDir> list_step_dirs(const fs::path& checkpoints) {
-  std::vector<StepDir> out;
+fs::path checkpoints_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
+
+std::vector<CheckpointDir> list_checkpoint_dirs(const fs::path& checkpoints) {
+  std::vector<CheckpointDir> out;
   std::error_code error;
   if (!fs::is_directory(checkpoints, error)) return out;
   for (const fs::directory_entry& entry : fs::directory_iterator(checkpoints, error)) {
@@ -108,13 +93,9 @@ std::vector<StepDir> list_step_dirs(const fs::path& checkpoints) {
     if (auto step = parse_checkpoint_dir_name(entry.path().filename().string())) out.push_back({*step, entry.path()});
   }
   if (error) WICK_FAIL(Data, "checkpoint: cannot list ", checkpoints.string(), ": ", error.message());
-  std::sort(out.begin(), out.end(), [](const StepDir& a, const StepDir& b) { return a.step > b.step; });
+  std::sort(out.begin(), out.end(), [](const CheckpointDir& a, const CheckpointDir& b) { return a.step > b.step; });
   return out;
 }
-
-}  // namespace
-
-fs::path checkpoints_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
 
 std::string checkpoint_dir_name(int64_t step) {
   WICK_CHECK(step >= 0, "checkpoint: step must be >= 0, got ", step);
@@ -242,7 +223,7 @@ fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash
   std::vector<FileDigest> digests(files.size());
   std::vector<size_t> unrecorded;
   for (size_t i = 0; i < files.size(); ++i) {
-    fsync_path(files[i], false);
+    fsync_file(files[i]);
     auto recorded = digests_.find(files[i].filename().string());
     if (recorded == digests_.end()) {
       unrecorded.push_back(i);
@@ -279,8 +260,7 @@ fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash
       {"wick_version", std::string(WICK_VERSION) + " (" + WICK_GIT_COMMIT + ")"},
       {"files", listed},
   };
-  write_text_synced(staging_ / kManifestName, manifest.dump(2) + "\n");
-  fsync_path(staging_, true);
+  write_file_atomically(staging_ / kManifestName, manifest.dump(2) + "\n");  // fsyncs the staging directory
 
   // An existing step_<N> (a re-run of the same step) is moved aside, replaced, then removed.
   fs::path replaced;
@@ -291,16 +271,15 @@ fs::path CheckpointWriter::commit(int world_size, const std::string& config_hash
   }
   rename_or_fail(staging_, final_);
   committed_ = true;
-  fsync_path(checkpoints_, true);
+  fsync_directory(checkpoints_);
   if (!replaced.empty()) fs::remove_all(replaced, error);
 
-  // `latest`: a relative symlink made under a temporary name, renamed over the old one.
-  fs::path temporary = checkpoints_ / ("latest.tmp-" + std::to_string(::getpid()));
-  fs::remove(temporary, error);
-  if (::symlink(final_.filename().c_str(), temporary.c_str()) != 0)
-    WICK_FAIL(Data, "checkpoint: cannot create the symlink ", temporary.string(), ": ", std::strerror(errno));
-  rename_or_fail(temporary, checkpoints_ / "latest");
-  fsync_path(checkpoints_, true);
+  // `latest`: a one-line text file replaced atomically (latest_pointer.h).
+  try {
+    write_latest(checkpoints_, final_.filename().string());
+  } catch (const WickError& error) {
+    throw WickError(error.kind(), final_.string() + " is complete, but `latest` was not updated: " + error.what());
+  }
   return final_;
 }
 
@@ -329,7 +308,7 @@ ResumeChoice find_resume_checkpoint(const fs::path& run_dir, const std::string& 
   if (spec.empty()) WICK_FAIL(Config, "--resume: expected auto, none or a checkpoint directory, got \"\"");
   if (spec == "auto") {
     fs::path checkpoints = checkpoints_dir(run_dir);
-    for (const StepDir& candidate : list_step_dirs(checkpoints)) {
+    for (const CheckpointDir& candidate : list_checkpoint_dirs(checkpoints)) {
       auto files = std::make_shared<const CheckpointFiles>(CheckpointFiles::verify(candidate.path));
       const CheckpointReport& report = files->report();
       if (report.valid()) {
@@ -350,7 +329,7 @@ ResumeChoice find_resume_checkpoint(const fs::path& run_dir, const std::string& 
     }
     return choice;
   }
-  fs::path path(spec);
+  fs::path path = resolve_checkpoint_path(spec);  // <run>/checkpoints/latest: the directory it names
   std::error_code error;
   if (!fs::exists(path, error)) WICK_FAIL(Data, "resume: checkpoint ", spec, " does not exist");
   fs::path resolved = fs::canonical(path, error);
@@ -382,11 +361,15 @@ PruneReport prune_checkpoints(const fs::path& run_dir, int keep_last, bool check
     if (!removed) report.removed.push_back(entry.path());
   }
 
-  fs::path latest_target;
-  if (fs::is_symlink(checkpoints / "latest", error)) latest_target = checkpoints / fs::read_symlink(checkpoints / "latest", error);
+  fs::path latest_target;  // the one `latest` names (file or old symlink) is never removed
+  try {
+    if (std::optional<fs::path> named = read_latest(checkpoints).checkpoint) latest_target = *named;
+  } catch (const WickError& e) {
+    warn(std::string("prune: ") + e.what());
+  }
 
   int n_valid = 0;
-  for (const StepDir& candidate : list_step_dirs(checkpoints)) {
+  for (const CheckpointDir& candidate : list_checkpoint_dirs(checkpoints)) {
     CheckpointReport verified = verify_checkpoint(candidate.path, check_hashes);
     if (!verified.valid()) {
       std::string message = "prune: leaving broken checkpoint " + candidate.path.string() + " in place (" +
@@ -411,7 +394,7 @@ PruneReport prune_checkpoints(const fs::path& run_dir, int keep_last, bool check
       report.removed.push_back(candidate.path);
     }
   }
-  if (!report.removed.empty()) fsync_path(checkpoints, true);
+  if (!report.removed.empty()) fsync_directory(checkpoints);
   return report;
 }
 

@@ -6,6 +6,7 @@
 //   writer.write_optimizer(*optimizer);                     // optimizer.safetensors
 //   writer.write_training_state(state);                     // training_state.json
 //   fs::path dir = writer.commit(world_size, config_hash);  // manifest.json last, fsync, rename, `latest`
+//                                                           // (latest_pointer.h: a one-line text file)
 //   prune_checkpoints(run_dir, keep_last);
 //
 //   ResumeChoice resume = find_resume_checkpoint(run_dir, "auto");   // or "none", or a directory
@@ -44,6 +45,14 @@ std::filesystem::path checkpoints_dir(const std::filesystem::path& run_dir);
 std::string checkpoint_dir_name(int64_t step);
 // The step of a directory named step_<digits> (at least 8 digits, nothing else), else nullopt.
 std::optional<int64_t> parse_checkpoint_dir_name(const std::string& name);
+
+struct CheckpointDir {
+  int64_t step = 0;
+  std::filesystem::path path;
+};
+// The step_<N> directories under `checkpoints` (not symlinks, not staging), newest first, whatever
+// their state. Empty when the folder does not exist.
+std::vector<CheckpointDir> list_checkpoint_dirs(const std::filesystem::path& checkpoints);
 
 struct ManifestFile {
   std::string name;    // relative to the checkpoint directory (no '/')
@@ -96,8 +105,8 @@ class CheckpointWriter {
 
   // Fsyncs every file, writes manifest.json (sizes and SHA-256 of every other file) last, fsyncs
   // it and the directory, renames step_<N>.tmp-<pid> to step_<N> (an existing step_<N> is
-  // replaced), fsyncs checkpoints/, then points `latest` at it (a symlink made under a temporary
-  // name and renamed over `latest`). Returns the final directory. The manifest takes the digests
+  // replaced), fsyncs checkpoints/, then points `latest` at it (write_latest: a one-line text file
+  // replaced atomically; latest_pointer.h). Returns the final directory. The manifest takes the digests
   // recorded while writing; a file without one (put into staging_dir() by other means) is read
   // back and hashed (such files in parallel). A recorded size that differs from the file's is a
   // Data error (the file changed after it was written).
@@ -149,7 +158,8 @@ struct ResumeChoice {
 // <run_dir>/checkpoints whose manifest verifies (every byte hashed); broken ones are skipped with a
 // warning naming them (printed on stderr as "wick: warning: ..."); none valid: start from scratch.
 // Any other spec is a checkpoint directory that must verify, else WickError (Data) with the
-// problems. Only a checkpoint that verified is chosen, and its verified files come with it.
+// problems (<run>/checkpoints/latest: the directory it names, resolve_checkpoint_path). Only a
+// checkpoint that verified is chosen, and its verified files come with it.
 ResumeChoice find_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec);
 
 struct PruneReport {
@@ -159,7 +169,7 @@ struct PruneReport {
 };
 
 // Keeps the newest keep_last valid checkpoints (keep_last <= 0: keeps all) and the one `latest`
-// points at; removes older valid ones. Directories without a valid manifest are never removed
+// names (read_latest); removes older valid ones. Directories without a valid manifest are never removed
 // (an older valid checkpoint is never given up for them, and they are left for inspection; a
 // warning names them). Staging directories step_<N>.tmp-<pid> (and step_<N>.replaced-<pid>) whose
 // writer process no longer exists on this machine are removed.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -19,28 +20,6 @@ namespace {
 
 constexpr const char* kFormat = "wick.training_state";
 constexpr int kVersion = 2;  // 2: typed loop counters (1 kept them as strings in "extra")
-
-void write_file_synced(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) WICK_FAIL(Data, "cannot create ", path, ": ", std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      WICK_FAIL(Data, "cannot write ", path, ": ", std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int error = errno;
-    ::close(fd);
-    WICK_FAIL(Data, "cannot fsync ", path, ": ", std::strerror(error));
-  }
-  ::close(fd);
-}
 
 template <typename T>
 T field(const nlohmann::json& json, const char* key, const std::string& path) {
@@ -81,7 +60,7 @@ FileDigest save_training_state(const std::string& path, const TrainingState& sta
                           {"growth_tracker", state.loss_scale->growth_tracker},
                           {"n_skipped", state.loss_scale->n_skipped}};
   const std::string text = json.dump(2) + "\n";
-  write_file_synced(path, text);
+  write_file_atomically(path, text);
   return {text.size(), sha256_hex(text.data(), text.size())};
 }
 

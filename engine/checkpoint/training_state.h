@@ -42,7 +42,8 @@ struct TrainingState {
   bool operator==(const TrainingState& other) const;
 };
 
-// Writes the JSON (fsynced) and returns the file's size and SHA-256. Throws WickError (Data) naming
+// Writes the JSON (through a temporary, fsynced, renamed: write_file_atomically) and returns the
+// file's size and SHA-256. Throws WickError (Data) naming
 // the file on an I/O error.
 FileDigest save_training_state(const std::string& path, const TrainingState& state);
 // Reads it back (format_version 2, and version 1 whose counters were strings in "extra"). Throws

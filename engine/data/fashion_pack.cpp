@@ -7,6 +7,7 @@
 #include "engine/data/idx.h"
 #include "engine/data/latent_dataset.h"
 #include "engine/progress.h"
+#include "runtime/atomic_file.h"
 
 namespace wick {
 
@@ -74,10 +75,10 @@ PackSummary pack_fashion_mnist(const PackOptions& options) {
   attributes.text_encoder = HashedTextEncoder::name;
   attributes.label_names.assign(names.begin(), names.end());
   HashedTextEncoder encoder;
-  std::string temporary = options.out + ".tmp";
+  const fs::path temporary = atomic_temporary_path(out);  // <out>.tmp-<pid>, renamed over <out> when complete
   PackSummary summary;
   try {
-    LatentDatasetWriter writer(temporary, attributes);
+    LatentDatasetWriter writer(temporary.string(), attributes);
     ProgressBar bar(n, "pack fashion-mnist " + options.split, stderr);
     const int64_t chunk = 1024;
     const int64_t* labels = data.labels.data_as<int64_t>();
@@ -101,8 +102,7 @@ PackSummary pack_fashion_mnist(const PackOptions& options) {
     fs::remove(temporary, error);  // never leave a half-written file behind
     throw;
   }
-  fs::rename(temporary, out, error);
-  WICK_CHECK_KIND(Data, !error, "dataset pack: cannot rename ", temporary, " to ", options.out, " (", error.message(), ")");
+  replace_file(temporary, out);  // fsync, rename, fsync of the folder
   summary.n_samples = n;
   return summary;
 }

@@ -114,7 +114,10 @@ void MetricsLogger::on_epoch_end(Model& model, int64_t epoch, const Logs& logs) 
     }
     std::fprintf(file_, "\n");
   }
-  std::fflush(file_);
+  // A full disk or an I/O error is reported, not lost (stdio keeps the error flag).
+  const bool ok = std::fflush(file_) == 0 && !std::ferror(file_);
+  const int error = errno;
+  WICK_CHECK_KIND(Data, ok, "MetricsLogger: cannot write ", path_, ": ", std::strerror(error));
 }
 
 void MetricsLogger::on_train_end(Model& model) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -77,19 +77,7 @@ std::vector<uint8_t> encode_png(const Image& image) {
 
 void save_png(const Image& image, const std::string& path) {
   const std::vector<uint8_t> bytes = encode_png(image);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    WICK_CHECK_KIND(Data, out.good(), "save_png: cannot write ", temporary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    WICK_CHECK_KIND(Data, out.good(), "save_png: write failed on ", temporary);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    WICK_FAIL(Data, "save_png: cannot rename ", temporary, " to ", path);
-  }
+  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 Image decode_png(const std::vector<uint8_t>& bytes) {

@@ -38,8 +38,9 @@ struct Image {
 
 // PNG bytes of an 8-bit gray or RGB image (zlib level 6). Throws WickError on a malformed Image.
 std::vector<uint8_t> encode_png(const Image& image);
-// Writes the PNG to `path` through a temporary file and a rename, so readers never see half a file.
-// Throws WickError (Data) naming the path when it cannot be written.
+// Writes the PNG to `path` through a temporary file, fsync and a rename (write_file_atomically), so
+// readers never see half a file. Throws WickError (Data) naming the path and the reason when it cannot
+// be written; the temporary is removed.
 void save_png(const Image& image, const std::string& path);
 // Decodes PNG bytes into an 8-bit gray or RGB image (alpha dropped, palettes and 16-bit reduced).
 // Throws WickError (Data) on bytes that are not a PNG.

@@ -1,5 +1,8 @@
 #include "engine/logging/metrics_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -71,17 +75,17 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path) {
     WICK_CHECK_KIND(Data, !error, "metrics: cannot create directory ", parent.string(), ": ", error.message());
   }
   const int last = last_byte(path);
-  file_ = std::fopen(path.c_str(), "ab");
-  WICK_CHECK_KIND(Data, file_ != nullptr, "metrics: cannot open ", path, " for appending: ", std::strerror(errno));
-  // A line cut short by a crash: end it so the next line starts clean (readers skip the broken one).
-  if (last != -1 && last != '\n') {
-    std::fputc('\n', file_);
-    std::fflush(file_);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    const int error = errno;
+    WICK_FAIL(Data, "metrics: cannot open ", path, " for appending: ", std::strerror(error));
   }
+  // A line cut short by a crash: end it so the next line starts clean (readers skip the broken one).
+  if (last != -1 && last != '\n') write_all(fd_, "\n", 1, path_, "metrics: cannot append to");
 }
 
 MetricsLog::~MetricsLog() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::write(const MetricsRecord& record) {
@@ -89,8 +93,7 @@ void MetricsLog::write(const MetricsRecord& record) {
   if (!stamped.time)
     stamped.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string line = metrics_json_line(stamped) + "\n";
-  const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0;
-  WICK_CHECK_KIND(Data, ok, "metrics: write failed on ", path_, ": ", std::strerror(errno));
+  write_all(fd_, line.data(), line.size(), path_, "metrics: cannot append to");
 }
 
 std::vector<MetricsRecord> read_metrics(const std::string& path) {

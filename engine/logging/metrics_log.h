@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,13 +42,14 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  // Appends one line and flushes it. Extra names must not repeat a standard field's name.
+  // Appends one line (one write(2), no user-space buffer). Extra names must not repeat a standard
+  // field's name. A failed write (full disk, I/O error) throws WickError (Data) naming the file.
   void write(const MetricsRecord& record);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;  // O_APPEND: each line is one write(2)
 };
 
 // One record as a JSON line (no newline).

@@ -1,5 +1,6 @@
 #include "engine/logging/tensorboard.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/logging/image.h"
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -163,23 +165,25 @@ TensorBoardWriter::TensorBoardWriter(const std::string& directory) {
   const std::string base = (std::filesystem::path(directory) /
                             ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + host_name()))
                                .string();
-  for (int attempt = 0; attempt < 1000 && file_ == nullptr; ++attempt) {
+  int open_error = 0;
+  for (int attempt = 0; attempt < 1000 && fd_ < 0; ++attempt) {
     path_ = attempt == 0 ? base : base + "." + std::to_string(attempt);
-    file_ = std::fopen(path_.c_str(), "wbx");  // x: fails when the file exists, never overwrites
-    if (file_ == nullptr && errno != EEXIST) break;
+    // O_EXCL: fails when the file exists, never overwrites.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    open_error = errno;
+    if (fd_ < 0 && open_error != EEXIST) break;
   }
-  WICK_CHECK_KIND(Data, file_ != nullptr, "tensorboard: cannot create ", path_, ": ", std::strerror(errno));
+  WICK_CHECK_KIND(Data, fd_ >= 0, "tensorboard: cannot create ", path_, ": ", std::strerror(open_error));
   write_record(encode_file_version_event(now));
 }
 
 TensorBoardWriter::~TensorBoardWriter() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void TensorBoardWriter::write_record(const std::string& event) {
   const std::string record = tfrecord_frame(event);
-  const bool ok = std::fwrite(record.data(), 1, record.size(), file_) == record.size() && std::fflush(file_) == 0;
-  WICK_CHECK_KIND(Data, ok, "tensorboard: write failed on ", path_, ": ", std::strerror(errno));
+  write_all(fd_, record.data(), record.size(), path_, "tensorboard: cannot append to");
 }
 
 void TensorBoardWriter::add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars) {

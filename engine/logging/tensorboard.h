@@ -8,14 +8,14 @@
 // masked CRC-32C of the Event bytes; mask(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8. The first
 // record is Event{wall_time, file_version = "brain.Event:2"}; then Event{wall_time (1, double),
 // step (2, int64), summary (5)} with Summary{value (1): {tag (1), simple_value (2, float) | image (4)}}
-// and Image{height (1), width (2), colorspace (3), encoded_image_string (4)}. Every event is flushed
-// as it is written. Only one rank (rank 0) should write. A resumed run opens a new file in the same
+// and Image{height (1), width (2), colorspace (3), encoded_image_string (4)}. Every event is written
+// as it is made (one write(2), no user-space buffer; a failure throws WickError (Data) naming the
+// file). Only one rank (rank 0) should write. A resumed run opens a new file in the same
 // directory and calls mark_resumed(first step): Event{step, session_log (7) {status (1) = START}},
 // on which TensorBoard drops the earlier file's values at steps >= that step (they were orphaned).
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -70,7 +70,7 @@ class TensorBoardWriter {
   void write_record(const std::string& event);
 
   std::string path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;  // O_APPEND: each record is one write(2)
 };
 
 }  // namespace wick

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
 
@@ -12,6 +11,8 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/rng_state.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_preflight.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/optimizer_shards.h"
 #include "engine/data/prefetcher.h"
 #include "engine/distributed/gradient_buckets.h"
@@ -23,6 +24,7 @@
 #include "engine/train/train_checkpoint.h"
 #include "engine/train/train_log.h"
 #include "engine/train/train_setup.h"
+#include "runtime/atomic_file.h"
 #include "runtime/philox.h"
 
 namespace fs = std::filesystem;
@@ -31,19 +33,6 @@ namespace wick {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Writes `text` to `path` through a temporary file and a rename.
-void write_text_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    WICK_CHECK_KIND(Data, out.good(), "cannot write ", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  WICK_CHECK_KIND(Data, !ec, "cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());
-}
 
 class StepLoop {
  public:
@@ -57,6 +46,8 @@ class StepLoop {
   // Runs one optimizer step; false when it was skipped for a non-finite loss.
   bool train_step(int64_t step);
   void save(int64_t step);
+  // Rank 0, before step 1: the checkpoints folder is writable, `latest` replaceable, space free.
+  void preflight();
   void announce(int64_t last);
   bool rank0() const { return group_->rank() == 0; }
   // Ends the progress bar's line before a message when the bar is drawn in place.
@@ -236,8 +227,35 @@ void StepLoop::save(int64_t step) {
                          .config_hash = setup_.config_hash,
                          .shard_optimizer = setup_.distributed.shard_optimizer,
                          .keep_last = static_cast<int>(setup_.save.keep_last)};
-  result_.last_checkpoint = save_training_checkpoint(*group_, request);
+  try {
+    result_.last_checkpoint = save_training_checkpoint(*group_, request);
+  } catch (const WickError& error) {
+    // The writer removed its staging directory; `latest` and the earlier checkpoints are untouched.
+    std::string previous = "no earlier checkpoint exists (the run would start over from step 1)";
+    try {
+      if (std::optional<fs::path> named = read_latest(checkpoints_dir(setup_.run_dir)).checkpoint)
+        previous = "`latest` names " + named->string() +
+                   ", which is intact (--resume auto continues from the newest valid checkpoint)";
+    } catch (const WickError&) {
+    }
+    throw WickError(error.kind(), std::string(line_break()) + "step " + std::to_string(step) +
+                                      ": saving the checkpoint failed, its partial files are removed: " + error.what() +
+                                      "; " + previous);
+  }
   if (rank0()) task_.after_checkpoint(step);
+}
+
+void StepLoop::preflight() {
+  uint64_t estimate = 0;  // model.safetensors + the optimizer state over all ranks + f32 masters
+  for (const auto& [name, p] : trainable_) {
+    estimate += static_cast<uint64_t>(p.nbytes());
+    if (dtype_size(p.dtype()) == 2) estimate += 4 * static_cast<uint64_t>(p.numel());
+  }
+  estimate += static_cast<uint64_t>(optimizer_->state_bytes()) *
+              static_cast<uint64_t>(optimizer_->sharded() ? group_->size() : 1);
+  PreflightReport report =
+      check_checkpoint_target(setup_.run_dir, {.estimate_bytes = estimate, .verified = result_.resumed_from});
+  for (const std::string& note : report.notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
 }
 
 void StepLoop::announce(int64_t last) {
@@ -283,7 +301,8 @@ LoopResult StepLoop::run() {
     return result_;
   }
   if (rank0()) {
-    write_text_file(setup_.run_dir / "config.yaml", setup_.config_yaml);
+    preflight();
+    write_file_atomically(setup_.run_dir / "config.yaml", setup_.config_yaml);
     log_ = std::make_unique<RunLog>(setup_.run_dir, RunLogOptions{.total_steps = t_.steps, .first_step = start_step_ + 1,
                                                                   .log_every = t_.log_every,
                                                                   .progress = options_.progress});

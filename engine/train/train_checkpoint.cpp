@@ -9,6 +9,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/optimizer_shards.h"
 #include "runtime/safetensors.h"
 
@@ -109,7 +110,7 @@ std::shared_ptr<const CheckpointFiles> choose_resume_checkpoint(comm::ProcessGro
   step = broadcast_int(group, step);
   if (step < 0) return nullptr;
   if (group.rank() == 0) return chosen;
-  fs::path dir = spec == "auto" ? checkpoints_dir(run_dir) / checkpoint_dir_name(step) : fs::path(spec);
+  fs::path dir = spec == "auto" ? checkpoints_dir(run_dir) / checkpoint_dir_name(step) : resolve_checkpoint_path(spec);
   return std::make_shared<const CheckpointFiles>(CheckpointFiles::unverified(dir));
 }
 

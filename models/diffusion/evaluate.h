@@ -6,7 +6,7 @@
 //   ModelScores base = evaluate_model(*model, config, *dataset, classifier, {.n_per_class = 100}, "base");
 //   ImageScores real = score_images(classifier, images, labels, class_names);   // any images in [0, 1]
 //   std::vector<TargetCheck> t = check_targets(base, nullptr, seen_labels, {});
-//   write_text_file(run_dir + "/eval.json", eval_report_json(report));
+//   write_file_atomically(run_dir / "eval.json", eval_report_json(report));   // runtime/atomic_file.h
 #pragma once
 
 #include <cstdint>

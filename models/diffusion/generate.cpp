@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/data/fashion_pack.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/samplers.h"
@@ -231,9 +232,9 @@ TrainedRun locate_run(const std::string& source, const std::string& lora_overrid
   run.dataset = LatentDataset::open(c.datasets[0].path);
   run.device = select_device(c.device);
   if (c.network.type == NetworkType::Full) {
-    fs::path latest = run.run_dir / "checkpoints" / "latest";
-    if (fs::exists(latest)) {
-      run.base_weights = latest.string();
+    const LatestPointer latest = read_latest(run.run_dir / "checkpoints");
+    if (latest.form != LatestForm::Missing) {
+      run.base_weights = resolve_checkpoint_path(latest.path).string();  // the step directory it names
       run.base_config = c;
     } else {
       WICK_CHECK_KIND(Config, !c.model.name_or_path.empty(), run.run_dir.string(),

@@ -103,12 +103,12 @@ struct TrainedRun {
 };
 
 // source: a run directory holding config.yaml, or a config file (run directory <output_dir>/<name>).
-// Full runs: base_weights = run_dir/checkpoints/latest, else model.name_or_path (Config error when
-// neither exists: nothing trained). lora/dora runs: base_weights = model.name_or_path, lora =
-// run_dir/lora/<name>.safetensors. lora_override (a file written by save_lora, whose wick_config
-// metadata gives its network settings) replaces the run's LoRA or adds one to a full run. The base's
-// config is looked up as <run>/config.yaml when base_weights is <run>/checkpoints/<step>. Every
-// missing file is a Config error naming it.
+// Full runs: base_weights = the checkpoint run_dir/checkpoints/latest names (resolve_checkpoint_path),
+// else model.name_or_path (Config error when neither exists: nothing trained). lora/dora runs:
+// base_weights = model.name_or_path, lora = run_dir/lora/<name>.safetensors. lora_override (a file
+// written by save_lora, whose wick_config metadata gives its network settings) replaces the run's
+// LoRA or adds one to a full run. The base's config is looked up as <run>/config.yaml when
+// base_weights is <run>/checkpoints/<step>. Every missing file is a Config error naming it.
 TrainedRun locate_run(const std::string& source, const std::string& lora_override);
 
 // The model of the run on run.device in evaluation mode: the base weights, plus the LoRA when

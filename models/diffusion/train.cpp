@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "comm/launch_env.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/diffusion_task.h"
@@ -30,6 +31,7 @@ void check_supported(const TrainConfig& config) {
 std::string base_weights_hash(const std::string& name_or_path) {
   std::error_code ec;
   fs::path path(name_or_path);
+  if (path.filename() == kLatestName && fs::exists(fs::symlink_status(path, ec))) path = resolve_checkpoint_path(path);
   if (fs::is_directory(path, ec) && fs::is_regular_file(path / "model.safetensors", ec)) path /= "model.safetensors";
   if (!fs::is_regular_file(path, ec)) return "";
   const auto bytes = fs::file_size(path, ec);

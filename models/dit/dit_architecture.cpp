@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/init.h"
 #include "models/diffusion/generate.h"
 #include "runtime/error.h"
@@ -192,6 +193,14 @@ DataGeometry dit_weights_geometry(const std::string& weights_file, int64_t patch
 std::string resolve_weights_file(const std::string& name_or_path) {
   std::error_code ec;
   fs::path path(name_or_path);
+  // .../checkpoints/latest (a text file, an old symlink, or a copy tool's directory): the step it names.
+  if (path.filename() == kLatestName && fs::exists(fs::symlink_status(path, ec))) {
+    try {
+      path = resolve_checkpoint_path(path);
+    } catch (const WickError& error) {
+      WICK_FAIL(Config, "model.name_or_path: ", error.what());
+    }
+  }
   WICK_CHECK_KIND(Config, fs::exists(path, ec), "model.name_or_path: ", name_or_path,
                   " does not exist (a .safetensors file, or a checkpoint directory such as "
                   "output/<run>/checkpoints/latest)");

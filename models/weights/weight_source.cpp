@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/checkpoint/latest_pointer.h"
+
 namespace fs = std::filesystem;
 
 namespace wick {
@@ -70,7 +72,7 @@ WeightSource WeightSource::from_file(SafetensorsFile file) {
 
 WeightSource WeightSource::open(const std::string& path, const std::string& subfolder_hint) {
   std::error_code ec;
-  const fs::path given(path);
+  const fs::path given = resolve_checkpoint_path(path);  // <run>/checkpoints/latest: the step it names
   WICK_CHECK_KIND(Data, fs::exists(given, ec), "weights: ", path,
                   " does not exist (a .safetensors file, a folder with one, or a sharded folder with a "
                   "*.safetensors.index.json)");

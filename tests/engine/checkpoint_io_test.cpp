@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/node.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/optimizer_shards.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/checkpoint/training_state.h"
@@ -51,6 +53,11 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Parameters covering both state kinds: two 8-bit ones whose last block is partial (one bf16 with
@@ -203,8 +210,11 @@ TEST(CheckpointIo, WriteVerifyReadRoundTripIsBitwise) {
 
   EXPECT_EQ(dir, run / "checkpoints" / "step_00000003");
   EXPECT_FALSE(fs::exists(run / "checkpoints" / ("step_00000003.tmp-" + std::to_string(::getpid()))));
-  ASSERT_TRUE(fs::is_symlink(run / "checkpoints" / "latest"));
-  EXPECT_EQ(fs::read_symlink(run / "checkpoints" / "latest"), fs::path("step_00000003"));
+  // `latest`: a one-line text file naming the directory (no symlink: copy tools keep it).
+  ASSERT_TRUE(fs::is_regular_file(fs::symlink_status(run / "checkpoints" / "latest")));
+  EXPECT_EQ(read_text(run / "checkpoints" / "latest"), "step_00000003\n");
+  EXPECT_EQ(read_latest(run / "checkpoints").checkpoint, run / "checkpoints" / "step_00000003");
+  EXPECT_EQ(resolve_checkpoint_path(run / "checkpoints" / "latest"), dir);
 
   CheckpointReport report = verify_checkpoint(dir);
   ASSERT_TRUE(report.valid()) << report.describe();
@@ -353,13 +363,13 @@ TEST(CheckpointIo, PruningKeepsTheNewestValidOnesAndLatestPointsAtTheNewest) {
   for (int64_t step = 1; step <= 5; ++step) {
     train(*optimizer, model, 1);
     write_checkpoint(run, step * 10, model, *optimizer);
-    EXPECT_EQ(fs::read_symlink(checkpoints / "latest"), fs::path(checkpoint_dir_name(step * 10)));
+    EXPECT_EQ(read_latest(checkpoints).checkpoint, checkpoints / checkpoint_dir_name(step * 10));
   }
   PruneReport pruned = prune_checkpoints(run, 2);
   EXPECT_EQ(pruned.removed.size(), 3u);
   for (int64_t step : {10, 20, 30}) EXPECT_FALSE(fs::exists(checkpoints / checkpoint_dir_name(step))) << step;
   for (int64_t step : {40, 50}) EXPECT_TRUE(verify_checkpoint(checkpoints / checkpoint_dir_name(step)).valid()) << step;
-  EXPECT_EQ(fs::canonical(checkpoints / "latest"), fs::canonical(checkpoints / "step_00000050"));
+  EXPECT_EQ(resolve_checkpoint_path(checkpoints / "latest"), checkpoints / "step_00000050");
 
   // The newest is broken: keep_last 1 keeps the newest *valid* one and leaves the broken one.
   train(*optimizer, model, 1);

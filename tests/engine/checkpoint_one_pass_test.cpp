@@ -27,6 +27,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/train_checkpoint.h"
 #include "models/nn/linear.h"
+#include "runtime/atomic_file.h"
 #include "runtime/byte_observer_thread.h"
 #include "runtime/ops/random.h"
 #include "runtime/safetensors.h"
@@ -139,7 +140,7 @@ TEST(CheckpointOnePass, DigestStreamedWhileWritingEqualsTheFinishedFile) {
     EXPECT_EQ(streamed.sha256, sha256_file(path.string(), &file_bytes));
     EXPECT_EQ(streamed.bytes, file_bytes);
     EXPECT_EQ(streamed.bytes, fs::file_size(path));
-    EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+    EXPECT_FALSE(fs::exists(atomic_temporary_path(path)));
   }
   // Several tensors of mixed dtypes, one of them a non-contiguous view (written from a copy).
   Tensor matrix = randn({300, 70}, derive_stream(5, 0, 0, RngPurpose::Test));
@@ -184,7 +185,7 @@ TEST(CheckpointOnePass, ObserverSeesEveryRangeInOrderAndItsErrorFailsTheSave) {
     EXPECT_THAT(e.what(), HasSubstr("observer gave up"));
   }
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  EXPECT_FALSE(fs::exists(atomic_temporary_path(path)));
 }
 
 // A module whose trainable parameters are checkpointed, with an 8-bit optimizer that took steps.

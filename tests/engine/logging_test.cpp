@@ -26,6 +26,7 @@
 #include "engine/logging/metrics_log.h"
 #include "engine/logging/plot.h"
 #include "engine/logging/tensorboard.h"
+#include "runtime/atomic_file.h"
 
 namespace wick {
 namespace {
@@ -352,7 +353,7 @@ TEST(Png, RoundTripsGrayAndRgbThroughLibpng) {
     const Image image = test_pattern(17, 23, channels);
     const std::string path = dir + "/pattern" + std::to_string(channels) + ".png";
     save_png(image, path);
-    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_FALSE(fs::exists(atomic_temporary_path(path)));
     const Decoded decoded = libpng_decode(read_bytes(path));
     EXPECT_EQ(decoded.width, 23u);
     EXPECT_EQ(decoded.height, 17u);

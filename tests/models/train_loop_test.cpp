@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/latest_pointer.h"
 #include "engine/config/train_config.h"
 #include "engine/logging/image.h"
 #include "engine/logging/metrics_log.h"
@@ -95,7 +96,7 @@ TEST(TrainLoop, TwentyStepsLossFallsAndTheRunDirectoryIsComplete) {
   EXPECT_EQ(n_events, 1);
   for (int step : {5, 10, 15, 20})
     EXPECT_TRUE(verify_checkpoint(checkpoints_dir(run) / checkpoint_dir_name(step)).valid()) << step;
-  EXPECT_EQ(fs::read_symlink(checkpoints_dir(run) / "latest"), fs::path("step_00000020"));
+  EXPECT_EQ(read_latest(checkpoints_dir(run)).checkpoint, checkpoints_dir(run) / "step_00000020");
   EXPECT_FALSE(r.lora_file.has_value());
   // network.type full: the model exported in save.dtype (f32 here), equal to the final checkpoint.
   ASSERT_TRUE(r.model_file.has_value());
@@ -255,7 +256,7 @@ TEST(TrainLoop, NonFiniteLossesAreSkippedThenStopTheRunWithTheLastCheckpointInta
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_TRUE(std::isfinite(rows[0].loss));
   for (int s = 1; s < 4; ++s) EXPECT_FALSE(std::isfinite(rows[s].loss)) << s;
-  EXPECT_EQ(fs::read_symlink(checkpoints_dir(run) / "latest"), fs::path("step_00000001"));
+  EXPECT_EQ(read_latest(checkpoints_dir(run)).checkpoint, checkpoints_dir(run) / "step_00000001");
   EXPECT_TRUE(verify_checkpoint(checkpoints_dir(run) / "step_00000001").valid());
   EXPECT_FALSE(fs::exists(checkpoints_dir(run) / "step_00000002"));
 }
@@ -346,7 +347,7 @@ TEST(TrainBadInput, AFailedStartLeavesAnEarlierRunUntouched) {
               HasSubstr("seed"));
   EXPECT_EQ(read_bytes(run / "metrics.jsonl"), metrics);
   EXPECT_EQ(read_bytes(run / "config.yaml"), config);
-  EXPECT_EQ(fs::read_symlink(checkpoints_dir(run) / "latest"), fs::path("step_00000005"));
+  EXPECT_EQ(read_latest(checkpoints_dir(run)).checkpoint, checkpoints_dir(run) / "step_00000005");
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_data.h"
+#include "runtime/atomic_file.h"
 #include "runtime/safetensors.h"
+#include "tests/test_data.h"
 
 using namespace std::string_literals;
 
@@ -202,7 +203,7 @@ TEST(Safetensors, WriterMatchesThePythonPackageByteForByte) {
   std::string path = temp_path("wick_dtypes.safetensors");
   save_safetensors(path, tensors, {{"format", "pt"}});
   EXPECT_EQ(read_file(path), read_file(fixture_dir + "wick_dtypes.safetensors"));
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(atomic_temporary_path(path)));
   // For tests/reference/check_wick_safetensors.py: WICK_SAFETENSORS_EXPORT=dir keeps a copy.
   if (const char* dir = std::getenv("WICK_SAFETENSORS_EXPORT"))
     save_safetensors(std::string(dir) + "/wick_written.safetensors", tensors, {{"format", "pt"}, {"writer", "wick"}});

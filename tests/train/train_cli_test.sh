@@ -61,7 +61,7 @@ done
 # Non-finite losses: steps skipped, then status 4; the checkpoint of step 1 stays the latest.
 expect 4 "3 non-finite losses in a row" --set name=nonfinite --set train.lr=1e30 --set train.max_grad_norm=0 \
   --set train.max_nonfinite_steps=3 --set save.every=1
-[ "$(readlink "$work/out/nonfinite/checkpoints/latest")" = step_00000001 ] || fail "latest is not step_00000001"
+[ "$(cat "$work/out/nonfinite/checkpoints/latest")" = step_00000001 ] || fail "latest does not name step_00000001"
 "$wick" checkpoint inspect "$work/out/nonfinite/checkpoints/latest" >/dev/null || fail "step_00000001 does not verify"
 
 # kill -9 after a checkpoint, resume, compare with an uninterrupted run.
