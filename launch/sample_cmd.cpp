@@ -1,10 +1,12 @@
 // `wick sample RUN_DIR|CONFIG.yaml --prompt TEXT [--prompt ...] [--n 4] [--steps N] [--guidance G]
-// [--seed S] [--lora PATH] --out FILE.png`: a labelled grid of generated images, one row per prompt.
+// [--seed S] [--width W --height H] [--lora PATH] --out FILE.png`: a labelled grid of generated images,
+// one row per prompt, made by the run's architecture's sampler (models/image_sampler.h).
 //
 //   wick sample output/quickstart --prompt "Bag" --prompt "Trouser" --n 8 --out bags.png
 //   wick sample output/quickstart_lora --prompt "Ankle boot" --out boots.png     # base + the run's LoRA
+//   wick sample output/flux_lora --prompt "a photo of [trigger]" --n 2 --width 768 --out me.png   # Flux
 //
-// Steps, guidance and seed default to the run's sample section. Image k of prompt p starts from
+// Steps, guidance, seed and size default to the run's sample section. Image k of prompt p starts from
 // noise index p·n + k of the seed (models/diffusion/generate.h).
 #include <cstdio>
 #include <memory>
@@ -26,28 +28,33 @@ struct SampleArgs {
   int64_t steps = 0;       // 0: the run's sample.steps
   double guidance = -1.0;  // < 0: the run's sample.guidance
   int64_t seed = -1;       // < 0: the run's sample.seed
-  int64_t scale = 3;
+  int64_t width = 0, height = 0;  // 0: the run's sample.width / height
+  int64_t scale = 0;       // 0: 3 for images up to 64 pixels wide, else 1
 };
 
 void run_sample(const SampleArgs& args) {
   WICK_CHECK_KIND(Config, !args.prompts.empty(), "sample: give at least one --prompt");
   TrainedRun run = locate_run(args.source, args.lora);
+  std::unique_ptr<ImageSampler> sampler = make_run_sampler(run);
   std::shared_ptr<DiffusionModel> model = build_trained_model(run, true);
-  const int64_t steps = args.steps > 0 ? args.steps : run.config.sample.steps;
-  const double guidance = args.guidance >= 0.0 ? args.guidance : run.config.sample.guidance;
-  const auto seed = static_cast<uint64_t>(args.seed >= 0 ? args.seed : run.config.sample.seed);
+  SampleSettings settings = sample_settings(run.config.sample);
+  if (args.steps > 0) settings.steps = args.steps;
+  if (args.guidance >= 0.0) settings.guidance = args.guidance;
+  if (args.seed >= 0) settings.seed = static_cast<uint64_t>(args.seed);
+  if (args.width > 0) settings.width = args.width;
+  if (args.height > 0) settings.height = args.height;
   std::vector<std::string> captions;
   for (const std::string& prompt : args.prompts)
     for (int64_t k = 0; k < args.n; ++k) captions.push_back(prompt);
-  std::fprintf(stderr, "wick sample: %s%s%s, %zu prompt%s x %lld, %lld steps, guidance %g, seed %llu, %s\n",
+  std::fprintf(stderr, "wick sample: %s%s%s, %zu prompt%s x %lld, %lld steps, guidance %g, seed %llu, %s; %s\n",
                run.base_weights.c_str(), run.lora.empty() ? "" : " + ", run.lora.c_str(), args.prompts.size(),
-               args.prompts.size() == 1 ? "" : "s", static_cast<long long>(args.n), static_cast<long long>(steps),
-               guidance, static_cast<unsigned long long>(seed), run.device.str().c_str());
-  Tensor latents = generate_latents(*model, run.config, dataset_text_encoder(*run.dataset), captions,
-                                    sample_latent_shape(*run.dataset), steps, guidance, seed);
-  Tensor images = latents_to_images(latents, run.dataset->attributes());
-  Image grid = make_image_grid(images, {.n_columns = args.n, .scale = args.scale, .value_min = 0.0f,
-                                        .value_max = 1.0f, .labels = captions});
+               args.prompts.size() == 1 ? "" : "s", static_cast<long long>(args.n),
+               static_cast<long long>(settings.steps), settings.guidance,
+               static_cast<unsigned long long>(settings.seed), run.device.str().c_str(), sampler->describe().c_str());
+  Tensor images = sampler->generate(*model, captions, settings);
+  const int64_t scale = args.scale > 0 ? args.scale : images.size(3) <= 64 ? 3 : 1;
+  Image grid = make_image_grid(images, {.n_columns = args.n, .scale = scale, .value_min = 0.0f, .value_max = 1.0f,
+                                        .labels = captions, .label_scale = images.size(3) >= 512 ? 2 : 1});
   save_png(grid, args.out);
   std::printf("wrote %s: %lld images (%zu rows of %lld)\n", args.out.c_str(), static_cast<long long>(images.size(0)),
               args.prompts.size(), static_cast<long long>(args.n));
@@ -68,12 +75,20 @@ void add_sample_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
   sample->add_option("--steps", args->steps, "sampler steps (default: the run's sample.steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  sample->add_option("--guidance", args->guidance, "classifier-free guidance scale, 1 = none (default: sample.guidance)")
+  sample->add_option("--guidance", args->guidance,
+                     "classifier-free guidance scale, 1 = none; Flux dev: its guidance input "
+                     "(default: sample.guidance)")
       ->check(CLI::Range(0.0, 1e6));
   sample->add_option("--seed", args->seed, "noise seed (default: sample.seed)")->check(CLI::NonNegativeNumber);
+  sample->add_option("--width", args->width, "image width in pixels, Flux only (default: sample.width, else the "
+                     "dataset's first bucket)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  sample->add_option("--height", args->height, "image height in pixels, Flux only (default: sample.height, else the "
+                     "dataset's first bucket)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   sample->add_option("--lora", args->lora, "LoRA/DoRA file written by wick train (replaces the run's own)");
-  sample->add_option("--scale", args->scale, "pixels per image pixel in the grid")
-      ->capture_default_str()
+  sample->add_option("--scale", args->scale,
+                     "pixels per image pixel in the grid (default: 3 for images up to 64 pixels wide, else 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{16}));
   sample->add_option("--out", args->out, "PNG file to write")->required();
   sample->callback([args] { run_sample(*args); });

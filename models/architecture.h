@@ -6,11 +6,12 @@
 //                                                       .dtype = DType::BF16, .device = Device::cuda(0)});
 //   Tensor v = model->predict(x_t, sigma, cond);               // x_t [B, C, H, W], sigma [B] in [0, 1]
 //   std::vector<std::string> targets = arch.targets("attention");   // LoRA target patterns of a preset
+//   auto sampler = arch.make_sampler({.config = config, .dataset = *dataset, .device = device});   // images
 //
 // An architecture is one folder under models/ (models/dit, models/flux) plus one line in
 // models/registry.cpp. It owns its config keys (schema), how it reads its sizes from the dataset
 // and from the base weights, its weight formats and key maps, its LoRA target presets and its LoRA
-// file naming. Nothing outside its folder names its layers.
+// file naming, and how it turns prompts into images. Nothing outside its folder names its layers.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "engine/module.h"
 #include "models/activation_memory.h"
 #include "models/diffusion/denoiser.h"
+#include "models/image_sampler.h"
 #include "models/weights/lora_format.h"
 #include "runtime/device.h"
 
@@ -102,8 +104,10 @@ class Architecture {
   virtual std::string default_preset() const = 0;
   // LoRA file naming for `model` (it may depend on the variant: Flux dev or schnell).
   virtual LoraNaming lora_naming(const DiffusionModel& model) const = 0;
-  // Empty when sample grids can be made for a dataset of this family, else the reason they cannot.
-  virtual std::string sampling_unavailable(const std::string& model_family) const = 0;
+  // What makes sample images for a run of this architecture (models/image_sampler.h): everything it needs
+  // found and its headers read, so that a run with sample.every > 0 fails before its first step. A Config
+  // error naming what is missing and the key to set when images cannot be made.
+  virtual std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const = 0;
 
   // network.target resolved: preset names expand to their patterns, other entries are glob patterns
   // kept as written; empty = the default preset.

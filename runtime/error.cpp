@@ -2,6 +2,19 @@
 
 #include <cstring>
 
+namespace wick {
+
+std::string message_of(const WickError& error) {
+  std::string text = error.what();
+  if (!text.empty() && text.back() == ']') {
+    const size_t open = text.rfind(" [");
+    if (open != std::string::npos) text.erase(open);
+  }
+  return text;
+}
+
+}  // namespace wick
+
 namespace wick::detail {
 
 [[noreturn]] void throw_error(ErrorKind kind, const char* file, int line, const std::string& message) {

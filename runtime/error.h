@@ -31,6 +31,9 @@ class WickError : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// The error's message without the " [file:line]" the checking macros append (for wrapping it in another).
+std::string message_of(const WickError& error);
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

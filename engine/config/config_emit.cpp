@@ -135,6 +135,8 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "seed", c.sample.seed);
   put(out, "n_per_class", c.sample.n_per_class);
   put(out, "sampler", sampler_name(c.sample.sampler));
+  put(out, "width", c.sample.width);
+  put(out, "height", c.sample.height);
   out << YAML::EndMap;
 
   begin(out, "distributed");

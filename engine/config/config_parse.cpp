@@ -184,7 +184,7 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
                                         return names.empty() ? std::string("none") : config_detail::join(names);
                                       }() + ")");
     }
-  std::vector<std::string> ignored = {"quantize_te", "low_vram", "text_encoder_path", "text_encoder_2_path"};
+  std::vector<std::string> ignored = {"quantize_te", "low_vram"};
   ignored.insert(ignored.end(), arch.ignored.begin(), arch.ignored.end());
   Section s(ctx, node, "model", keys, ignored,
             {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
@@ -300,8 +300,9 @@ void parse_save(ConfigContext& ctx, const YAML::Node& node, SaveConfig& v) {
 void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
   Section s(ctx, node, "sample",
             {{"every", {"sample_every"}}, {"prompts"}, {"negative_prompt", {"neg"}}, {"steps", {"sample_steps"}},
-             {"guidance", {"guidance_scale", "cfg_scale"}}, {"seed"}, {"n_per_class"}, {"sampler"}},
-            {"width", "height", "walk_seed", "network_multiplier"});
+             {"guidance", {"guidance_scale", "cfg_scale"}}, {"seed"}, {"n_per_class"}, {"sampler"}, {"width"},
+             {"height"}},
+            {"walk_seed", "network_multiplier"});
   s.get_int("every", v.every, Range::at_least(0));
   s.get_string_list("prompts", v.prompts);
   s.get_string("negative_prompt", v.negative_prompt);
@@ -310,6 +311,8 @@ void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
   s.get_int("seed", v.seed, Range::at_least(0));
   s.get_int("n_per_class", v.n_per_class, Range::at_least(0));
   s.get_enum("sampler", v.sampler, sampler_table);
+  s.get_int("width", v.width, Range::at_least(0));
+  s.get_int("height", v.height, Range::at_least(0));
 }
 
 void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedConfig& v) {
@@ -440,6 +443,18 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   const ArchSchema* arch = ctx.schema->find(c.model.arch);
   WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
   if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
+  if (!ctx.set_at.count("sample.guidance") && arch->default_sample_guidance)
+    c.sample.guidance = *arch->default_sample_guidance;
+  // An architecture that samples at the dataset's latent size has no use for a chosen size (ai-toolkit's
+  // configs always give one): noted like the other ignored keys, and reset so the resolved config says 0.
+  for (auto [key, value] : {std::pair{"sample.width", &c.sample.width}, std::pair{"sample.height", &c.sample.height}})
+    if (!arch->sample_size && *value != 0) {
+      const std::string where = ctx.set_at.count(key) ? ctx.set_at.at(key) : ctx.source;
+      if (ctx.notes)
+        ctx.notes->push_back(where + ": '" + key + "' is accepted for compatibility and ignored by wick (model.arch " +
+                             c.model.arch + " samples at the dataset's latent size)");
+      *value = 0;
+    }
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)

@@ -60,6 +60,12 @@ struct ArchSchema {
   std::vector<std::string> ignored = {};     // model.<key> accepted with a note (no meaning for it)
   bool needs_base_weights = false;           // model.name_or_path required
   NoiseScheduler default_noise_scheduler = NoiseScheduler::FlowMatch;
+  // Whether sample.width / sample.height choose the size of sample images (Flux); false: the model
+  // samples at the dataset's latent size and the two keys are noted as ignored.
+  bool sample_size = false;
+  // sample.guidance when the config gives none; nullopt: SampleConfig's (4.0, classifier-free). Flux:
+  // 3.5, the distilled guidance input of dev.
+  std::optional<double> default_sample_guidance = std::nullopt;
   // Checks across its keys: the (key, message) of the first problem, or nullopt.
   std::function<std::optional<std::pair<std::string, std::string>>(const ModelOptions&)> check = {};
 };
@@ -150,9 +156,12 @@ struct SampleConfig {
   std::vector<std::string> prompts;
   std::string negative_prompt;
   int64_t steps = 20;
-  double guidance = 4.0;               // classifier-free guidance scale (1 = none)
+  double guidance = 4.0;               // classifier-free guidance scale (1 = none); Flux dev: its guidance
+                                       // input (default 3.5), schnell: none
   int64_t seed = 42;
   int64_t n_per_class = 0;             // > 0: one grid row per dataset class, this many images each
+  int64_t width = 0, height = 0;       // image pixels, for architectures that sample at a chosen size
+                                       // (ArchSchema::sample_size); 0 = the dataset's first bucket's size
   SamplerKind sampler = SamplerKind::Auto;  // auto: euler for flowmatch, ddim for ddpm
   bool operator==(const SampleConfig&) const = default;
 };

@@ -14,13 +14,15 @@ namespace fs = std::filesystem;
 namespace wick {
 
 DiffusionTask::DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model,
-                             const TrainingData& data, fs::path run_dir, std::string base_hash)
+                             const TrainingData& data, fs::path run_dir, std::string base_hash,
+                             std::shared_ptr<ImageSampler> sampler)
     : config_(config),
       model_(std::move(model)),
       data_(data),
       run_dir_(std::move(run_dir)),
       base_hash_(std::move(base_hash)),
-      objective_(config.train) {}
+      objective_(config.train),
+      sampler_(std::move(sampler)) {}
 
 Tensor DiffusionTask::micro_batch_loss(const Batch& batch) {
   const int64_t epoch = batch_epoch(batch);
@@ -57,8 +59,8 @@ void DiffusionTask::after_checkpoint(int64_t step) {
 }
 
 void DiffusionTask::after_step(int64_t step, bool last, RunLog* log) {
-  if (config_.sample.every <= 0 || (step % config_.sample.every != 0 && !last)) return;
-  sample_grids_.push_back(write_sample_grid(*model_, config_, data_, run_dir_, step, log));
+  if (!sampler_ || config_.sample.every <= 0 || (step % config_.sample.every != 0 && !last)) return;
+  sample_grids_.push_back(write_sample_grid(*model_, *sampler_, config_, data_, run_dir_, step, log));
   std::fprintf(stderr, "%swick train: samples %s\n", ::isatty(::fileno(stderr)) ? "\n" : "",
                sample_grids_.back().c_str());
 }

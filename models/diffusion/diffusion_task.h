@@ -2,7 +2,7 @@
 // the objective's noised input and target -> the model's prediction -> the weighted MSE; plus the
 // exports between steps (the LoRA or full-model file at each checkpoint, sample grids).
 //
-//   DiffusionTask task(config, model, data, run_dir, base_hash);
+//   DiffusionTask task(config, model, data, run_dir, base_hash, prepare_sampling(config, data, device));
 //   LoopResult r = run_step_loop(task, setup, options);
 //   task.lora_file();                        // the last LoRA file written, if any
 #pragma once
@@ -24,9 +24,10 @@ namespace wick {
 class DiffusionTask : public TrainingTask {
  public:
   // `model` built for `config` (models/model_factory.h); `data` the opened training data; base_hash
-  // the SHA-256 of the base weights file for the LoRA metadata ("" when not known).
+  // the SHA-256 of the base weights file for the LoRA metadata ("" when not known); `sampler` makes the
+  // sample grids (models/diffusion/sample_grid.h; null when sample.every is 0).
   DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model, const TrainingData& data,
-                std::filesystem::path run_dir, std::string base_hash);
+                std::filesystem::path run_dir, std::string base_hash, std::shared_ptr<ImageSampler> sampler);
 
   Module& model() override { return *model_; }
   Tensor micro_batch_loss(const Batch& batch) override;
@@ -46,6 +47,7 @@ class DiffusionTask : public TrainingTask {
   std::filesystem::path run_dir_;
   std::string base_hash_;
   Objective objective_;
+  std::shared_ptr<ImageSampler> sampler_;
   std::optional<std::filesystem::path> lora_file_, model_file_;
   std::vector<std::filesystem::path> sample_grids_;
 };

@@ -11,6 +11,7 @@
 #include "models/model_factory.h"
 #include "models/registry.h"
 #include "runtime/error.h"
+#include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
 #include "runtime/ops/random.h"
@@ -20,45 +21,15 @@
 namespace wick {
 namespace {
 
-// Puts a module in evaluation mode and gives it back its training flag on scope exit.
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) { module_.eval(); }
-  ~EvalModeGuard() { module_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  Module& module_;
-  bool was_training_;
-};
-
 Device model_device(const DiffusionModel& model) {
   auto parameters = model.named_parameters();
   return parameters.empty() ? Device::cpu() : parameters.front().second.device();
-}
-
-std::string with_trigger(std::string caption, const std::string& trigger_word) {
-  const std::string marker = "[trigger]";
-  for (size_t at = caption.find(marker); at != std::string::npos; at = caption.find(marker, at + trigger_word.size()))
-    caption.replace(at, marker.size(), trigger_word);
-  return caption;
 }
 
 diffusion::Conditioning encode_on(const HashedTextEncoder& encoder, const std::vector<std::string>& captions,
                                   Device device) {
   TextEncoding text = encoder.encode(captions);
   return {text.embeds.to(device), text.mask.to(device), text.pooled.to(device)};
-}
-
-// The noise of images first .. first + n - 1: image i from derive_stream(seed, i, 0, Noise).
-Tensor image_noise(const Shape& image_shape, int64_t first, int64_t n, uint64_t seed, Device device) {
-  std::vector<Tensor> parts;
-  parts.reserve(static_cast<size_t>(n));
-  for (int64_t i = first; i < first + n; ++i)
-    parts.push_back(randn(image_shape, derive_stream(seed, static_cast<uint64_t>(i), 0, RngPurpose::Noise),
-                          DType::F32, device));
-  return stack(parts, 0);
 }
 
 SamplerKind resolved_sampler(const TrainConfig& config) {
@@ -70,7 +41,65 @@ SamplerKind resolved_sampler(const TrainConfig& config) {
   return natural;
 }
 
+// generate_latents + latents_to_images for the dataset's hashed captions and pixel-packed latents.
+class HashedTextSampler : public ImageSampler {
+ public:
+  HashedTextSampler(const TrainConfig& config, const LatentDataset& dataset)
+      : config_(config),
+        encoder_(dataset_text_encoder(dataset)),
+        latent_shape_(sample_latent_shape(dataset)),
+        attributes_(dataset.attributes()) {}
+
+  Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
+                  const SampleSettings& settings) override {
+    WICK_CHECK_KIND(Config, settings.width == 0 && settings.height == 0, "model.arch ", config_.model.arch,
+                    " samples at the dataset's latent size (", latent_shape_[1], " x ", latent_shape_[2],
+                    "); a width or height cannot be chosen");
+    Tensor latents = generate_latents(model, config_, encoder_, prompts, latent_shape_, settings.steps,
+                                      settings.guidance, settings.seed);
+    return latents_to_images(latents, attributes_);
+  }
+
+  std::string describe() const override {
+    return std::string(HashedTextEncoder::name) + " captions, " + attributes_.model_family + " latents " +
+           std::to_string(latent_shape_[0]) + " x " + std::to_string(latent_shape_[1]) + " x " +
+           std::to_string(latent_shape_[2]);
+  }
+
+ private:
+  TrainConfig config_;
+  HashedTextEncoder encoder_;
+  Shape latent_shape_;
+  LatentDatasetAttributes attributes_;
+};
+
 }  // namespace
+
+std::string with_trigger_word(std::string caption, const std::string& trigger_word) {
+  const std::string marker = "[trigger]";
+  for (size_t at = caption.find(marker); at != std::string::npos; at = caption.find(marker, at + trigger_word.size()))
+    caption.replace(at, marker.size(), trigger_word);
+  return caption;
+}
+
+Tensor sample_noise(const Shape& image_shape, int64_t first, int64_t n, uint64_t seed, Device device) {
+  std::vector<Tensor> parts;
+  parts.reserve(static_cast<size_t>(n));
+  for (int64_t i = first; i < first + n; ++i)
+    parts.push_back(randn(image_shape, derive_stream(seed, static_cast<uint64_t>(i), 0, RngPurpose::Noise),
+                          DType::F32, device));
+  return stack(parts, 0);
+}
+
+std::unique_ptr<ImageSampler> make_hashed_text_sampler(const TrainConfig& config, const LatentDataset& dataset) {
+  try {
+    dataset_text_encoder(dataset);
+    latents_to_images(zeros({1, dataset.attributes().latent_channels, 2, 2}), dataset.attributes());
+  } catch (const WickError& error) {
+    WICK_FAIL(Config, "sample images cannot be made for ", dataset.path(), ": ", error.what());
+  }
+  return std::make_unique<HashedTextSampler>(config, dataset);
+}
 
 HashedTextEncoder dataset_text_encoder(const LatentDataset& dataset) {
   const std::string& name = dataset.attributes().text_encoder;
@@ -108,20 +137,20 @@ Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const 
   autograd::NoGradGuard no_grad;
   diffusion::Denoiser denoiser = model_denoiser(model, config.train.noise_scheduler);
   const diffusion::DdpmSchedule schedule = diffusion::DdpmSchedule::scaled_linear();
-  const std::string negative = with_trigger(config.sample.negative_prompt, config.trigger_word);
+  const std::string negative = with_trigger_word(config.sample.negative_prompt, config.trigger_word);
 
   std::vector<Tensor> outputs;
   for (int64_t first = 0; first < n; first += generate_batch_size) {
     const int64_t count = std::min(generate_batch_size, n - first);
     std::vector<std::string> batch_captions;
     for (int64_t i = first; i < first + count; ++i)
-      batch_captions.push_back(with_trigger(captions[static_cast<size_t>(i)], config.trigger_word));
+      batch_captions.push_back(with_trigger_word(captions[static_cast<size_t>(i)], config.trigger_word));
     diffusion::Conditioning cond = encode_on(encoder, batch_captions, device);
     diffusion::GuidanceConfig guide;
     guide.scale = guidance;
     if (guidance != 1.0)
       guide.uncond = encode_on(encoder, std::vector<std::string>(static_cast<size_t>(count), negative), device);
-    Tensor noise = image_noise(image_shape, first, count, seed, device);
+    Tensor noise = sample_noise(image_shape, first, count, seed, device);
     Tensor latents;
     if (sampler == SamplerKind::Euler) {
       diffusion::FlowSamplerConfig flow;
@@ -243,6 +272,11 @@ std::shared_ptr<DiffusionModel> build_trained_model(const TrainedRun& run, bool 
   if (lora) load_lora(*model, run.lora);
   model->eval();
   return model;
+}
+
+std::unique_ptr<ImageSampler> make_run_sampler(const TrainedRun& run) {
+  return find_architecture(run.config.model.arch).make_sampler({.config = run.config, .dataset = *run.dataset,
+                                                                .device = run.device});
 }
 
 Shape sample_latent_shape(const LatentDataset& dataset) {

@@ -6,8 +6,11 @@
 //   Tensor latents = generate_latents(*model, config, encoder, {"Bag", "Ankle boot"}, {4, 14, 14}, 20, 3.0, 7);
 //   Tensor images = latents_to_images(latents, dataset->attributes());   // f32 [2, 1, 28, 28] in [0, 1]
 //
+//   auto sampler = make_hashed_text_sampler(config, *dataset);           // the two calls above, as an ImageSampler
+//
 //   TrainedRun run = locate_run("output/quickstart_lora", "");       // config, dataset, weights, LoRA
 //   std::shared_ptr<DiffusionModel> tuned = build_trained_model(run, true);   // base + the run's LoRA
+//   auto images = make_run_sampler(run)->generate(*tuned, {"Bag"}, sample_settings(run.config.sample));
 //
 // Image i of a call draws its starting noise from derive_stream(seed, i, 0, RngPurpose::Noise), so it
 // is the same image whatever the number of captions after it or the batch it lands in.
@@ -25,8 +28,29 @@
 #include "engine/data/latent_dataset.h"
 #include "models/architecture.h"
 #include "models/diffusion/denoiser.h"
+#include "models/image_sampler.h"
 
 namespace wick {
+
+// Puts a module in evaluation mode and gives it back its training flag on scope exit.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) { module_.eval(); }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
+// `caption` with every "[trigger]" replaced by `trigger_word` (ai-toolkit's placeholder).
+std::string with_trigger_word(std::string caption, const std::string& trigger_word);
+
+// The starting noise of images first .. first + n - 1 of a call, f32 [n, ...image_shape] on `device`: image
+// i is randn(image_shape, derive_stream(seed, i, 0, RngPurpose::Noise)), whatever the batch it lands in.
+Tensor sample_noise(const Shape& image_shape, int64_t first, int64_t n, uint64_t seed, Device device);
 
 // Images per model forward in generate_latents (the guided forward runs twice as many).
 inline constexpr int64_t generate_batch_size = 64;
@@ -60,6 +84,12 @@ Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const 
 // Other families need a VAE decoder, which wick does not have: WickError (Config).
 Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& data);
 
+// The sampler of the quickstart's family (the DiT on pixel-packed latents with hashed captions):
+// generate_latents with the dataset's hashed word encoder at its first bucket's latent shape, then
+// latents_to_images. Config error (WickError) naming the dataset when its captions were made by another
+// encoder or its latents need a VAE decoder. settings.width / height must be 0 (the dataset's size).
+std::unique_ptr<ImageSampler> make_hashed_text_sampler(const TrainConfig& config, const LatentDataset& dataset);
+
 // ---- trained runs (what `wick sample` and `wick eval` load) ----
 struct TrainedRun {
   std::filesystem::path run_dir;      // <output_dir>/<name>
@@ -87,5 +117,8 @@ std::shared_ptr<DiffusionModel> build_trained_model(const TrainedRun& run, bool 
 
 // The latent shape {C, H, W} samples of `dataset` have: its first bucket's.
 Shape sample_latent_shape(const LatentDataset& dataset);
+
+// The run's architecture's sampler (Architecture::make_sampler) on run.device.
+std::unique_ptr<ImageSampler> make_run_sampler(const TrainedRun& run);
 
 }  // namespace wick

@@ -4,9 +4,7 @@
 
 #include "engine/logging/image.h"
 #include "engine/train/train_log.h"
-#include "models/diffusion/generate.h"
 #include "models/registry.h"
-#include "runtime/ops/creation.h"
 
 namespace fs = std::filesystem;
 
@@ -24,36 +22,33 @@ SampleLayout sample_layout(const SampleConfig& sample, const std::vector<std::st
   return layout;
 }
 
-void check_sampling(const TrainConfig& config, const TrainingData& data) {
-  if (config.sample.every <= 0) return;
-  const std::string reason = find_architecture(config.model.arch).sampling_unavailable(data.dataset->attributes().model_family);
-  WICK_CHECK_KIND(Config, reason.empty(), "sample.every is ", config.sample.every, " but ", reason,
-                  " (set sample.every: 0; training is not affected)");
+std::unique_ptr<ImageSampler> prepare_sampling(const TrainConfig& config, const TrainingData& data, Device device) {
+  if (config.sample.every <= 0) return nullptr;
   WICK_CHECK_KIND(Config, config.sample.n_per_class == 0 || !data.class_names.empty(), "sample.n_per_class: ",
                   data.dataset->path(), " has no labels, so there are no classes to sample (use sample.prompts)");
   try {
-    dataset_text_encoder(*data.dataset);
-    latents_to_images(zeros({1, data.dataset->attributes().latent_channels, 2, 2}), data.dataset->attributes());
+    return find_architecture(config.model.arch)
+        .make_sampler({.config = config, .dataset = *data.dataset, .device = device});
   } catch (const WickError& error) {
-    WICK_FAIL(Config, "sample.every is ", config.sample.every, " but sample grids cannot be made for ",
-              data.dataset->path(), ": ", error.what(), " (set sample.every: 0)");
+    if (error.kind() != ErrorKind::Config) throw;
+    WICK_FAIL(Config, "sample.every is ", config.sample.every, ", and sample images cannot be made: ",
+              message_of(error), " (or set sample.every: 0 to train without sample grids)");
   }
 }
 
-fs::path write_sample_grid(DiffusionModel& model, const TrainConfig& config, const TrainingData& data,
-                           const fs::path& run_dir, int64_t step, RunLog* log) {
+int64_t grid_scale(int64_t width) { return width < 128 ? 2 : 1; }
+
+fs::path write_sample_grid(DiffusionModel& model, ImageSampler& sampler, const TrainConfig& config,
+                           const TrainingData& data, const fs::path& run_dir, int64_t step, RunLog* log) {
   SampleLayout layout = sample_layout(config.sample, data.class_names);
-  HashedTextEncoder encoder = dataset_text_encoder(*data.dataset);
-  Tensor latents = generate_latents(model, config, encoder, layout.captions, sample_latent_shape(*data.dataset),
-                                    config.sample.steps, config.sample.guidance,
-                                    static_cast<uint64_t>(config.sample.seed));
-  Tensor images = latents_to_images(latents, data.dataset->attributes());
+  Tensor images = sampler.generate(model, layout.captions, sample_settings(config.sample));
   std::vector<std::string> labels(layout.captions.size());
   for (size_t i = 0; i < labels.size(); ++i)
     if (static_cast<int64_t>(i) % layout.n_columns == 0 || i >= labels.size() - config.sample.prompts.size())
       labels[i] = layout.captions[i];
-  Image grid = make_image_grid(images, {.n_columns = layout.n_columns, .scale = 2, .value_min = 0.0f,
-                                        .value_max = 1.0f, .labels = labels});
+  const int64_t width = images.size(3);
+  Image grid = make_image_grid(images, {.n_columns = layout.n_columns, .scale = grid_scale(width), .value_min = 0.0f,
+                                        .value_max = 1.0f, .labels = labels, .label_scale = width >= 512 ? 2 : 1});
   fs::path path = run_dir / "samples" / ("step_" + std::to_string(step) + ".png");
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);

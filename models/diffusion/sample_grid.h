@@ -1,17 +1,19 @@
 // The sample grid `wick train` writes every sample.every steps: samples/step_<N>.png in the run
 // directory and the same image in TensorBoard (tag "samples").
 //
-//   check_sampling(config, *data.dataset);                      // before the first step
-//   fs::path png = write_sample_grid(*model, config, data, run_dir, step, &log);
+//   auto sampler = prepare_sampling(config, data, device);     // before the first step; null when every == 0
+//   fs::path png = write_sample_grid(*model, *sampler, config, data, run_dir, step, &log);
 //
 // Cells: with sample.n_per_class > 0, one row per class of the dataset (/label_names) with that many
-// images, the class name as caption; then one cell per sample.prompts entry. Images come from
-// generate_latents (models/diffusion/generate.h) with sample.steps, sample.guidance and sample.seed, so
-// the grids of one run differ only by the weights. Each row's first cell carries its caption.
+// images, the class name as caption; then one cell per sample.prompts entry. Images come from the
+// architecture's ImageSampler (models/image_sampler.h) with sample.steps, sample.guidance, sample.seed
+// and sample.width / height, so the grids of one run differ only by the weights. Each row's first cell
+// carries its caption, and so does every prompt's cell.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,14 +32,19 @@ struct SampleLayout {
 };
 SampleLayout sample_layout(const SampleConfig& sample, const std::vector<std::string>& class_names);
 
-// Config errors, before training starts, when sample.every > 0 but the grid cannot be made: an
-// architecture that cannot sample yet, no class names for n_per_class, an embedding the sampler
-// cannot re-create, latents wick cannot turn into pixels.
-void check_sampling(const TrainConfig& config, const TrainingData& data);
+// The architecture's sampler on `device` when sample.every > 0 (nullptr otherwise), made before training
+// starts so that a grid that cannot be made is a Config error then: an architecture that cannot sample
+// this dataset, a VAE or text encoder that is not given or not there, no class names for n_per_class.
+std::unique_ptr<ImageSampler> prepare_sampling(const TrainConfig& config, const TrainingData& data, Device device);
 
-// Generates the grid for `step`, writes <run_dir>/samples/step_<N>.png (through a temporary file and a
-// rename) and, when `log` is given, the TensorBoard image. Returns the PNG's path.
-std::filesystem::path write_sample_grid(DiffusionModel& model, const TrainConfig& config, const TrainingData& data,
-                                        const std::filesystem::path& run_dir, int64_t step, RunLog* log);
+// Pixels per image pixel in a grid of images `width` pixels wide: 2 below 128 pixels (the quickstart's
+// 28), else 1.
+int64_t grid_scale(int64_t width);
+
+// Generates the grid for `step` with `sampler`, writes <run_dir>/samples/step_<N>.png (through a temporary
+// file and a rename) and, when `log` is given, the TensorBoard image. Returns the PNG's path.
+std::filesystem::path write_sample_grid(DiffusionModel& model, ImageSampler& sampler, const TrainConfig& config,
+                                        const TrainingData& data, const std::filesystem::path& run_dir, int64_t step,
+                                        RunLog* log);
 
 }  // namespace wick

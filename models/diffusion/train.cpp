@@ -53,7 +53,8 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   const bool rank0 = group->rank() == 0;
   if (rank0) check_output_directory(run_dir, options.resume);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
-  check_sampling(config, data);
+  // Every rank checks (the same config fails the same way everywhere); rank 0 makes the grids.
+  std::shared_ptr<ImageSampler> sampler = prepare_sampling(config, data, device);
   const DataGeometry geometry = dataset_geometry(*data.dataset);
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
@@ -62,7 +63,7 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 
-  DiffusionTask task(config, model, data, run_dir, base_hash);
+  DiffusionTask task(config, model, data, run_dir, base_hash, sampler);
   StepLoopSetup setup{.name = config.name,
                       .run_dir = run_dir,
                       .config_yaml = to_yaml(config),

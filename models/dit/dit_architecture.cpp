@@ -7,6 +7,7 @@
 
 #include "engine/checkpoint/latest_pointer.h"
 #include "engine/init.h"
+#include "models/diffusion/generate.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -118,6 +119,8 @@ class DitArchitecture : public Architecture {
         {.name = "text_dim", .type = OptionType::Int, .default_value = int64_t{0}, .range = ConfigRange::at_least(0),
          .help = "text embedding width; 0 = from the dataset"},
     };
+    // EriDiffusion's text encoder paths: the DiT's captions are cached embeddings.
+    schema_.ignored = {"text_encoder_path", "text_encoder_2_path"};
     schema_.check = [](const ModelOptions& o) -> std::optional<std::pair<std::string, std::string>> {
       if (o.get_int("hidden_size") % o.get_int("num_heads") != 0)
         return std::pair<std::string, std::string>{
@@ -150,7 +153,9 @@ class DitArchitecture : public Architecture {
 
   LoraNaming lora_naming(const DiffusionModel&) const override { return {}; }
 
-  std::string sampling_unavailable(const std::string&) const override { return ""; }
+  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const override {
+    return make_hashed_text_sampler(request.config, request.dataset);
+  }
 
  private:
   ArchSchema schema_;

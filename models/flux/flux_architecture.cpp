@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/flux/flux.h"
+#include "models/flux/flux_sampler.h"
 #include "models/flux/flux_weights.h"
 #include "models/weights/key_map.h"
 #include "runtime/error.h"
@@ -69,8 +70,33 @@ class FluxArchitecture : public Architecture {
                     {.name = "axes_dim", .aliases = {"axes_dims_rope"}, .type = OptionType::IntList,
                      .default_value = std::vector<int64_t>{}, .range = ConfigRange::above(0),
                      .help = "RoPE widths of the (0, row, column) position axes, summing to the head width; empty = "
-                             "a diffusers folder's config.json axes_dims_rope, else Flux.1's [16, 56, 56]"}};
+                             "a diffusers folder's config.json axes_dims_rope, else Flux.1's [16, 56, 56]"},
+                    // What sample images need (flux_sampler.h); aliases: kohya's arguments, EriDiffusion's and
+                    // SimpleTuner's keys. "" = the pipeline folder's part when name_or_path gives one.
+                    {.name = "vae_path", .aliases = {"ae", "pretrained_vae_model_name_or_path"},
+                     .type = OptionType::String, .default_value = std::string(),
+                     .help = "the Flux VAE for sample images: ae.safetensors, a diffusers vae/ folder or a pipeline "
+                             "folder"},
+                    {.name = "clip_l_path", .aliases = {"clip_l", "text_encoder_path"}, .type = OptionType::String,
+                     .default_value = std::string(),
+                     .help = "CLIP-L for sample prompts: a file or a text_encoder/ folder"},
+                    {.name = "t5_path", .aliases = {"t5xxl", "t5xxl_path", "text_encoder_2_path"},
+                     .type = OptionType::String, .default_value = std::string(),
+                     .help = "T5-XXL for sample prompts: a file or a text_encoder_2/ folder"},
+                    {.name = "clip_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+                     .help = "CLIP's vocabulary: a tokenizer/ folder (vocab.json, merges.txt) or open_clip's "
+                             "bpe_simple_vocab_16e6.txt.gz"},
+                    {.name = "t5_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+                     .help = "T5's SentencePiece model: spiece.model or a tokenizer_2/ folder"},
+                    {.name = "t5_length", .aliases = {"t5xxl_max_token_length", "max_sequence_length"},
+                     .type = OptionType::Int, .default_value = int64_t{0}, .range = ConfigRange::at_least(0),
+                     .help = "T5 tokens of sample prompts; 0 = the dataset's recorded length, else 512 (dev) / 256 "
+                             "(schnell)"},
+                    {.name = "keep_encoders_loaded", .type = OptionType::Bool, .default_value = false,
+                     .help = "keep the text encoders and the VAE in memory between sample grids"}};
     schema_.needs_base_weights = true;
+    schema_.sample_size = true;
+    schema_.default_sample_guidance = 3.5;
   }
 
   const ArchSchema& schema() const override { return schema_; }
@@ -114,9 +140,8 @@ class FluxArchitecture : public Architecture {
             .peft_layout = flux::lora_layout(flux::layout_sizes(shapes))};
   }
 
-  std::string sampling_unavailable(const std::string&) const override {
-    return "Flux sample images need the Flux VAE decoder and the T5/CLIP text encoders, which wick does not have "
-           "yet; the training itself does not need them (latents and text embeddings are cached)";
+  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const override {
+    return flux::make_flux_sampler(request);
   }
 
  private:

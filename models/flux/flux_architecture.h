@@ -9,7 +9,10 @@
 //
 // Keys (model.*): guidance — the guidance input of a dev model during training (default 1.0);
 // axes_dim — the RoPE widths per position axis (no tensor gives them): empty (default) = the
-// axes_dims_rope of a diffusers folder's config.json, else Flux.1's [16, 56, 56].
+// axes_dims_rope of a diffusers folder's config.json, else Flux.1's [16, 56, 56]; vae_path, clip_l_path,
+// t5_path, clip_tokenizer_path, t5_tokenizer_path, t5_length, keep_encoders_loaded — what sample images
+// need (models/flux/flux_sampler.h), by default from a diffusers pipeline folder given as name_or_path.
+// sample.width / sample.height choose the sample size; sample.guidance defaults to 3.5 (dev's input).
 // docs/models.md ("Flux.1") describes the model, its weights and its LoRA files.
 #pragma once
 

@@ -235,11 +235,33 @@ std::optional<VaeFamily> guess_family(const VaeConfig& c, const DetectedFormat& 
   return std::nullopt;
 }
 
-LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
+namespace {
+
+// `path`, or the vae/ subfolder of a pipeline folder.
+WeightSource open_vae_source(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path pipeline_vae = std::filesystem::path(path) / "vae";
-  WeightSource source =
-      WeightSource::open(std::filesystem::is_directory(pipeline_vae, ec) ? pipeline_vae.string() : path, "vae");
+  return WeightSource::open(std::filesystem::is_directory(pipeline_vae, ec) ? pipeline_vae.string() : path, "vae");
+}
+
+}  // namespace
+
+VaeHeader read_vae_header(const std::string& path, int64_t norm_groups) {
+  WeightSource source = open_vae_source(path);
+  DetectedFormat format = detect_vae_format(source);
+  VaeConfig c = config_from_shapes(mapped_shapes(source, format), source.path());
+  std::optional<HfVaeConfig> hf;
+  if (format.prefix.empty()) hf = read_hf_config(source);
+  if (hf) check_against_config(*hf, c);
+  WICK_CHECK_KIND(Config, norm_groups >= 0, "VAE: norm_groups must be >= 0 (0: config.json's or 32), got ",
+                  norm_groups);
+  c.norm_groups = norm_groups > 0 ? norm_groups : hf && hf->norm_num_groups.has_value() ? *hf->norm_num_groups : 32;
+  validate(c);
+  return {.config = c, .source_path = source.path()};
+}
+
+LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
+  WeightSource source = open_vae_source(path);
   DetectedFormat format = detect_vae_format(source);
   std::optional<HfVaeConfig> hf;
   if (format.prefix.empty()) hf = read_hf_config(source);

@@ -5,6 +5,7 @@
 //   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors");               // BFL's names: family flux
 //   auto sd3 = vae::load_vae("sd3.5_large.safetensors");                  // first_stage_model.*: family sd3
 //   auto mine = vae::load_vae("vae.safetensors", {.family = vae::VaeFamily::Flux, .dtype = DType::BF16});
+//   vae::VaeHeader h = vae::read_vae_header("FLUX.1-dev/ae.safetensors");   // sizes only, no tensor read
 //
 // Formats (tried in this order):
 //   ldm        LDM / sgm / BFL names (vae_blocks.h): Flux's ae.safetensors and standalone LDM VAE files
@@ -84,6 +85,15 @@ struct LoadedVae {
   std::string normalization_source;
   LoadMappedReport report;
 };
+
+// The sizes load_vae(path, {.norm_groups = norm_groups}) builds (levels, channels, z channels, downscale
+// factor, group count), read from the file headers (and config.json) alone: no tensor is read. The same
+// lookup and the same errors as load_vae's, a group count that does not divide the channels included.
+struct VaeHeader {
+  VaeConfig config;         // sizes and group count; normalization, dtype and device at their defaults
+  std::string source_path;  // the file or index it would read
+};
+VaeHeader read_vae_header(const std::string& path, int64_t norm_groups = 0);
 
 // Opens `path` (a safetensors file, an index, a vae/ folder, or a pipeline folder: its vae/ subfolder
 // when it has one, whatever other files it holds, as a Hugging Face snapshot of FLUX.1-dev holds

@@ -120,25 +120,31 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   EXPECT_EQ(c.model.options.get_float("guidance"), 1.0);
   EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::FluxShift);
   EXPECT_EQ(c.save.format, LoraFormat::Kohya);
-  EXPECT_EQ(c.sample.guidance, 4.0);
+  EXPECT_EQ(c.sample.guidance, 3.5);
   EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);
   EXPECT_EQ(c.sample.prompts.size(), 2u);
+  EXPECT_EQ(c.sample.width, 1024);  // Flux samples at a chosen size
+  EXPECT_EQ(c.sample.height, 1024);
+  EXPECT_EQ(c.model.options.get_string("vae_path"), "");
+  EXPECT_EQ(c.model.options.get_int("t5_length"), 0);
   EXPECT_EQ(c.distributed.backend, CommBackend::Nccl);
   // Ignored ai-toolkit options are reported with their location.
-  bool saw_train_unet = false, saw_width = false;
+  bool saw_train_unet = false, saw_width = false, saw_walk_seed = false;
   for (const std::string& note : notes) {
     if (note.find("'train.train_unet'") != std::string::npos) {
       saw_train_unet = true;
-      EXPECT_THAT(note, HasSubstr("flux_lora.yaml:34:9:"));
+      EXPECT_THAT(note, HasSubstr("flux_lora.yaml:35:9:"));
     }
     if (note.find("'sample.width'") != std::string::npos) saw_width = true;
+    if (note.find("'sample.walk_seed'") != std::string::npos) saw_walk_seed = true;
   }
   EXPECT_TRUE(saw_train_unet);
-  EXPECT_TRUE(saw_width);
+  EXPECT_FALSE(saw_width);
+  EXPECT_TRUE(saw_walk_seed);
   // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
   // The trigger word cannot reach the cached training captions: a warning.
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
-  EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:16:21: trigger_word 'p3r5on' replaces [trigger] in the "
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:17:21: trigger_word 'p3r5on' replaces [trigger] in the "
                                            "prompts wick encodes when it samples"),
                                 HasSubstr("the training captions were encoded when the dataset was packed")));
   expect_round_trip(c);
@@ -290,6 +296,63 @@ dataset:
   expect_round_trip(c);
 }
 
+// Where a Flux run finds what sample images need: wick's keys, kohya's argument names (ae, clip_l, t5xxl,
+// t5xxl_max_token_length) and EriDiffusion's (text_encoder_path = CLIP-L, text_encoder_2_path = T5);
+// sample.width / height and Flux's default guidance 3.5; the same keys ignored for the DiT.
+TEST(Config, FluxSamplingKeysAndTheirAliases) {
+  const std::string flux = kMinimal + "model:\n  arch: flux\n  name_or_path: flux1-dev.safetensors\n";
+  TrainConfig c = parse(flux + "  vae_path: ae.safetensors\n  clip_l_path: clip_l.safetensors\n"
+                               "  t5_path: t5xxl_fp16.safetensors\n  clip_tokenizer_path: tokenizer\n"
+                               "  t5_tokenizer_path: spiece.model\n  t5_length: 256\n  keep_encoders_loaded: true\n"
+                               "sample:\n  width: 768\n  height: 512\n");
+  EXPECT_EQ(c.model.options.get_string("vae_path"), "ae.safetensors");
+  EXPECT_EQ(c.model.options.get_string("clip_l_path"), "clip_l.safetensors");
+  EXPECT_EQ(c.model.options.get_string("t5_path"), "t5xxl_fp16.safetensors");
+  EXPECT_EQ(c.model.options.get_string("clip_tokenizer_path"), "tokenizer");
+  EXPECT_EQ(c.model.options.get_string("t5_tokenizer_path"), "spiece.model");
+  EXPECT_EQ(c.model.options.get_int("t5_length"), 256);
+  EXPECT_TRUE(c.model.options.get_bool("keep_encoders_loaded"));
+  EXPECT_EQ(c.sample.width, 768);
+  EXPECT_EQ(c.sample.height, 512);
+  EXPECT_EQ(c.sample.guidance, 3.5);  // Flux's default: dev's guidance input
+  expect_round_trip(c);
+
+  TrainConfig kohya = parse(flux + "  ae: a.safetensors\n  clip_l: c.safetensors\n  t5xxl: t.safetensors\n"
+                                   "  t5xxl_max_token_length: 512\n");
+  EXPECT_EQ(kohya.model.options.get_string("vae_path"), "a.safetensors");
+  EXPECT_EQ(kohya.model.options.get_string("clip_l_path"), "c.safetensors");
+  EXPECT_EQ(kohya.model.options.get_string("t5_path"), "t.safetensors");
+  EXPECT_EQ(kohya.model.options.get_int("t5_length"), 512);
+  std::vector<std::string> notes;
+  TrainConfig eri = parse(flux + "  text_encoder_path: c.safetensors\n  text_encoder_2_path: t.safetensors\n"
+                                 "sample:\n  guidance_scale: 4\n",
+                          {}, &notes);
+  EXPECT_EQ(eri.model.options.get_string("clip_l_path"), "c.safetensors");
+  EXPECT_EQ(eri.model.options.get_string("t5_path"), "t.safetensors");
+  EXPECT_EQ(eri.sample.guidance, 4.0);  // given: kept
+  EXPECT_TRUE(notes.empty()) << ::testing::PrintToString(notes);
+  EXPECT_THAT(error_of(flux + "  t5_length: -1\n"), HasSubstr("model.t5_length"));
+
+  // The DiT: EriDiffusion's encoder paths and a chosen sample size are noted and ignored (the size reset to 0);
+  // Flux's own keys are an error that says whose they are.
+  notes.clear();
+  TrainConfig dit = parse(kMinimal + "model:\n  text_encoder_path: c.safetensors\n"
+                                     "sample:\n  width: 512\n  height: 512\n",
+                          {}, &notes);
+  EXPECT_EQ(dit.sample.width, 0);
+  EXPECT_EQ(dit.sample.height, 0);
+  EXPECT_EQ(dit.sample.guidance, 4.0);
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "cfg.yaml:5:3: 'model.text_encoder_path' is accepted for compatibility and ignored by wick",
+                       "cfg.yaml:7:10: 'sample.width' is accepted for compatibility and ignored by wick (model.arch "
+                       "dit samples at the dataset's latent size)",
+                       "cfg.yaml:8:11: 'sample.height' is accepted for compatibility and ignored by wick (model.arch "
+                       "dit samples at the dataset's latent size)"}));
+  expect_round_trip(dit);
+  EXPECT_THAT(error_of(kMinimal + "model:\n  vae_path: ae.safetensors\n"),
+              HasSubstr("model.vae_path is a key of arch flux, but this config's model.arch is dit"));
+}
+
 TEST(Config, DefaultsOfAMinimalConfig) {
   TrainConfig c = parse(kMinimal);
   TrainConfig expected;
@@ -390,7 +453,8 @@ TEST(ConfigErrors, StructuralMistakes) {
   // A key of another architecture says whose it is.
   EXPECT_EQ(error_of(kMinimal + "model:\n  is_flux: true\n  name_or_path: x\n  hidden_size: 64\n"),
             "cfg.yaml:7:3: model.hidden_size is a key of arch dit, but this config's model.arch is flux (its keys: "
-            "guidance, axes_dim)");
+            "guidance, axes_dim, vae_path, clip_l_path, t5_path, clip_tokenizer_path, t5_tokenizer_path, t5_length, "
+            "keep_encoders_loaded)");
   EXPECT_EQ(error_of(kMinimal + "model:\n  is_flux: true\n"),
             "cfg.yaml:5:12: model.arch flux needs model.name_or_path (the base weights)");
   EXPECT_EQ(error_of(kMinimal + "model:\n  hidden_size: 100\n  num_heads: 3\n"),

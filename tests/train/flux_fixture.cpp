@@ -13,6 +13,16 @@
 //                                run samples its training latents (dataset.latent_sampling: sample)
 //     DIR/flux_dev_sized.h5      cached latents the size of tests/data/flux/dev_bfl (4 channels, 7 tokens
 //                                of 32, pooled 24): 8 samples in buckets 6x10 and 8x8
+//   flux_fixture sample-data DIR
+//     DIR/flux_sample_tiny.safetensors  a random Flux.1-dev in BFL names whose widths fit the committed tiny
+//                                       sampling parts: img_in 64 (tests/data/vae/flux_tiny: 16 latent
+//                                       channels, x2), txt_in 32 (tests/data/t5: T5 width 32), vector_in 16
+//                                       (tests/data/clip_text/clip_l: pooled 16); hidden 32, 2 heads of 16
+//                                       (axes 4 + 6 + 6: model.axes_dim [4, 6, 6]), 2 double + 2 single blocks
+//     DIR/flux_sample.h5                cached latents for it: 8 samples in buckets 8x12 and 12x8 (16 x 24 and
+//                                       24 x 16 pixels through the x2 VAE), 8 text tokens of 32, pooled 16; its
+//                                       text attributes say T5 length 8 (text_embeds_encoder t5-xxl), so a
+//                                       sampler uses 8 T5 tokens (the embeddings themselves are random)
 //   flux_fixture lora-case LORA CASE OUT [WEIGHTS]
 //     Rebuilds the model LORA was trained on (its wick_config metadata; base WEIGHTS when given), in
 //     f32, loads LORA, merges it into the weights and writes OUT with CASE's latents, context,
@@ -51,6 +61,7 @@ struct DatasetShape {
   std::vector<std::pair<int64_t, int64_t>> buckets;  // latent (H, W)
   int64_t per_bucket;
   bool logvar = false;  // store the latents as a VAE distribution: mean (the pattern) and latents_logvar
+  bool t5_attributes = false;  // record text_embeds_encoder t5-xxl, text_pooled_encoder clip-l, length L
 };
 
 // Caption k's text: its first 3 + k tokens real (mask 1), N(0, 1)/2 entries; the rest padding (zero).
@@ -68,9 +79,15 @@ void caption_text(int64_t k, const DatasetShape& s, float* embeds, uint8_t* mask
 }
 
 void write_dataset(const std::string& path, const DatasetShape& s) {
-  LatentDatasetWriter writer(path, {.model_family = "flux", .latent_channels = s.channels,
-                                    .vae_scaling_factor = kFluxVaeScaling, .vae_shift_factor = kFluxVaeShift,
-                                    .text_encoder = "wick-test-random"});
+  LatentDatasetAttributes attributes{.model_family = "flux", .latent_channels = s.channels,
+                                     .vae_scaling_factor = kFluxVaeScaling, .vae_shift_factor = kFluxVaeShift,
+                                     .text_encoder = "wick-test-random"};
+  if (s.t5_attributes) {
+    attributes.text_embeds_encoder = "t5-xxl";
+    attributes.text_pooled_encoder = "clip-l";
+    attributes.text_max_length = s.text_length;
+  }
+  LatentDatasetWriter writer(path, attributes);
   int64_t sample = 0;
   for (const auto& [h, w] : s.buckets) {
     const int64_t n = s.per_bucket, c = s.channels;
@@ -116,6 +133,20 @@ void write_tiny_flux(const std::string& path) {
                      .dtype = DType::F32};
   flux::FluxTransformer model(c);
   save_safetensors(path, model.named_parameters(), {{"format", "pt"}, {"generator", "tests/train/flux_fixture.cpp"}});
+}
+
+int write_sample_data(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  set_init_seed(13);
+  flux::FluxConfig c{.in_channels = 64, .hidden_size = 32, .num_heads = 2, .depth = 2, .depth_single = 2,
+                     .context_dim = 32, .vec_dim = 16, .axes_dim = {4, 6, 6}, .guidance_embed = true,
+                     .initialize = true, .dtype = DType::F32};
+  flux::FluxTransformer model(c);
+  save_safetensors(dir + "/flux_sample_tiny.safetensors", model.named_parameters(),
+                   {{"format", "pt"}, {"generator", "tests/train/flux_fixture.cpp sample-data"}});
+  write_dataset(dir + "/flux_sample.h5", {.channels = 16, .text_length = 8, .text_dim = 32, .pooled_dim = 16,
+                                          .buckets = {{8, 12}, {12, 8}}, .per_bucket = 4, .t5_attributes = true});
+  return 0;
 }
 
 int write_data(const std::string& dir) {
@@ -183,12 +214,13 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "data" && argc == 3) return wick::write_data(argv[2]);
+    if (mode == "sample-data" && argc == 3) return wick::write_sample_data(argv[2]);
     if (mode == "lora-case" && (argc == 5 || argc == 6))
       return wick::write_lora_case(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
   } catch (const wick::WickError& error) {
     std::fprintf(stderr, "flux_fixture: %s\n", error.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: %s data DIR | lora-case LORA CASE OUT [WEIGHTS]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s data DIR | sample-data DIR | lora-case LORA CASE OUT [WEIGHTS]\n", argv[0]);
   return 2;
 }

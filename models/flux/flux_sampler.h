@@ -1,0 +1,106 @@
+// Flux sample images: prompts -> T5 / CLIP-L (encode_flux_prompts) -> noise at the chosen size -> Euler over
+// Black Forest Labs' schedule (get_schedule: linspace(1, 0, n + 1), shifted by the image size for dev,
+// unshifted for schnell), with dev's distilled guidance as an input (one forward per step, no CFG) -> the
+// Flux VAE decoder -> images in [0, 1]. What `wick train`'s sample grids and `wick sample` run for
+// model.arch flux (Architecture::make_sampler).
+//
+//   FluxSamplingFiles files = sampling_files(config.model);      // the keys, else the pipeline folder's parts
+//   FluxImageSampler sampler({.files = files, .default_height = 1024, .default_width = 1024});   // headers only
+//   Tensor images = sampler.generate(model, {"a photo of a cat"}, {.steps = 28, .guidance = 3.5, .seed = 7});
+//   std::vector<double> s = flux_sigmas(28, 128, 128, true);   // 1 .. 0 for a 1024 x 1024 dev image
+//
+// A call loads CLIP-L, then T5, each freed after its pass, before the transformer runs; then the VAE for the
+// decoding, freed after it. `keep_loaded` keeps all three between calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/flux/flux.h"
+#include "models/flux/flux_text.h"
+#include "models/image_sampler.h"
+#include "models/vae/vae.h"
+
+namespace wick::flux {
+
+// Where a run's Flux VAE, text encoders and tokenizers are ("" = not given and no default).
+struct FluxSamplingFiles {
+  std::string vae;             // model.vae_path: ae.safetensors, a diffusers vae/ folder or a pipeline folder
+  std::string clip_l;          // model.clip_l_path: a file, an index or a text_encoder/ folder
+  std::string t5;              // model.t5_path: a file, an index or a text_encoder_2/ folder
+  std::string clip_tokenizer;  // model.clip_tokenizer_path: a tokenizer/ folder or bpe_simple_vocab_16e6.txt.gz
+  std::string t5_tokenizer;    // model.t5_tokenizer_path: spiece.model or a folder holding it
+  std::string pipeline;        // the diffusers pipeline folder the defaults came from ("" when none)
+};
+
+// The diffusers pipeline folder `name_or_path` is or lies in: the folder itself when it holds
+// model_index.json or a transformer/ folder; else its parent when that holds model_index.json
+// (FLUX.1-dev/transformer, FLUX.1-dev/flux1-dev.safetensors). nullopt otherwise.
+std::optional<std::string> pipeline_folder(const std::string& name_or_path);
+
+// Each file the model keys name (vae_path, clip_l_path, t5_path, clip_tokenizer_path, t5_tokenizer_path),
+// else the pipeline folder's part when model.name_or_path gives one and it is there: vae/ (else
+// ae.safetensors), text_encoder/, text_encoder_2/, tokenizer/, tokenizer_2/. Nothing is opened.
+FluxSamplingFiles sampling_files(const ModelConfig& model);
+
+// BFL's get_schedule for an image of latent_height x latent_width (unpacked latent pixels; (h / 2)·(w / 2)
+// tokens): the steps + 1 values of linspace(1, 0, steps + 1), each σ -> e^μ / (e^μ + 1/σ − 1) with μ linear
+// from 0.5 at 256 tokens to 1.15 at 4096 when `shift` (dev), unchanged otherwise (schnell); the last is 0.
+std::vector<double> flux_sigmas(int64_t steps, int64_t latent_height, int64_t latent_width, bool shift);
+
+struct FluxSamplerSetup {
+  FluxSamplingFiles files;  // vae, clip_l, t5, clip_tokenizer and t5_tokenizer are required
+  int64_t t5_length = 0;    // T5 tokens; 0: 512 for dev, 256 for schnell (BFL, diffusers, kohya)
+  // latents -> latents / scaling + shift before decoding: what the training latents were normalized with.
+  vae::LatentNormalization normalization = vae::latent_normalization(vae::VaeFamily::Flux);
+  int64_t default_height = 0, default_width = 0;  // pixels when a call gives none (> 0)
+  std::string trigger_word;                       // replaces "[trigger]" in prompts
+  Device device = Device::cpu();                  // encoders and VAE (bf16 on CUDA, f32 on the CPU)
+  bool keep_loaded = false;                       // keep the encoders and the VAE between calls
+};
+
+class FluxImageSampler : public ImageSampler {
+ public:
+  // Opens the tokenizers and the encoder and VAE headers (no weight is read): WickError (Config) naming the
+  // FluxSamplingFiles field left empty, (Data) naming a file that is not what it should be.
+  explicit FluxImageSampler(FluxSamplerSetup setup);
+
+  // `model` must be a FluxTransformer whose widths fit the encoders and the VAE (Config error otherwise).
+  // settings.width / height: pixels, multiples of 2·f (16 for the real VAE); 0 = the setup's default.
+  // settings.guidance is dev's guidance input (schnell has none). Images are made 4 at a time.
+  Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
+                  const SampleSettings& settings) override;
+  // The same from given starting noise f32 [N, C, h, w] (N = prompts, C = the VAE's latent channels, h and w
+  // even): the image size is (h·f, w·f) and settings.seed / width / height are not used.
+  Tensor generate_from_noise(FluxTransformer& model, const std::vector<std::string>& prompts, const Tensor& noise,
+                             const SampleSettings& settings);
+  std::string describe() const override;
+
+  const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
+  const FluxTextEncoders& encoders() const { return encoders_; }
+  // The T5 length used for `model`: the setup's, else the variant's.
+  int64_t t5_length_for(const FluxTransformer& model) const;
+  // Frees kept encoders and VAE.
+  void unload();
+
+ private:
+  void check_fits(const FluxTransformer& model) const;
+  Tensor decode(const Tensor& latents);
+
+  FluxSamplerSetup setup_;
+  FluxTextEncoders encoders_;
+  vae::VaeConfig vae_sizes_;
+  std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
+};
+
+// The sampler for a run (SamplerRequest): sampling_files(config.model), model.t5_length (else the dataset's
+// recorded T5 length, else the variant's), the dataset's latent normalization (Flux's when the dataset is
+// not of model_family flux), its first bucket's size in pixels, model.keep_encoders_loaded. Config errors
+// naming every missing part and the key that gives it; the encoders' and VAE's widths checked against the
+// dataset's text, pooled and latent widths; a model.t5_length that differs from the dataset's recorded one.
+std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request);
+
+}  // namespace wick::flux
