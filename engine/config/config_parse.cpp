@@ -437,6 +437,7 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   const ArchSchema* arch = ctx.schema->find(c.model.arch);
   WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
   if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
+  if (!ctx.set_at.count("save.format")) c.save.format = arch->default_lora_format;
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)

@@ -55,6 +55,7 @@ struct ArchSchema {
   std::vector<std::string> ignored = {};     // model.<key> accepted with a note (no meaning for it)
   bool needs_base_weights = false;           // model.name_or_path required
   NoiseScheduler default_noise_scheduler = NoiseScheduler::FlowMatch;
+  LoraFormat default_lora_format = LoraFormat::Kohya;  // save.format when the config sets none
   // Checks across its keys: the (key, message) of the first problem, or nullopt.
   std::function<std::optional<std::pair<std::string, std::string>>(const ModelOptions&)> check = {};
 };
@@ -135,7 +136,8 @@ struct SaveConfig {
   int64_t every = 250;                 // checkpoint every N steps (0 = only at the end)
   int64_t keep_last = 4;               // checkpoints kept (0 = all)
   DType dtype = DType::F16;            // dtype of exported LoRA / model weights
-  LoraFormat format = LoraFormat::Kohya;  // LoRA file naming: kohya (ComfyUI) or peft (diffusers)
+  LoraFormat format = LoraFormat::Kohya;  // LoRA file naming: kohya (ComfyUI) or peft (diffusers); default
+                                          // the architecture's (ArchSchema::default_lora_format)
   bool operator==(const SaveConfig&) const = default;
 };
 
