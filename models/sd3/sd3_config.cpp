@@ -205,7 +205,7 @@ Sd3Config config_from_shapes(const std::map<std::string, Shape>& shapes, int64_t
     WICK_CHECK_KIND(Data, it != shapes.end(), "SD3 config: tensor '", name, "' is missing (expected shape ", shape,
                     " for hidden ", c.hidden_size, ", ", c.depth, " blocks, QK norm ", c.qk_norm ? "on" : "off",
                     ", dual attention in ", list_text(c.dual_attention_layers), ")");
-    const bool modulation = name.find("x_block.adaLN_modulation.1.weight") != std::string::npos;
+    const bool modulation = name.find("x_block.adaLN_modulation.1.") != std::string::npos;
     WICK_CHECK_KIND(Data, it->second == shape, "SD3 config: tensor '", name, "' has shape ", it->second,
                     " but hidden ", c.hidden_size, ", head width ", head, ", MLP ", mlp, ", ", c.in_channels,
                     " channels, patch ", c.patch_size, ", context ", c.context_dim, ", pooled ", c.pooled_dim,
