@@ -30,7 +30,7 @@ namespace wick {
 enum class NetworkType { Lora, Dora, Full };
 enum class MixedPrecision { No, BF16, FP16 };
 enum class NoiseScheduler { FlowMatch, Ddpm };
-enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift };
+enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, Mode };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
 enum class LoraFormat { Kohya, Peft };
@@ -111,6 +111,8 @@ struct TrainSection {
   TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;
+  double mode_scale = 1.29;            // mode: σ = 1 − u − s·(cos²(πu/2) − 1 + u), u ~ U[0, 1) (SD3 paper §3.1;
+                                       // 1.29 as diffusers' and kohya's SD3 scripts)
   double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none); timestep_sampling shift
                                        // without it: kDefaultTimestepShift. flux_shift: the
                                        // resolution-dependent shift of Flux instead

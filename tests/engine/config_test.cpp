@@ -244,7 +244,7 @@ config:
   // message lists what model: accepts.
   EXPECT_THAT(error_of(text), AllOf(StartsWith("cfg.yaml:10:9: unknown key 'model.is_sdxl'"), HasSubstr("is_flux")));
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl'; registered: dit, flux");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl'; registered: dit, flux, sd3");
 }
 
 TEST(Config, EriDiffusionFlatShapeWithAliases) {
@@ -350,7 +350,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
   EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
             "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3");
   EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
             "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
   EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),
