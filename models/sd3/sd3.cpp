@@ -191,7 +191,8 @@ std::string MMDiT::summary() const {
   const Sd3Config& c = config_;
   std::string dual;
   if (!c.dual_attention_layers.empty())
-    dual = ", attn2 in " + std::to_string(c.dual_attention_layers.size()) + " blocks";
+    dual = ", attn2 in " + std::to_string(c.dual_attention_layers.size()) +
+           (c.dual_attention_layers.size() == 1 ? " block" : " blocks");
   return variant_name(c) + " (" + std::to_string(c.depth) + " joint blocks, hidden " + std::to_string(c.hidden_size) +
          ", " + std::to_string(c.num_heads) + " heads" + (c.qk_norm ? ", QK norm" : "") + dual + ", " +
          dtype_name(c.dtype) + ")";
