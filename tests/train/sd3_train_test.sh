@@ -5,7 +5,8 @@
 # names beside a VAE tensor; 16-channel latents in 16x24, 24x16 and 16x16 buckets, hidden 128 in heads of 64, attn2 in
 # block 0, QK norm, context 4096, pooled 2048).
 #   sd3_train_test.sh cli WICK FIXTURE WORK_DIR
-#     the loss is finite and falls over 30 steps; --stop-after 10 + --resume auto and a kill -9 after a checkpoint +
+#     the memory estimate is printed before step 1 and a run that cannot fit is refused (status 2); the loss is finite
+#     and falls over 30 steps; --stop-after 10 + --resume auto and a kill -9 after a checkpoint +
 #     resume repeat the straight run's losses and final adapters bitwise; DoRA (PEFT's orientation, sd3's default
 #     file format), bf16, timestep_sampling mode and logit_normal run, stay finite and fall (DoRA and bf16 also resume
 #     bitwise after --stop-after); the default LoRA file is PEFT (diffusers' names, the scale baked in, no kohya keys)
@@ -121,6 +122,13 @@ if [ "$part" = cli ]; then
   grep -m1 "wick train: memory estimate per rank: weights .* (frozen f32) + adapters" "$work/lora.log" ||
     fail "the run printed no memory estimate before step 1"
   falls lora 0.9 || fail "the LoRA run's loss did not fall (or was not finite)"
+
+  # A run that cannot fit (a million latents per step) is refused before step 1 with the numbers and what lowers them.
+  "$wick" train "$work/run.yaml" --no-progress --set name=huge --set train.batch_size=1000000 >"$work/huge.log" 2>&1
+  status=$?
+  [ "$status" -eq 2 ] && grep -q "the run needs an estimated .* per rank but cpu has" "$work/huge.log" &&
+    grep -q "train.batch_size: .* with train.gradient_accumulation" "$work/huge.log" &&
+    [ ! -e "$work/out/huge/checkpoints" ] || fail "a run far beyond the machine was not refused before step 1 ($status)"
 
   # (b) --stop-after 10, then --resume auto: the same losses and final adapters, bitwise.
   train parts --stop-after 10
