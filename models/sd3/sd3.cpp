@@ -126,7 +126,8 @@ Tensor MMDiT::embed_patches(const Tensor& latents) {
     tokens = autograd::linear(autograd::patchify(latents, c.patch_size), weight, conv->bias_);
   } else {  // an adapter on x_embedder.proj: its own convolution, [B, hidden, h, w] -> [B, h·w, hidden]
     Tensor map = proj->forward(latents);
-    tokens = autograd::reshape(autograd::transpose(autograd::flatten(map, 2), 1, 2), {latents.size(0), h * w, c.hidden_size});
+    tokens = autograd::reshape(autograd::transpose(autograd::flatten(map, 2), 1, 2),
+                               {latents.size(0), h * w, c.hidden_size});
   }
   Tensor positions = crop_position_table(pos_embed_, c.pos_embed_max_size, h, w);
   return autograd::add(tokens, autograd::to_dtype(positions, tokens.dtype()));

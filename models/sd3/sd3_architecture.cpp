@@ -23,9 +23,9 @@ void check_data(const sd3::Sd3Config& c, const DataGeometry& data, const std::st
   WICK_CHECK_KIND(Config, data.text_dim == 0 || data.text_dim == c.context_dim, "the dataset's text embeddings are ",
                   data.text_dim, " wide but the SD3 weights ", weights, " take ", c.context_dim,
                   " (context_embedder: CLIP-L and bigG zero-padded to T5-XXL's width, then T5-XXL)");
-  WICK_CHECK_KIND(Config, data.pooled_dim == 0 || data.pooled_dim == c.pooled_dim, "the dataset's pooled embeddings are ",
-                  data.pooled_dim, " wide but the SD3 weights ", weights, " take ", c.pooled_dim,
-                  " (y_embedder: CLIP-L and bigG pooled, joined)");
+  WICK_CHECK_KIND(Config, data.pooled_dim == 0 || data.pooled_dim == c.pooled_dim,
+                  "the dataset's pooled embeddings are ", data.pooled_dim, " wide but the SD3 weights ", weights,
+                  " take ", c.pooled_dim, " (y_embedder: CLIP-L and bigG pooled, joined)");
 }
 
 // The head width, which no shape gives without QK norm: model.head_dim when set, else the

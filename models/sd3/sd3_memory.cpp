@@ -148,7 +148,8 @@ Count joint_block(const Sizes& z, Stream& ctx, Stream& img, bool vec_grad, const
   const bool proj_trains = of(xq + "attn.proj").trains() || (!pre_only && of(cq + "attn.proj").trains());
   count_attention_output(z, c, q_rows, kv_rows, attention_grad, proj_trains, shape);
   // x: proj, gated residual (keeps the branch when the gate trains), attn2, the MLP.
-  LinearActivations x_proj = linear_activations(of(xq + "attn.proj"), img.rows, h, h, z.dtype, z.device, attention_grad);
+  LinearActivations x_proj =
+      linear_activations(of(xq + "attn.proj"), img.rows, h, h, z.dtype, z.device, attention_grad);
   c.linear(x_proj);
   c.keep(x_mod_grad, img.rows * h * e);
   bool x_grad = img.requires_grad || x_mod_grad || x_proj.output_requires_grad;
@@ -171,7 +172,8 @@ Count joint_block(const Sizes& z, Stream& ctx, Stream& img, bool vec_grad, const
     ctx.requires_grad = false;
     return c;
   }
-  LinearActivations ctx_proj = linear_activations(of(cq + "attn.proj"), ctx.rows, h, h, z.dtype, z.device, attention_grad);
+  LinearActivations ctx_proj =
+      linear_activations(of(cq + "attn.proj"), ctx.rows, h, h, z.dtype, z.device, attention_grad);
   c.linear(ctx_proj);
   c.keep(ctx_mod_grad, ctx.rows * h * e);
   const bool ctx_grad = ctx.requires_grad || ctx_mod_grad || ctx_proj.output_requires_grad;
@@ -186,7 +188,8 @@ bool embedder(const Sizes& z, int64_t in, const LayerTrainingOf& of, const std::
   c.keep(a.keeps_input, z.batch * in * z.e);
   c.linear(a);
   c.keep(a.output_requires_grad, z.batch * z.h * z.e);  // kept by SiLU
-  LinearActivations b = linear_activations(of(p + ".mlp.2"), z.batch, z.h, z.h, z.dtype, z.device, a.output_requires_grad);
+  LinearActivations b =
+      linear_activations(of(p + ".mlp.2"), z.batch, z.h, z.h, z.dtype, z.device, a.output_requires_grad);
   c.keep(b.keeps_input, z.batch * z.h * z.e);
   c.linear(b);
   return b.output_requires_grad;

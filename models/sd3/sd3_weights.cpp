@@ -84,7 +84,8 @@ WeightFormat diffusers_format(int64_t n_blocks) {
   // The context stream's modulation: AdaLayerNormZero (same order) in every block but the last, whose
   // AdaLayerNormContinuous is (scale, shift).
   for (int64_t n = 0; n < n_blocks; ++n) {
-    const std::string target = sai_block(n) + kContextModulation, source = diffusers_block(n) + kContextModulationDiffusers;
+    const std::string target = sai_block(n) + kContextModulation;
+    const std::string source = diffusers_block(n) + kContextModulationDiffusers;
     format.rules.push_back(n == n_blocks - 1 ? swap_halves_layer(target, source) : rename_layer(target, source));
   }
   BlockRules blocks{.count_prefix = "transformer_blocks.", .rules = {}};
@@ -103,7 +104,9 @@ std::vector<WeightFormat> weight_formats(const WeightSource& source) {
   return {sai_format(), diffusers_format(count_blocks(source.names(), "transformer_blocks."))};
 }
 
-DetectedFormat detect_weight_format(const WeightSource& source) { return detect_format(source, weight_formats(source)); }
+DetectedFormat detect_weight_format(const WeightSource& source) {
+  return detect_format(source, weight_formats(source));
+}
 
 LayoutSizes layout_sizes(const std::map<std::string, Shape>& sai_shapes) {
   auto proj = sai_shapes.find("x_embedder.proj.weight");
@@ -118,7 +121,8 @@ LayoutSizes layout_sizes(const std::map<std::string, Shape>& sai_shapes) {
 LoraLayout lora_layout(const LayoutSizes& sizes) {
   LoraLayout layout;
   const int64_t h = sizes.hidden;
-  for (const auto& [sai, diffusers] : kGlobalLayers) layout.modules.push_back({.module = sai, .parts = {{.peft_module = diffusers}}});
+  for (const auto& [sai, diffusers] : kGlobalLayers)
+    layout.modules.push_back({.module = sai, .parts = {{.peft_module = diffusers}}});
   layout.modules.push_back(
       {.module = kFinalModulation, .parts = {{.peft_module = kFinalModulationDiffusers, .swap_halves = true}}});
   for (int64_t n = 0; n < sizes.n_blocks; ++n) {

@@ -444,8 +444,9 @@ TEST(MemoryEstimate, FullSizeSd35Lora) {
                   .latent_channels = 16, .pooled_dim = 2048, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
                   .device = Device::cuda(0)};
   const sd3::Sd3TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
-  for (const auto& [name, config] :
-       {std::pair<std::string, sd3::Sd3Config>{"SD3.5 Large", sd3::Sd3Config::large()}, {"SD3.5 Medium", sd3::Sd3Config::medium()}}) {
+  const std::vector<std::pair<std::string, sd3::Sd3Config>> variants = {{"SD3.5 Large", sd3::Sd3Config::large()},
+                                                                        {"SD3.5 Medium", sd3::Sd3Config::medium()}};
+  for (const auto& [name, config] : variants) {
     SCOPED_TRACE(name);
     in.gradient_checkpointing = true;
     const MemoryEstimate on = sd3::estimate_sd3_memory(config, lora, in);

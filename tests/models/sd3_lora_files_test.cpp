@@ -151,7 +151,8 @@ TEST(Sd3LoraFiles, SavedFilesHaveTheKeysDiffusersAndKohyaWrite) {
   // kohya: exactly the keys of the kohya fixture (lora_unet_joint_blocks_...), the same tensors.
   const std::string kohya_path = (dir / "kohya.safetensors").string();
   save_lora(*model, save_config(LoraFormat::Kohya), kohya_path, 7, "");
-  LoraFile kohya = read_lora_file(kohya_path), kohya_fixture = read_lora_file(sd3_data("medium_lora_kohya.safetensors"));
+  LoraFile kohya = read_lora_file(kohya_path);
+  LoraFile kohya_fixture = read_lora_file(sd3_data("medium_lora_kohya.safetensors"));
   EXPECT_EQ(key_set(kohya.tensors), key_set(kohya_fixture.tensors));
   for (const auto& [name, tensor] : kohya_fixture.tensors)
     EXPECT_TRUE(same_bits(kohya.tensors.at(name), tensor)) << name;

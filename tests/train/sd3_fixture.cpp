@@ -46,7 +46,8 @@ void write_tiny_sd3(const std::string& path) {
                    .pos_embed_max_size = 16, .qk_norm = true, .dual_attention_layers = {0}, .dtype = DType::F32};
   sd3::MMDiT model(c);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, tensor] : model.named_parameters()) tensors.emplace_back("model.diffusion_model." + name, tensor);
+  for (const auto& [name, tensor] : model.named_parameters())
+    tensors.emplace_back("model.diffusion_model." + name, tensor);
   tensors.emplace_back("first_stage_model.decoder.conv_in.bias", Tensor::from_vector<float>({0.5f, -0.5f}, {2}));
   save_safetensors(path, tensors, {{"format", "pt"}, {"generator", "tests/train/sd3_fixture.cpp"}});
 }
