@@ -440,7 +440,10 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   const ArchSchema* arch = ctx.schema->find(c.model.arch);
   WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
   if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
-  if (!ctx.set_at.count("save.format")) c.save.format = arch->default_lora_format;
+  // The architecture's LoRA file format, for adapter runs (a full run writes the model in its own names and keeps the
+  // neutral kohya, which names no LoRA format to refuse).
+  if (!ctx.set_at.count("save.format") && c.network.type != NetworkType::Full)
+    c.save.format = arch->default_lora_format;
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)

@@ -283,6 +283,10 @@ TEST(Sd3LoraFiles, SaveFormatDefaultsToPeftForSd3) {
   EXPECT_EQ(ai_toolkit.model.arch, "sd3");
   EXPECT_EQ(ai_toolkit.save.format, LoraFormat::Peft);
   EXPECT_EQ(parse(to_yaml(sd3)), sd3);  // the resolved config keeps the format
+  // A full fine-tune writes the model, not a LoRA file: no LoRA format is imposed on it.
+  TrainConfig full = parse("name: t\ndataset: {path: d.h5}\nnetwork: {type: full}\nmodel: {arch: sd3, name_or_path: " +
+                           weights + "}\n");
+  EXPECT_EQ(full.save.format, LoraFormat::Kohya);
 }
 
 }  // namespace

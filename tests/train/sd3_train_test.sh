@@ -170,6 +170,18 @@ if [ "$part" = cli ]; then
   train logit --set train.timestep_sampling=logit_normal --set train.timestep_shift=3
   falls logit 0.9 || fail "the shifted logit-normal run's loss did not fall (or was not finite)"
 
+  # A full fine-tune (2 steps) writes the whole model in SAI's names, which loads as a base again.
+  train full --set network.type=full --set train.steps=2 --set train.optimizer=adamw
+  python3 - "$work/out/full/model/full.safetensors" <<'PY' || fail "the full run's model file is not the MMDiT in SAI's names"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    (n,) = struct.unpack("<Q", f.read(8))
+    keys = set(json.loads(f.read(n))) - {"__metadata__"}
+ok = "joint_blocks.0.x_block.attn2.qkv.weight" in keys and "pos_embed" in keys and len(keys) == 65
+print(f"full run: {len(keys)} tensors in SAI names")
+sys.exit(0 if ok else 1)
+PY
+
   # (d) The default file: PEFT with diffusers' names, the scale baked in; ComfyUI's key rule loads every key with its
   # newer SD3 map, and its older map (no attn2 entries) drops exactly the attn2 keys.
   # (e) save.format kohya: lora_unet_joint_blocks_... for LoRA and DoRA (dora_scale [1, in]); loads under both maps.
