@@ -2,6 +2,7 @@
 
 #include "models/dit/dit_architecture.h"
 #include "models/flux/flux_architecture.h"
+#include "models/sd3/sd3_architecture.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -11,6 +12,7 @@ const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> registered = {
       &dit_architecture(),
       &flux_architecture(),
+      &sd3_architecture(),
   };
   return registered;
 }

@@ -97,6 +97,7 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "timestep_sampling", timestep_sampling_name(t.timestep_sampling));
   put(out, "logit_mean", t.logit_mean);
   put(out, "logit_std", t.logit_std);
+  put(out, "mode_scale", t.mode_scale);
   put(out, "timestep_shift", t.timestep_shift);
   put(out, "caption_dropout", t.caption_dropout);
   put(out, "min_snr_gamma", t.min_snr_gamma);

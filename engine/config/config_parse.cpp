@@ -42,9 +42,9 @@ const EnumTable<NoiseScheduler> scheduler_table = {
      {"epsilon", NoiseScheduler::Ddpm}}};
 const EnumTable<TimestepSampling> timestep_table = {
     {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
-     {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}},
+     {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}, {"mode", TimestepSampling::Mode}},
     {{"sigmoid", TimestepSampling::LogitNormal}, {"linear", TimestepSampling::Uniform},
-     {"flux", TimestepSampling::FluxShift}}};
+     {"flux", TimestepSampling::FluxShift}, {"none", TimestepSampling::Uniform}}};
 const EnumTable<SamplerKind> sampler_table = {
     {{"auto", SamplerKind::Auto}, {"euler", SamplerKind::Euler}, {"ddim", SamplerKind::Ddim}},
     {{"flowmatch", SamplerKind::Euler}}};
@@ -219,7 +219,8 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"optimizer"}, {"weight_decay", {"adam_weight_decay"}}, {"betas"}, {"eps", {"adam_epsilon"}},
              {"lr_scheduler"}, {"warmup", {"lr_warmup_steps", "warmup_steps"}}, {"max_grad_norm"},
              {"gradient_checkpointing"}, {"mixed_precision", {"dtype"}}, {"seed"}, {"noise_scheduler"},
-             {"timestep_sampling", {"timestep_type"}}, {"logit_mean"}, {"logit_std"}, {"timestep_shift"},
+             {"timestep_sampling", {"timestep_type", "weighting_scheme"}}, {"logit_mean"}, {"logit_std"},
+             {"mode_scale"}, {"timestep_shift", {"training_shift"}},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
              {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}},
             {"skip_first_sample", "disable_sampling", "cache_text_embeddings"},
@@ -250,6 +251,8 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   s.get_enum("timestep_sampling", t.timestep_sampling, timestep_table);
   s.get_float("logit_mean", t.logit_mean);
   s.get_float("logit_std", t.logit_std, Range::above(0));
+  // The mode density's map u -> σ is monotone (σ stays in [0, 1]) for s in [-1, 2 / (π - 2)].
+  s.get_float("mode_scale", t.mode_scale, Range::between(-1.0, 2.0 / (3.14159265358979 - 2.0)));
   s.get_float("timestep_shift", t.timestep_shift, Range::above(0));
   s.get_float("caption_dropout", t.caption_dropout, Range::between(0, 1));
   s.get_float("min_snr_gamma", t.min_snr_gamma, Range::at_least(0));
@@ -455,6 +458,10 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
                              c.model.arch + " samples at the dataset's latent size)");
       *value = 0;
     }
+  // The architecture's LoRA file format, for adapter runs (a full run writes the model in its own names and keeps the
+  // neutral kohya, which names no LoRA format to refuse).
+  if (!ctx.set_at.count("save.format") && c.network.type != NetworkType::Full)
+    c.save.format = arch->default_lora_format;
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)

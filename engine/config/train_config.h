@@ -30,7 +30,7 @@ namespace wick {
 enum class NetworkType { Lora, Dora, Full };
 enum class MixedPrecision { No, BF16, FP16 };
 enum class NoiseScheduler { FlowMatch, Ddpm };
-enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift };
+enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, Mode };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
 enum class LoraFormat { Kohya, Peft };
@@ -66,6 +66,7 @@ struct ArchSchema {
   // sample.guidance when the config gives none; nullopt: SampleConfig's (4.0, classifier-free). Flux:
   // 3.5, the distilled guidance input of dev.
   std::optional<double> default_sample_guidance = std::nullopt;
+  LoraFormat default_lora_format = LoraFormat::Kohya;  // save.format when the config sets none
   // Checks across its keys: the (key, message) of the first problem, or nullopt.
   std::function<std::optional<std::pair<std::string, std::string>>(const ModelOptions&)> check = {};
 };
@@ -121,6 +122,8 @@ struct TrainSection {
   TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;
+  double mode_scale = 1.29;            // mode: σ = 1 − u − s·(cos²(πu/2) − 1 + u), u ~ U[0, 1) (SD3 paper §3.1;
+                                       // 1.29 as diffusers' and kohya's SD3 scripts)
   double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none); timestep_sampling shift
                                        // without it: kDefaultTimestepShift. flux_shift: the
                                        // resolution-dependent shift of Flux instead
@@ -147,7 +150,8 @@ struct SaveConfig {
   int64_t every = 250;                 // checkpoint every N steps (0 = only at the end)
   int64_t keep_last = 4;               // checkpoints kept (0 = all)
   DType dtype = DType::F16;            // dtype of exported LoRA / model weights
-  LoraFormat format = LoraFormat::Kohya;  // LoRA file naming: kohya (ComfyUI) or peft (diffusers)
+  LoraFormat format = LoraFormat::Kohya;  // LoRA file naming: kohya (ComfyUI) or peft (diffusers); default
+                                          // the architecture's (ArchSchema::default_lora_format)
   bool operator==(const SaveConfig&) const = default;
 };
 

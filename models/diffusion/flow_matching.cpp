@@ -53,6 +53,10 @@ int64_t flow_image_tokens(const Shape& x_shape, const FlowMatchingConfig& config
 double sample_raw_sigma(uint64_t seed, uint64_t sample_id, uint64_t epoch, const FlowMatchingConfig& config) {
   RngStream s = derive_stream(seed, sample_id, epoch, RngPurpose::Timestep);
   if (config.sampling == SigmaSampling::Uniform) return static_cast<double>(stream_uniform(s, 0));
+  if (config.sampling == SigmaSampling::Mode) {
+    const double u = static_cast<double>(stream_uniform(s, 0)), c = std::cos(M_PI * u / 2.0);
+    return std::clamp(1.0 - u - config.mode_scale * (c * c - 1.0 + u), 0.0, 1.0);
+  }
   double z = static_cast<double>(stream_normal(s, 0));
   double logit = config.logit_mean + config.logit_std * z;
   return 1.0 / (1.0 + std::exp(-logit));

@@ -21,6 +21,7 @@ namespace wick::diffusion {
 enum class SigmaSampling {
   LogitNormal,  // σ = sigmoid(N(logit_mean, logit_std))   (SD3 / Flux training)
   Uniform,      // σ ~ U[0, 1)
+  Mode,         // σ = 1 − u − s·(cos²(πu/2) − 1 + u), u ~ U[0, 1), s = mode_scale (SD3's "mode" density)
 };
 
 enum class SigmaShift {
@@ -33,6 +34,7 @@ struct FlowMatchingConfig {
   SigmaSampling sampling = SigmaSampling::LogitNormal;
   double logit_mean = 0.0;
   double logit_std = 1.0;
+  double mode_scale = 1.29;
   SigmaShift shift = SigmaShift::None;
   double shift_value = 3.0;  // SD3's s
   // Flux: μ = base_shift at base_tokens, max_shift at max_tokens, linear in between (and beyond).
@@ -65,7 +67,7 @@ double apply_sigma_shift(double sigma, const FlowMatchingConfig& config, int64_t
 int64_t flow_image_tokens(const Shape& x_shape, const FlowMatchingConfig& config);
 
 // σ for one sample before the shift, computed in f32 from the sample's Timestep stream:
-// logit-normal uses stream_normal(s, 0), uniform uses stream_uniform(s, 0).
+// logit-normal uses stream_normal(s, 0), uniform and mode use stream_uniform(s, 0).
 double sample_raw_sigma(uint64_t seed, uint64_t sample_id, uint64_t epoch, const FlowMatchingConfig& config);
 
 // x0 [B, ...] floating on any device; sample_ids.size() == B. σ is sampled, shifted, then x_t and the

@@ -22,6 +22,8 @@ diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& t) {
   const bool logit_normal =
       t.timestep_sampling == TimestepSampling::LogitNormal || t.timestep_sampling == TimestepSampling::FluxShift;
   flow.sampling = logit_normal ? diffusion::SigmaSampling::LogitNormal : diffusion::SigmaSampling::Uniform;
+  if (t.timestep_sampling == TimestepSampling::Mode) flow.sampling = diffusion::SigmaSampling::Mode;
+  flow.mode_scale = t.mode_scale;
   flow.logit_mean = t.logit_mean;
   flow.logit_std = t.logit_std;
   flow.shift = t.timestep_shift != 1.0 ? diffusion::SigmaShift::Constant : diffusion::SigmaShift::None;

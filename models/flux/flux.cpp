@@ -12,6 +12,7 @@
 #include "models/flux/flux_blocks.h"
 #include "models/flux/flux_memory.h"
 #include "models/nn/linear.h"
+#include "models/nn/timestep_embedding.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
@@ -20,7 +21,7 @@
 namespace wick::flux {
 namespace {
 
-constexpr int64_t kFrequencyDim = 256;
+constexpr int64_t kFrequencyDim = 256;  // sinusoidal features of time_in / guidance_in
 constexpr double kTimeFactor = 1000.0;  // BFL's time_factor: sigma and guidance are scaled by it
 
 // Numbered children "0", "1", ... whose run methods the transformer calls (double_blocks, single_blocks).
@@ -83,25 +84,6 @@ FluxTransformer::FluxTransformer(FluxConfig config) : config_(std::move(config))
   register_module("double_blocks", doubles);
   register_module("single_blocks", singles);
   register_module("final_layer", std::make_shared<LastLayer>(c));
-
-  // The 128 constants BFL's timestep_embedding computes with torch on the CPU (whatever the device):
-  // exponent (f32(-ln 10000) * f32(i)) / 128 in f32, then torch's vectorized expf (SLEEF, 1 ulp),
-  // which rounds entries 13, 44 and 119 one ulp above the correctly rounded exp. The arguments reach
-  // 3500 rad (guidance 3.5 x 1000), where that ulp moves an angle by 1e-4, so the same constants are
-  // used here (the f32 parity test drops from 7e-6 to 5e-7 with them).
-  const int64_t half = kFrequencyDim / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    float exponent = static_cast<float>(-std::log(10000.0)) * static_cast<float>(i) / static_cast<float>(half);
-    frequencies_.push_back(static_cast<float>(std::exp(static_cast<double>(exponent))));  // correctly rounded
-  }
-  for (int64_t i : {13, 44, 119}) frequencies_[i] = std::nextafter(frequencies_[i], 1.0f);
-}
-
-Tensor FluxTransformer::timestep_embedding(const Tensor& values, DType dtype) const {
-  Tensor frequencies = Tensor::from_vector<float>(frequencies_, {1, kFrequencyDim / 2}).to(values.device());
-  Tensor scaled = wick::mul(autograd::detach(values).to(DType::F32), kTimeFactor);  // [B] in f32, as torch
-  Tensor args = wick::mul(scaled.unsqueeze(1), frequencies);                       // [B, 128]
-  return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);                        // cos first
 }
 
 const RopeTables& FluxTransformer::rope_tables(int64_t n_txt, int64_t grid_h, int64_t grid_w, Device device) {
@@ -156,8 +138,9 @@ Tensor FluxTransformer::forward(const Tensor& latents, const Tensor& timesteps, 
   const DType dtype = latents.dtype();
   const int64_t n_txt = context.size(1), grid_h = height / 2, grid_w = width / 2;
   Tensor img = child("img_in")->forward(pack_latents(latents));
-  Tensor vec = child("time_in")->forward(timestep_embedding(timesteps, dtype));
-  if (c.guidance_embed) vec = autograd::add(vec, child("guidance_in")->forward(timestep_embedding(guidance, dtype)));
+  Tensor vec = child("time_in")->forward(nn::timestep_features(timesteps, kTimeFactor, dtype));
+  if (c.guidance_embed)
+    vec = autograd::add(vec, child("guidance_in")->forward(nn::timestep_features(guidance, kTimeFactor, dtype)));
   vec = autograd::add(vec, child("vector_in")->forward(autograd::to_dtype(pooled, dtype)));
   Tensor txt = child("txt_in")->forward(autograd::to_dtype(context, dtype));
   const Tensor silu_vec = autograd::silu(vec);  // every modulation Linear reads SiLU(vec)

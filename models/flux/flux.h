@@ -71,10 +71,6 @@ class FluxTransformer : public DiffusionModel {
   double default_guidance() const { return default_guidance_; }
 
  private:
-  // [B] values -> [B, 256] = [cos(1000 v f), sin(1000 v f)], f_i = exp(-ln(10000) i / 128), in f32
-  // as torch computes it, then cast to `dtype`.
-  Tensor timestep_embedding(const Tensor& values, DType dtype) const;
-
   // The RoPE cos/sin of the joint sequence [n_txt + grid_h·grid_w, 1, head_dim/2] f32 on `device`,
   // computed on the host; the last size's tables are kept (a training run repeats few sizes).
   const RopeTables& rope_tables(int64_t n_txt, int64_t grid_h, int64_t grid_w, Device device);
@@ -86,7 +82,6 @@ class FluxTransformer : public DiffusionModel {
   };
   FluxConfig config_;
   double default_guidance_ = 1.0;
-  std::vector<float> frequencies_;  // the 128 f_i of timestep_embedding
   RopeCache rope_cache_;
 };
 

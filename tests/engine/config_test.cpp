@@ -150,6 +150,35 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   expect_round_trip(c);
 }
 
+TEST(Config, Sd35LoraInAiToolkitShapeParses) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse_config_file(kConfigsDir + "/sd35_lora.yaml", config_schema(), {}, &notes, &warnings);
+  EXPECT_EQ(c.name, "sd35_large_lora_v1");
+  EXPECT_EQ(c.model.arch, "sd3");  // is_v3
+  EXPECT_EQ(c.model.name_or_path, "models/sd3.5_large.safetensors");
+  EXPECT_EQ(c.model.dtype, DType::BF16);
+  EXPECT_EQ(c.model.options.get_int("head_dim"), 0);
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_EQ(c.network.linear, 16);
+  EXPECT_TRUE(c.network.target.empty());  // the arch's default preset (all)
+  EXPECT_EQ(c.save.format, LoraFormat::Peft);
+  EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::Shift);
+  EXPECT_EQ(c.train.timestep_shift, 3.0);
+  EXPECT_EQ(c.train.lr, 1e-5);
+  EXPECT_EQ(c.train.max_grad_norm, 0.1);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
+  EXPECT_TRUE(c.train.gradient_checkpointing);
+  EXPECT_EQ(c.train.optimizer, "adamw8bit");
+  EXPECT_EQ(c.sample.every, 0);
+  EXPECT_EQ(c.sample.guidance, 4.5);
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // the trigger word, as for Flux
+  EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
+  expect_round_trip(c);
+  // Without save.format the architecture's default applies: PEFT for sd3 (kohya for Flux and the DiT).
+  TrainConfig kohya = parse_config_file(kConfigsDir + "/sd35_lora.yaml", config_schema(), {"save.format=kohya"});
+  EXPECT_EQ(kohya.save.format, LoraFormat::Kohya);
+}
+
 // ai-toolkit options wick does not honour: a value that asks for what wick does is noted, any other
 // value that would change training in ai-toolkit is a warning naming the key, its value and location.
 TEST(Config, IgnoredAiToolkitOptionsThatChangeTrainingWarn) {
@@ -250,7 +279,7 @@ config:
   // message lists what model: accepts.
   EXPECT_THAT(error_of(text), AllOf(StartsWith("cfg.yaml:10:9: unknown key 'model.is_sdxl'"), HasSubstr("is_flux")));
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl'; registered: dit, flux");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl'; registered: dit, flux, sd3");
 }
 
 TEST(Config, EriDiffusionFlatShapeWithAliases) {
@@ -413,7 +442,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
   EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
             "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3");
   EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
             "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
   EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),

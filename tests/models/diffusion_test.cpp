@@ -12,6 +12,7 @@
 #include "engine/autograd/node.h"
 #include "models/diffusion/ddpm.h"
 #include "models/diffusion/flow_matching.h"
+#include "models/diffusion/objective.h"
 #include "models/diffusion/samplers.h"
 #include "runtime/error.h"
 #include "runtime/ops/creation.h"
@@ -106,6 +107,38 @@ TEST(DiffusionFlow, LogitNormalSigmaStatistics) {
   double usum = 0.0;
   for (int i = 0; i < n; ++i) usum += sample_raw_sigma(99, static_cast<uint64_t>(i), 0, cfg);
   EXPECT_NEAR(usum / n, 0.5, 5.0 * std::sqrt(1.0 / 12.0) / std::sqrt(n));
+}
+
+// SD3's "mode" density (Esser et al. 2024, §3.1; diffusers' and kohya's weighting_scheme "mode"): σ = 1 − u −
+// s·(cos²(πu/2) − 1 + u) from the same uniform stream; symmetric about 0.5, heavier in the middle for s > 0, and
+// 1 − u (uniform) at s = 0.
+TEST(DiffusionFlow, ModeDensityIsTheSd3PapersMap) {
+  FlowMatchingConfig mode{.sampling = SigmaSampling::Mode, .mode_scale = 1.29};
+  FlowMatchingConfig uniform{.sampling = SigmaSampling::Uniform};
+  const int n = 20000;
+  double sum = 0.0;
+  int middle = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = sample_raw_sigma(7, static_cast<uint64_t>(i), 0, uniform);
+    const double c = std::cos(3.14159265358979 * u / 2.0);
+    const double sigma = sample_raw_sigma(7, static_cast<uint64_t>(i), 0, mode);
+    EXPECT_NEAR(sigma, 1.0 - u - 1.29 * (c * c - 1.0 + u), 1e-12);
+    sum += sigma;
+    middle += sigma > 0.25 && sigma < 0.75;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.01);
+  EXPECT_GT(static_cast<double>(middle) / n, 0.6);  // uniform: 0.5
+  mode.mode_scale = 0.0;
+  EXPECT_NEAR(sample_raw_sigma(7, 3, 0, mode), 1.0 - sample_raw_sigma(7, 3, 0, uniform), 1e-12);
+  // From a config (kohya's spelling): weighting_scheme mode, mode_scale, training_shift.
+  TrainSection t;
+  t.timestep_sampling = TimestepSampling::Mode;
+  t.mode_scale = 0.5;
+  t.timestep_shift = 3.0;
+  FlowMatchingConfig from_config = flow_matching_config(t);
+  EXPECT_EQ(from_config.sampling, SigmaSampling::Mode);
+  EXPECT_EQ(from_config.mode_scale, 0.5);
+  EXPECT_EQ(from_config.shift, SigmaShift::Constant);
 }
 
 TEST(DiffusionFlow, ShiftFormulasAtHandValues) {

@@ -1,5 +1,6 @@
 // The memory estimate (models/memory_estimate.h) against the measured peak of one real training
-// step on the CPU: a tiny Flux (hidden 128, 2 double + 2 single blocks, context 256, pooled 64) and
+// step on the CPU: a tiny Flux (hidden 128, 2 double + 2 single blocks, context 256, pooled 64), a
+// tiny MMDiT (SD3: hidden 128, 2 heads of 64, 3 joint blocks with attn2 in the first, QK norm) and
 // a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
 // without gradient checkpointing, adamw and adamw8bit, f32 and bf16, at two or three latent sizes.
 // The step is the recipe's: the objective's noisy latents and target, predict, the flow-matching
@@ -37,14 +38,24 @@
 //   dit bf16 H4 lora ckpt adamw8bit 16    4141772      4011232  0.968
 //   dit bf16 H4 full ckpt adamw 32       27286836     27319680  1.001
 //   dit bf16 H4 dora ckpt adamw 16        5528012      5262304  0.952
+//   sd3 f32 H2 lora adamw 16             15836360     15925472  1.006
+//   sd3 f32 H2 lora adamw 32             32778440     33162464  1.012
+//   sd3 f32 H2 lora ckpt adamw 32        20855884     21250144  1.019
+//   sd3 bf16 H2 lora adamw8bit 32        19198844     18939280  0.986
+//   sd3 bf16 H2 lora ckpt adamw8bit 32   12837692     12678992  0.988
+//   sd3 f32 H2 dora adamw 32             45702668     45607456  0.998
+//   sd3 bf16 H2 dora ckpt adamw 16       12033676     11993248  0.997
+//   sd3 f32 H2 full adamw 32             63006220     63238432  1.004
+//   sd3 f32 H2 full ckpt adamw8bit 64    74064908     73974304  0.999
+//   sd3 bf16 H2 full adamw8bit 32        40138804     40304800  1.004
 //   wick train, DiT full (batch 4)       57282660     57361120  1.001
 //   wick train, DiT full ckpt            38001764     38291436  1.008
 //   wick train, DiT lora                 36298788     36061408  0.993
 //   wick train, DiT lora ckpt            20243492     20511968  1.013
 // What the nodes keep for backward is counted exactly (the activations left at the end of the
 // forward match to a few bytes, printed beside each case); the rest of the error is the workspace of
-// backward, measured per block kind (models/flux/flux_memory.cpp, models/dit/dit_memory.cpp). Every
-// case lies within -4.8% .. +4.0%: the tolerance is 10%.
+// backward, measured per block kind (models/flux/flux_memory.cpp, models/dit/dit_memory.cpp,
+// models/sd3/sd3_memory.cpp). Every case lies within -4.8% .. +4.0%: the tolerance is 10%.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -72,6 +83,8 @@
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"
+#include "models/sd3/sd3.h"
+#include "models/sd3/sd3_memory.h"
 #include "runtime/memory.h"
 #include "runtime/ops/random.h"
 #include "tests/train/synthetic_dataset.h"
@@ -144,8 +157,15 @@ flux::FluxConfig tiny_flux(int64_t heads, DType dtype) {
   return c;
 }
 
+// The tiny MMDiT: hidden 128 in heads of 64 (SAI's width), 3 joint blocks (attn2 in block 0, the last pre-only),
+// QK norm, context 256, pooled 64, a 32x32 position table.
+sd3::Sd3Config tiny_sd3(DType dtype) {
+  return sd3::Sd3Config{.hidden_size = 128, .num_heads = 2, .depth = 3, .context_dim = 256, .pooled_dim = 64,
+                        .pos_embed_max_size = 32, .qk_norm = true, .dual_attention_layers = {0}, .dtype = dtype};
+}
+
 struct Case {
-  std::string arch;     // flux | dit
+  std::string arch;     // flux | dit | sd3
   std::string network;  // lora | dora | full
   bool checkpointing;
   std::string optimizer;
@@ -165,6 +185,9 @@ std::shared_ptr<DiffusionModel> build_case(const Case& c) {
   if (c.arch == "flux") {
     model = std::make_shared<flux::FluxTransformer>(tiny_flux(c.heads, c.dtype));
     targets = {"double_blocks.*", "single_blocks.*"};
+  } else if (c.arch == "sd3") {
+    model = std::make_shared<sd3::MMDiT>(tiny_sd3(c.dtype));
+    targets = {"joint_blocks.*"};  // every Linear of the blocks (sd3's default preset "all")
   } else {
     model = std::make_shared<DiT>(DiTConfig{.in_channels = 4, .input_size = c.size, .hidden_size = 128, .depth = 3,
                                             .num_heads = 4, .text_dim = 64, .pooled_dim = 64, .dtype = c.dtype});
@@ -210,15 +233,26 @@ TEST(MemoryEstimate, MatchesTheMeasuredPeak) {
       {"dit", "lora", true, "adamw8bit", bf16, 4, 16},
       {"dit", "full", true, "adamw", bf16, 4, 32},
       {"dit", "dora", true, "adamw", bf16, 4, 16},
+      // The MMDiT (joint attention over [context; x], attn2, a pre-only last block), LoRA on every block Linear.
+      {"sd3", "lora", false, "adamw", f32, 2, 16},
+      {"sd3", "lora", false, "adamw", f32, 2, 32},
+      {"sd3", "lora", true, "adamw", f32, 2, 32},
+      {"sd3", "lora", false, "adamw8bit", bf16, 2, 32},
+      {"sd3", "lora", true, "adamw8bit", bf16, 2, 32},
+      {"sd3", "dora", false, "adamw", f32, 2, 32},
+      {"sd3", "dora", true, "adamw", bf16, 2, 16},
+      {"sd3", "full", false, "adamw", f32, 2, 32},
+      {"sd3", "full", true, "adamw8bit", f32, 2, 64},
+      {"sd3", "full", false, "adamw8bit", bf16, 2, 32},
   };
-  std::printf("  %-32s %12s %12s %6s | kept by the forward: measured, counted\n", "case", "measured", "estimate",
+  std::printf("  %-34s %12s %12s %6s | kept by the forward: measured, counted\n", "case", "measured", "estimate",
               "ratio");
   for (const Case& c : cases) {
     StepShape s{.size = c.size};
     if (c.arch == "dit") s.channels = 4, s.text_dim = 64;
     Measurement m = measure_step([&] { return build_case(c); }, s, c.optimizer, c.checkpointing);
     const double ratio = static_cast<double>(m.estimate.total) / static_cast<double>(m.peak);
-    std::printf("  %-32s %12lld %12lld %6.3f | %lld, %lld\n", c.name().c_str(), static_cast<long long>(m.peak),
+    std::printf("  %-34s %12lld %12lld %6.3f | %lld, %lld\n", c.name().c_str(), static_cast<long long>(m.peak),
                 static_cast<long long>(m.estimate.total), ratio, static_cast<long long>(m.kept),
                 static_cast<long long>(m.profile.kept_bytes()));
     EXPECT_NEAR(ratio, 1.0, kTolerance) << c.name();
@@ -399,6 +433,45 @@ TEST(MemoryEstimate, FullSizeFluxLora) {
   EXPECT_EQ(on.total_other, off.total);
   EXPECT_GT(off.activations, 5 * on.activations);
   EXPECT_GT(full.total, int64_t{120} * 1000 * 1000 * 1000);  // f32 masters, two f32 gradients, 8-bit state
+}
+
+// Full-size SD3.5 Large and Medium without weights (docs/training.md "Memory"): 1024² (4,096 image tokens) with
+// 333 text tokens (77 CLIP + 256 T5), batch 1, LoRA rank 16 on every Linear of the joint blocks (sd3's default
+// preset), bf16, adamw8bit, on a GPU. Large's bf16 weights alone are 16.3 GB (8.15 B parameters with pos_embed);
+// Medium's 4.9 GB.
+TEST(MemoryEstimate, FullSizeSd35Lora) {
+  MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 333, .text_dim = 4096,
+                  .latent_channels = 16, .pooled_dim = 2048, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
+                  .device = Device::cuda(0)};
+  const sd3::Sd3TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
+  const std::vector<std::pair<std::string, sd3::Sd3Config>> variants = {{"SD3.5 Large", sd3::Sd3Config::large()},
+                                                                        {"SD3.5 Medium", sd3::Sd3Config::medium()}};
+  for (const auto& [name, config] : variants) {
+    SCOPED_TRACE(name);
+    in.gradient_checkpointing = true;
+    const MemoryEstimate on = sd3::estimate_sd3_memory(config, lora, in);
+    in.gradient_checkpointing = false;
+    const MemoryEstimate off = sd3::estimate_sd3_memory(config, lora, in);
+    in.gradient_checkpointing = true;
+    const MemoryEstimate full = sd3::estimate_sd3_memory(config, {.network = "full"}, in);
+    std::printf("%s LoRA r16, checkpointing on:  %s\n", name.c_str(), describe(on).c_str());
+    std::printf("%s LoRA r16, checkpointing off: %s\n", name.c_str(), describe(off).c_str());
+    std::printf("%s full, checkpointing on:      %s\n", name.c_str(), describe(full).c_str());
+    int64_t n_parameters = 0;
+    for (const auto& [param, shape] : sd3::parameter_shapes(config)) n_parameters += numel(shape);
+    EXPECT_EQ(on.frozen_weights, 2 * n_parameters);
+    EXPECT_LT(on.total, int64_t{80} * 1000 * 1000 * 1000);
+    EXPECT_GT(on.total, on.frozen_weights);
+    EXPECT_EQ(on.total_other, off.total);
+    EXPECT_GT(off.activations, 5 * on.activations);
+  }
+  // LoRA r16 on every block Linear of Large: per block 16 x (in + out) over x (adaLN 6h, qkv 3h, proj, fc1 4h, fc2)
+  // and context (the same; the last block's context has only its 2h adaLN and qkv).
+  const MemoryEstimate large = sd3::estimate_sd3_memory(sd3::Sd3Config::large(), lora, in);
+  const int64_t h = 2432;
+  const int64_t stream = 16 * ((h + 6 * h) + (h + 3 * h) + (h + h) + (h + 4 * h) + (4 * h + h));
+  const int64_t last_context = 16 * ((h + 2 * h) + (h + 3 * h));
+  EXPECT_EQ(large.n_trainable, 38 * stream + 37 * stream + last_context);
 }
 
 }  // namespace

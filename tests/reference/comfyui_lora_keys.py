@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Which keys of a Flux LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's key
-rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
+"""Which keys of a Flux or SD3 LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
+key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
 
     python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
+    python3 tests/reference/comfyui_lora_keys.py --model-keys sd3.5_medium.safetensors --lora FILE [--comfyui-map old]
 
---model-keys is a Flux checkpoint in Black Forest Labs' naming (no prefix, `diffusion_model.` or
-`model.diffusion_model.`); only its header is read. Every LoRA key ComfyUI would not load is printed as
+--model-keys is a Flux checkpoint in Black Forest Labs' naming or an SD3 / SD3.5 MMDiT in Stability AI's naming (no
+prefix, `diffusion_model.` or `model.diffusion_model.`); only its header is read; the family is told by its keys. Every LoRA key ComfyUI would not load is printed as
 "lora key not loaded: <key>" (ComfyUI's own warning text); a LoRA module whose shapes do not fit the model weight is
 printed as "shape mismatch: ...". Exit 1 if there is any, else the number of loaded modules is printed and the exit
 status is 0. Exit 2 on a usage error.
@@ -14,18 +15,32 @@ The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied he
   comfy/lora.py at 41444b5 (model_lora_keys_unet, load_lora) and a newer indexed copy of model_lora_keys_unet whose
   commit the index does not record (it adds the DiffSynth and `linear1_qkv` forms below); comfy/weight_adapter/lora.py
   at 6fd406f (LoRAAdapter.load: the accepted up/down spellings); comfy/lora_convert.py at 02b5222 (convert_lora,
-  applied to the file first); comfy/utils.py flux_to_diffusers (indexed copy with the Flux 2 entries).
+  applied to the file first); comfy/utils.py flux_to_diffusers (indexed copy with the Flux 2 entries) and
+  mmdit_to_diffusers (two indexed copies, see 2b); comfy/model_detection.py at 006dd0a (detect_unet_config, mmdit).
 
  1. The model's state-dict keys are "diffusion_model.<BFL key>". For every key X ending in ".weight", ComfyUI
     registers the LoRA names  lora_unet_<X without "diffusion_model." and ".weight", '.' -> '_'>  and
     diffusion_model.<...>  (the "generic" form); a key not ending in ".weight" is registered under its own name.
- 2. Flux only: for every diffusers name D (".weight" entries of flux_to_diffusers(depth, depth_single_blocks,
+ 2. Flux: for every diffusers name D (".weight" entries of flux_to_diffusers(depth, depth_single_blocks,
     hidden_size)) it registers  transformer.<D>,  lycoris_<D '.'->'_'>,  lora_transformer_<D '.'->'_'>  and (newer)
     <D> itself. D maps to a whole BFL weight or to a row slice: attn.to_q/to_k/to_v -> img_attn.qkv rows
     [0,h), [h,2h), [2h,3h); attn.add_q/k/v_proj -> txt_attn.qkv slices; single attn.to_q/to_k/to_v/proj_mlp ->
     linear1 rows [0,h), [h,2h), [2h,3h), [3h,7h); norm_out.linear -> final_layer.adaLN_modulation.1 (halves swapped
     by a function at merge time). Newer versions also register  diffusion_model.single_blocks.N.linear1_qkv  for
     rows [0,3h) of linear1.
+ 2b. SD3 (comfy/lora.py model_lora_keys_unet, `isinstance(model, SD3)`; comfy/utils.py mmdit_to_diffusers): for
+    every ".weight" entry D of mmdit_to_diffusers(unet_config) it registers  transformer.<D>,  base_model.model.<D>,
+    lora_transformer_<D '.'->'_'>  and  lycoris_<D '.'->'_'>. ComfyUI's model detection sets depth =
+    x_embedder.proj.weight rows // 64 (comfy/model_detection.py, detect_unet_config), and mmdit_to_diffusers loops
+    over `num_blocks`, which defaults to that depth, with q/k/v row slices of 64 * depth rows: attn.to_q/to_k/to_v ->
+    x_block.attn.qkv, attn.add_q/k/v_proj -> context_block.attn.qkv, and (in the newer map) attn2.to_q/k/v ->
+    x_block.attn2.qkv; MMDIT_MAP_BLOCK renames norm1.linear, attn.to_out.0, ff.net.0.proj, ff.net.2,
+    norm1_context.linear, attn.to_add_out, ff_context.net.0.proj, ff_context.net.2 (and, in the newer map,
+    attn.norm_q/k, attn.norm_added_q/k, attn2.to_out.0, attn2.norm_q/k); MMDIT_MAP_BASIC the embedders, proj_out and
+    norm_out.linear (swap_scale_shift), and transformer_blocks.<depth - 1>.norm1_context.linear is swapped too. Two
+    versions of MMDIT_MAP_BLOCK are in the code index (their commits not recorded): the newer has the attn2 and QK-norm
+    entries, the older has neither. --comfyui-map new (default) models the newer; --comfyui-map old the older, under
+    which a PEFT LoRA's attn2 keys are "not loaded" (kohya-named files load under both: rule 1).
  3. load_lora: for every registered name x it takes  x.alpha  and  x.dora_scale  if present, and a LoRA pair if the
     "up" key exists, first match wins: x.lora_up.weight / x.lora_down.weight (+ x.lora_mid.weight),
     x_lora.up.weight / x_lora.down.weight, x.lora_B.weight / x.lora_A.weight, x.lora.up.weight / x.lora.down.weight,
@@ -111,7 +126,49 @@ def flux_to_diffusers(depth, depth_single, hidden):
     return m
 
 
-def model_key_map(model_shapes):
+MMDIT_BLOCK_RENAMES_OLD = [  # (diffusers module under transformer_blocks.N, SAI module under joint_blocks.N)
+    ("norm1_context.linear", "context_block.adaLN_modulation.1"), ("attn.to_add_out", "context_block.attn.proj"),
+    ("ff_context.net.0.proj", "context_block.mlp.fc1"), ("ff_context.net.2", "context_block.mlp.fc2"),
+    ("norm1.linear", "x_block.adaLN_modulation.1"), ("attn.to_out.0", "x_block.attn.proj"),
+    ("ff.net.0.proj", "x_block.mlp.fc1"), ("ff.net.2", "x_block.mlp.fc2"),
+]
+MMDIT_BLOCK_RENAMES_NEW = MMDIT_BLOCK_RENAMES_OLD + [
+    ("attn.norm_added_q", "context_block.attn.ln_q"), ("attn.norm_added_k", "context_block.attn.ln_k"),
+    ("attn.norm_q", "x_block.attn.ln_q"), ("attn.norm_k", "x_block.attn.ln_k"),
+    ("attn2.to_out.0", "x_block.attn2.proj"), ("attn2.norm_q", "x_block.attn2.ln_q"),
+    ("attn2.norm_k", "x_block.attn2.ln_k"),
+]
+
+
+def mmdit_to_diffusers(depth, newer):
+    """diffusers name -> (SAI key, row offset or None, row count or None), '.weight' entries, as ComfyUI's map for a
+    model whose x_embedder has 64 * depth rows (num_blocks = depth)."""
+    m = {}
+    offset = depth * 64
+    for i in range(depth):
+        d, b = f"transformer_blocks.{i}", f"joint_blocks.{i}"
+        qkv = [("attn", ("to_q", "to_k", "to_v"), "x_block.attn.qkv"),
+               ("attn", ("add_q_proj", "add_k_proj", "add_v_proj"), "context_block.attn.qkv")]
+        if newer:
+            qkv.append(("attn2", ("to_q", "to_k", "to_v"), "x_block.attn2.qkv"))
+        for attn, names, target in qkv:
+            for j, n in enumerate(names):
+                m[f"{d}.{attn}.{n}.weight"] = (f"{b}.{target}.weight", j * offset, offset)
+        for src, dst in (MMDIT_BLOCK_RENAMES_NEW if newer else MMDIT_BLOCK_RENAMES_OLD):
+            m[f"{d}.{src}.weight"] = (f"{b}.{dst}.weight", None, None)
+    for src, dst in (("context_embedder", "context_embedder"),
+                     ("time_text_embed.timestep_embedder.linear_1", "t_embedder.mlp.0"),
+                     ("time_text_embed.timestep_embedder.linear_2", "t_embedder.mlp.2"),
+                     ("pos_embed.proj", "x_embedder.proj"),
+                     ("time_text_embed.text_embedder.linear_1", "y_embedder.mlp.0"),
+                     ("time_text_embed.text_embedder.linear_2", "y_embedder.mlp.2"),
+                     ("norm_out.linear", "final_layer.adaLN_modulation.1"),  # swap_scale_shift at merge time
+                     ("proj_out", "final_layer.linear")):
+        m[f"{src}.weight"] = (f"{dst}.weight", None, None)
+    return m
+
+
+def model_key_map(model_shapes, comfyui_map="new"):
     """LoRA name -> (model key with 'diffusion_model.', row offset or None, row count or None)."""
     keys = {}
     for k, shape in model_shapes.items():
@@ -130,9 +187,19 @@ def model_key_map(model_shapes):
         found = (re.match(r"diffusion_model\.%s\.(\d+)\." % kind, k) for k in keys)
         return len({m.group(1) for m in found if m})
 
+    if "diffusion_model.joint_blocks.0.context_block.attn.qkv.weight" in keys:  # SD3 / SD3.5 (ComfyUI's "mmdit")
+        depth = keys["diffusion_model.x_embedder.proj.weight"][0] // 64
+        for d, (sai, off, cnt) in mmdit_to_diffusers(depth, comfyui_map == "new").items():
+            target = ("diffusion_model." + sai, off, cnt)
+            stem = d[:-len(".weight")]
+            for name in ("transformer." + stem, "base_model.model." + stem, "lora_transformer_" + stem.replace(".", "_"),
+                         "lycoris_" + stem.replace(".", "_")):
+                key_map[name] = target
+        return keys, key_map
     depth, single = count("double_blocks"), count("single_blocks")
     if "diffusion_model.img_in.weight" not in keys:
-        raise SystemExit("comfyui_lora_keys: --model-keys is not a Flux checkpoint (no img_in.weight)")
+        raise SystemExit("comfyui_lora_keys: --model-keys is neither a Flux checkpoint (no img_in.weight) nor an "
+                         "SD3 MMDiT (no joint_blocks.0.context_block.attn.qkv.weight)")
     hidden = keys["diffusion_model.img_in.weight"][0]
     for d, (bfl, off, cnt) in flux_to_diffusers(depth, single, hidden).items():
         target = ("diffusion_model." + bfl, off, cnt)
@@ -146,7 +213,7 @@ def model_key_map(model_shapes):
     return keys, key_map
 
 
-def check(model_path, lora_path):
+def check(model_path, lora_path, comfyui_map="new"):
     _, model_shapes = read_header(model_path)
     meta, lora = read_header(lora_path)
     if ("img_in.lora_A.weight" in lora and "single_blocks.0.norm.key_norm.scale" in lora) \
@@ -155,7 +222,7 @@ def check(model_path, lora_path):
             or any(k.startswith("t_embedder.") for k in lora):
         print("comfyui_lora_keys: this file would first be rewritten by comfy/lora_convert.py; not modelled")
         return 1
-    model_keys, key_map = model_key_map(model_shapes)
+    model_keys, key_map = model_key_map(model_shapes, comfyui_map)
     loaded, modules, problems, no_alpha = set(), 0, [], []
     for x, (target, off, cnt) in key_map.items():
         alpha = x + ".alpha"
@@ -223,12 +290,15 @@ def check(model_path, lora_path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="keys of a Flux LoRA that ComfyUI would not load")
-    parser.add_argument("--model-keys", required=True, help="Flux checkpoint (BFL names), only its header is read")
+    parser = argparse.ArgumentParser(description="keys of a Flux or SD3 LoRA that ComfyUI would not load")
+    parser.add_argument("--model-keys", required=True,
+                        help="Flux (BFL names) or SD3 (SAI names) checkpoint, only its header is read")
     parser.add_argument("--lora", required=True, help="LoRA safetensors")
+    parser.add_argument("--comfyui-map", choices=("new", "old"), default="new",
+                        help="SD3: the newer mmdit_to_diffusers (attn2 and QK-norm entries) or the older one")
     args = parser.parse_args()
     try:
-        return check(args.model_keys, args.lora)
+        return check(args.model_keys, args.lora, args.comfyui_map)
     except (OSError, ValueError, struct.error) as e:
         print(f"comfyui_lora_keys: {e}")
         return 2

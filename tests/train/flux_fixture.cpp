@@ -28,9 +28,9 @@
 //     f32, loads LORA, merges it into the weights and writes OUT with CASE's latents, context,
 //     pooled, timestep, guidance and the merged model's output as expected_output.
 //
-// Content: three captions, each with its own deterministic text embeddings and its own latent
-// pattern (cosine stripes whose frequency and direction depend on the caption and the channel),
-// plus a little per-sample noise (Philox), so a LoRA can learn caption -> pattern and the loss falls.
+// Content (tests/train/caption_dataset.h): three captions, each with its own deterministic text
+// embeddings and its own latent pattern, plus a little per-sample noise (Philox), so a LoRA can learn
+// caption -> pattern and the loss falls.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +38,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/latent_dataset.h"
 #include "engine/init.h"
 #include "models/flux/flux.h"
 #include "models/lora_files.h"
@@ -49,82 +48,12 @@
 #include "runtime/error.h"
 #include "runtime/philox.h"
 #include "runtime/safetensors.h"
+#include "tests/train/caption_dataset.h"
 
 namespace wick {
 namespace {
 
 constexpr double kFluxVaeScaling = 0.3611, kFluxVaeShift = 0.1159;
-const std::vector<std::string> kCaptions = {"wide red stripes", "narrow blue stripes", "fine green checks"};
-
-struct DatasetShape {
-  int64_t channels, text_length, text_dim, pooled_dim;
-  std::vector<std::pair<int64_t, int64_t>> buckets;  // latent (H, W)
-  int64_t per_bucket;
-  bool logvar = false;  // store the latents as a VAE distribution: mean (the pattern) and latents_logvar
-  bool t5_attributes = false;  // record text_embeds_encoder t5-xxl, text_pooled_encoder clip-l, length L
-};
-
-// Caption k's text: its first 3 + k tokens real (mask 1), N(0, 1)/2 entries; the rest padding (zero).
-void caption_text(int64_t k, const DatasetShape& s, float* embeds, uint8_t* mask, float* pooled) {
-  RngStream text = derive_stream(7, static_cast<uint64_t>(k), 1, RngPurpose::Test);
-  const int64_t real = std::min<int64_t>(3 + k, s.text_length);
-  for (int64_t t = 0; t < s.text_length; ++t) {
-    mask[t] = t < real ? 1 : 0;
-    for (int64_t d = 0; d < s.text_dim; ++d)
-      embeds[t * s.text_dim + d] =
-          t < real ? 0.5f * stream_normal(text, static_cast<uint64_t>(t * s.text_dim + d)) : 0.0f;
-  }
-  RngStream pool = derive_stream(7, static_cast<uint64_t>(k), 2, RngPurpose::Test);
-  for (int64_t p = 0; p < s.pooled_dim; ++p) pooled[p] = 0.5f * stream_normal(pool, static_cast<uint64_t>(p));
-}
-
-void write_dataset(const std::string& path, const DatasetShape& s) {
-  LatentDatasetAttributes attributes{.model_family = "flux", .latent_channels = s.channels,
-                                     .vae_scaling_factor = kFluxVaeScaling, .vae_shift_factor = kFluxVaeShift,
-                                     .text_encoder = "wick-test-random"};
-  if (s.t5_attributes) {
-    attributes.text_embeds_encoder = "t5-xxl";
-    attributes.text_pooled_encoder = "clip-l";
-    attributes.text_max_length = s.text_length;
-  }
-  LatentDatasetWriter writer(path, attributes);
-  int64_t sample = 0;
-  for (const auto& [h, w] : s.buckets) {
-    const int64_t n = s.per_bucket, c = s.channels;
-    std::vector<float> latents(static_cast<size_t>(n * c * h * w)), logvar(s.logvar ? latents.size() : 0);
-    std::vector<float> embeds(static_cast<size_t>(n * s.text_length * s.text_dim));
-    std::vector<float> pooled(static_cast<size_t>(n * s.pooled_dim));
-    std::vector<uint8_t> mask(static_cast<size_t>(n * s.text_length));
-    std::vector<std::string> captions;
-    for (int64_t i = 0; i < n; ++i, ++sample) {
-      const int64_t k = sample % static_cast<int64_t>(kCaptions.size());
-      captions.push_back(kCaptions[static_cast<size_t>(k)]);
-      caption_text(k, s, &embeds[static_cast<size_t>(i * s.text_length * s.text_dim)],
-                   &mask[static_cast<size_t>(i * s.text_length)], &pooled[static_cast<size_t>(i * s.pooled_dim)]);
-      RngStream noise = derive_stream(7, static_cast<uint64_t>(sample), 0, RngPurpose::Test);
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t y = 0; y < h; ++y)
-          for (int64_t x = 0; x < w; ++x) {
-            const int64_t e = ((i * c + ch) * h + y) * w + x;
-            const int64_t along = (ch + k) % 2 == 0 ? x : (k == 2 ? x + y : y);
-            const double phase =
-                3.14159265358979 * static_cast<double>((k + 1) * along) / 4.0 + 0.4 * static_cast<double>(ch);
-            const double model_value = 0.9 * std::cos(phase) + 0.1 * stream_normal(noise, static_cast<uint64_t>(e));
-            // Stored as the VAE writes it: the model sees (latent - shift) * scaling = model_value.
-            latents[static_cast<size_t>(e)] = static_cast<float>(model_value / kFluxVaeScaling + kFluxVaeShift);
-            // A standard deviation of about 0.05 in the model's units (0.05 / 0.3611 stored), varying a little.
-            if (s.logvar) logvar[static_cast<size_t>(e)] = static_cast<float>(-3.96 + 0.25 * std::sin(phase));
-          }
-    }
-    writer.append({.latents = Tensor::from_vector<float>(latents, {n, c, h, w}),
-                   .latents_logvar = s.logvar ? Tensor::from_vector<float>(logvar, {n, c, h, w}) : Tensor(),
-                   .text_embeds = Tensor::from_vector<float>(embeds, {n, s.text_length, s.text_dim}),
-                   .text_pooled = Tensor::from_vector<float>(pooled, {n, s.pooled_dim}),
-                   .text_mask = Tensor::from_vector<uint8_t>(mask, {n, s.text_length}),
-                   .captions = captions});
-  }
-  writer.close();
-}
 
 void write_tiny_flux(const std::string& path) {
   set_init_seed(11);
@@ -144,18 +73,25 @@ int write_sample_data(const std::string& dir) {
   flux::FluxTransformer model(c);
   save_safetensors(dir + "/flux_sample_tiny.safetensors", model.named_parameters(),
                    {{"format", "pt"}, {"generator", "tests/train/flux_fixture.cpp sample-data"}});
-  write_dataset(dir + "/flux_sample.h5", {.channels = 16, .text_length = 8, .text_dim = 32, .pooled_dim = 16,
-                                          .buckets = {{8, 12}, {12, 8}}, .per_bucket = 4, .t5_attributes = true});
+  testing::write_caption_dataset(dir + "/flux_sample.h5",
+                                 {.model_family = "flux", .vae_scaling = kFluxVaeScaling, .vae_shift = kFluxVaeShift,
+                                  .channels = 16, .text_length = 8, .text_dim = 32, .pooled_dim = 16,
+                                  .buckets = {{8, 12}, {12, 8}}, .per_bucket = 4, .t5_attributes = true});
   return 0;
 }
 
 int write_data(const std::string& dir) {
   std::filesystem::create_directories(dir);
   write_tiny_flux(dir + "/flux_tiny.safetensors");
-  write_dataset(dir + "/flux.h5", {.channels = 16, .text_length = 16, .text_dim = 4096, .pooled_dim = 768,
-                                   .buckets = {{16, 24}, {24, 16}, {16, 16}}, .per_bucket = 6, .logvar = true});
-  write_dataset(dir + "/flux_dev_sized.h5", {.channels = 4, .text_length = 7, .text_dim = 32, .pooled_dim = 24,
-                                             .buckets = {{6, 10}, {8, 8}}, .per_bucket = 4});
+  const testing::CaptionDatasetOptions flux{.model_family = "flux", .vae_scaling = kFluxVaeScaling,
+                                            .vae_shift = kFluxVaeShift};
+  testing::CaptionDatasetOptions big = flux, dev_sized = flux;
+  big.channels = 16, big.text_length = 16, big.text_dim = 4096, big.pooled_dim = 768;
+  big.buckets = {{16, 24}, {24, 16}, {16, 16}}, big.per_bucket = 6, big.logvar = true;
+  dev_sized.channels = 4, dev_sized.text_length = 7, dev_sized.text_dim = 32, dev_sized.pooled_dim = 24;
+  dev_sized.buckets = {{6, 10}, {8, 8}}, dev_sized.per_bucket = 4;
+  testing::write_caption_dataset(dir + "/flux.h5", big);
+  testing::write_caption_dataset(dir + "/flux_dev_sized.h5", dev_sized);
   return 0;
 }
 

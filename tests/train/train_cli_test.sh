@@ -42,7 +42,7 @@ expect 3 "non-finite" --set name=nan --set dataset.path="$work/data/nan.h5"
 expect 2 "did you mean 'lr'" --set name=key --set train.lrr=1
 expect 2 "valid values: adamw8bit, adamw, sgd" --set name=opt --set train.optimizer=adam
 expect 2 "model.in_channels is 16 but the latents have 4 channels" --set name=shape --set model.in_channels=16
-expect 2 "registered: dit, flux" --set name=arch --set model.arch=sd3
+expect 2 "registered: dit, flux" --set name=arch --set model.arch=unet
 expect 3 "synthetic.h5" --set name=arch --set model.arch=flux --set model.name_or_path="$work/data/synthetic.h5"
 expect 2 "dataset.weight is 2, but the run has one dataset" --set name=weight --set dataset.weight=2
 # An ai-toolkit option that would change training is warned about before anything else happens.

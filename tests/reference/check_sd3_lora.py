@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Checks that a PEFT/diffusers-format SD3 / SD3.5 LoRA file loads in diffusers and reproduces an expected output.
+
+    /tmp/venv/bin/python tests/reference/check_sd3_lora.py --weights tests/data/sd3/medium_diffusers \\
+        --case CASEFILE --lora LORAFILE [--tolerance 1e-5]
+
+1. Builds SD3Transformer2DModel from the diffusers folder --weights (float32, CPU, one thread, deterministic).
+2. Loads --lora through diffusers' SD3 LoRA path, the one StableDiffusion3Pipeline.load_lora_weights takes:
+   SD3LoraLoaderMixin.lora_state_dict(file, return_lora_metadata=True), then
+   SD3LoraLoaderMixin.load_lora_into_transformer(...) (-> SD3Transformer2DModel.load_lora_adapter). The alpha comes from
+   the file's `lora_adapter_metadata` (without it diffusers uses lora_alpha = r, i.e. scale 1). Reports LoRA keys that
+   are missing (adapter parameters the file does not fill) or unexpected (file tensors that land on no adapter
+   parameter), counted both from diffusers' own warnings and by comparing every file tensor with the adapter parameter
+   it should have become. Any -> exit 1.
+3. Runs the model on CASEFILE's `latents` [B, C, H, W] (or `latents_square`), `context` [B, L, D], `pooled` [B, P] and
+   `sigma` [B] (in [0, 1]; diffusers' model is given sigma * 1000, computed in f32 as wick does) and compares the
+   output with `expected_output` [B, C, H, W] (falls back to `output`, so the fixtures' own medium_lora_case works):
+   max |out - expected| / max |expected| <= tolerance -> exit 0, otherwise the error is printed and exit 1.
+Exit 77 when torch / diffusers / peft / safetensors cannot be imported (the calling test then skips); exit 2 on a
+usage error (missing file or tensor).
+
+Self-test with the committed fixtures:
+    /tmp/venv/bin/python tests/reference/check_sd3_lora.py --weights tests/data/sd3/medium_diffusers \\
+        --case tests/data/sd3/medium_lora_case.safetensors --lora tests/data/sd3/medium_lora_peft.safetensors
+"""
+import argparse
+import logging
+import os
+import sys
+
+try:
+    import torch
+    from safetensors.torch import load_file
+    import peft  # noqa: F401  (diffusers' LoRA loading needs it)
+    from diffusers import SD3Transformer2DModel
+    from diffusers.loaders import SD3LoraLoaderMixin
+except Exception as e:  # noqa: BLE001
+    print(f"check_sd3_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
+    sys.exit(77)
+
+
+class Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def adapter_param_name(file_key, adapter):
+    """'transformer.X.lora_A.weight' -> 'X.lora_A.<adapter>.weight' (also lora_B, lora_magnitude_vector)."""
+    key = file_key[len("transformer."):] if file_key.startswith("transformer.") else file_key
+    if key.endswith(".lora_magnitude_vector"):
+        key += ".weight"
+    module, sep, tail = key.rpartition(".lora_")
+    if not sep:
+        return None
+    kind, _, rest = tail.partition(".")
+    return f"{module}.lora_{kind}.{adapter}.{rest or 'weight'}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="diffusers loads a PEFT-format SD3 LoRA and reproduces a case")
+    parser.add_argument("--weights", required=True, help="diffusers SD3Transformer2DModel folder")
+    parser.add_argument("--case", required=True, help="safetensors with latents/context/pooled/sigma and "
+                                                      "expected_output")
+    parser.add_argument("--lora", required=True, help="PEFT/diffusers-format LoRA safetensors")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    args = parser.parse_args()
+    for path in (args.weights, args.case, args.lora):
+        if not os.path.exists(path):
+            print(f"check_sd3_lora: {path} does not exist")
+            return 2
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    model = SD3Transformer2DModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
+
+    adapter = "wick_check"
+    capture = Capture()
+    dlog = logging.getLogger("diffusers")
+    dlog.addHandler(capture)
+    try:
+        state_dict, metadata = SD3LoraLoaderMixin.lora_state_dict(args.lora, return_lora_metadata=True)
+        file_tensors = dict(state_dict)
+        SD3LoraLoaderMixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata,
+                                                      adapter_name=adapter)
+    except Exception as e:  # noqa: BLE001
+        print(f"check_sd3_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
+        return 1
+    finally:
+        dlog.removeHandler(capture)
+
+    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and f".{adapter}." in n}
+    matched, unexpected = set(), []
+    for key, value in file_tensors.items():
+        name = adapter_param_name(key, adapter)
+        if name in params and params[name].shape == value.shape and torch.equal(params[name].detach(),
+                                                                               value.to(params[name].dtype)):
+            matched.add(name)
+        else:
+            unexpected.append(key)
+    missing = sorted(set(params) - matched)
+    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    scale = None
+    if metadata:
+        r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
+        scale = f"lora_alpha {a} / r {r}" if r is not None else None
+    print(f"check_sd3_lora: {len(file_tensors)} LoRA tensors -> {len(params)} adapter parameters; "
+          f"{len(missing)} missing, {len(unexpected)} unexpected; scale from metadata: {scale or 'none (alpha = r)'}")
+    for k in missing:
+        print(f"  missing: {k}")
+    for k in unexpected:
+        print(f"  unexpected: {k}")
+    for m in warned:
+        print(f"  diffusers warning: {m}")
+    if missing or unexpected or warned or not params:
+        return 1
+
+    case = load_file(args.case)
+    latents = case.get("latents", case.get("latents_square"))
+    for name, value in (("latents", latents), ("context", case.get("context")), ("pooled", case.get("pooled")),
+                        ("sigma", case.get("sigma"))):
+        if value is None:
+            print(f"check_sd3_lora: {args.case} has no '{name}'")
+            return 2
+    expected = case.get("expected_output", case.get("output"))
+    if expected is None:
+        print(f"check_sd3_lora: {args.case} has no 'expected_output'")
+        return 2
+    with torch.no_grad():
+        out = model(hidden_states=latents.float(), encoder_hidden_states=case["context"].float(),
+                    pooled_projections=case["pooled"].float(), timestep=case["sigma"].float() * 1000,
+                    return_dict=False)[0]
+    if out.shape != expected.shape:
+        print(f"check_sd3_lora: output shape {tuple(out.shape)} != expected {tuple(expected.shape)}")
+        return 1
+    err = float((out.double() - expected.double()).abs().max() / expected.double().abs().max())
+    ok = err <= args.tolerance
+    print(f"check_sd3_lora: max relative error {err:.3e} (tolerance {args.tolerance:g}): {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
