@@ -227,8 +227,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr,
-               "usage: %s same A B | list FILE | batches FILE GLOBAL_BATCH SEED | recompute FILE IMAGE_DIR VAE CLIP_L T5 VOCAB SPIECE T5_LENGTH "
-               "RESOLUTION STEP\n",
+               "usage: %s same A B | list FILE | batches FILE GLOBAL_BATCH SEED | recompute FILE IMAGE_DIR VAE CLIP_L T5 "
+               "VOCAB SPIECE T5_LENGTH RESOLUTION STEP\n",
                argv[0]);
   return 2;
 }
