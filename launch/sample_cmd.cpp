@@ -1,11 +1,14 @@
 // `wick sample RUN_DIR|CONFIG.yaml --prompt TEXT [--prompt ...] [--n 4] [--steps N] [--guidance G]
-// [--seed S] [--width W --height H] [--lora PATH] --out FILE.png`: a labelled grid of generated images,
-// one row per prompt, made by the run's architecture's sampler (models/image_sampler.h).
+// [--seed S] [--width W --height H] [--lora PATH] [--set key=value ...] --out FILE.png`: a labelled grid of
+// generated images, one row per prompt, made by the run's architecture's sampler (models/image_sampler.h).
 //
 //   wick sample output/quickstart --prompt "Bag" --prompt "Trouser" --n 8 --out bags.png
 //   wick sample output/quickstart_lora --prompt "Ankle boot" --out boots.png     # base + the run's LoRA
 //   wick sample output/flux_lora --prompt "a photo of [trigger]" --n 2 --width 768 --out me.png   # Flux
+//   wick sample output/flux_lora --prompt "[trigger] in Paris" --set model.t5_path=t5xxl_fp16.safetensors ...
 //
+// --set overrides a key of the run's config for this command (the text encoders of a run that trained
+// with the dataset's stored sample prompts only, keep_encoders_loaded, ...).
 // Steps, guidance, seed and size default to the run's sample section. Image k of prompt p starts from
 // noise index p·n + k of the seed (models/diffusion/generate.h).
 #include <cstdio>
@@ -23,7 +26,7 @@ namespace {
 
 struct SampleArgs {
   std::string source, lora, out;
-  std::vector<std::string> prompts;
+  std::vector<std::string> prompts, sets;
   int64_t n = 4;
   int64_t steps = 0;       // 0: the run's sample.steps
   double guidance = -1.0;  // < 0: the run's sample.guidance
@@ -34,7 +37,7 @@ struct SampleArgs {
 
 void run_sample(const SampleArgs& args) {
   WICK_CHECK_KIND(Config, !args.prompts.empty(), "sample: give at least one --prompt");
-  TrainedRun run = locate_run(args.source, args.lora);
+  TrainedRun run = locate_run(args.source, args.lora, args.sets);
   std::unique_ptr<ImageSampler> sampler = make_run_sampler(run);
   std::shared_ptr<DiffusionModel> model = build_trained_model(run, true);
   SampleSettings settings = sample_settings(run.config.sample);
@@ -90,6 +93,9 @@ void add_sample_command(CLI::App& app) {
   sample->add_option("--scale", args->scale,
                      "pixels per image pixel in the grid (default: 3 for images up to 64 pixels wide, else 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{16}));
+  sample->add_option("--set", args->sets,
+                     "override a key of the run's config: --set model.t5_path=t5xxl_fp16.safetensors (repeatable)")
+      ->allow_extra_args(false);
   sample->add_option("--out", args->out, "PNG file to write")->required();
   sample->callback([args] { run_sample(*args); });
 }

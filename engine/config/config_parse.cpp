@@ -510,7 +510,9 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
     ctx.warn_key("trigger_word", "trigger_word '" + c.trigger_word +
                                      "' replaces [trigger] in the prompts wick encodes when it samples (sample.prompts, "
                                      "sample.negative_prompt, wick sample --prompt); the training captions were encoded "
-                                     "when the dataset was packed, so unlike ai-toolkit wick cannot put the word into them");
+                                     "when the dataset was packed, so training cannot put the word into them as "
+                                     "ai-toolkit does: `wick dataset encode --config` with this file (or "
+                                     "--trigger-word) puts it into the captions and the stored sample prompts");
 }
 
 TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::vector<std::string>& overrides) {

@@ -215,16 +215,17 @@ TrainConfig lora_training_config(const std::string& path) {
 
 }  // namespace
 
-TrainedRun locate_run(const std::string& source, const std::string& lora_override) {
+TrainedRun locate_run(const std::string& source, const std::string& lora_override,
+                      const std::vector<std::string>& overrides) {
   WICK_CHECK_KIND(Config, fs::exists(source), source, ": no such run directory or config file");
   TrainedRun run;
   if (fs::is_directory(source)) {
     fs::path config = fs::path(source) / "config.yaml";
     WICK_CHECK_KIND(Config, fs::exists(config), source, ": not a run directory (no config.yaml; train it with wick train)");
-    run.config = parse_config_file(config.string(), config_schema());
+    run.config = parse_config_file(config.string(), config_schema(), overrides);
     run.run_dir = source;
   } else {
-    run.config = parse_config_file(source, config_schema());
+    run.config = parse_config_file(source, config_schema(), overrides);
     run.run_dir = fs::path(run.config.output_dir) / run.config.name;
   }
   const TrainConfig& c = run.config;

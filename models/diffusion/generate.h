@@ -108,8 +108,11 @@ struct TrainedRun {
 // base_weights = model.name_or_path, lora = run_dir/lora/<name>.safetensors. lora_override (a file
 // written by save_lora, whose wick_config metadata gives its network settings) replaces the run's
 // LoRA or adds one to a full run. The base's config is looked up as <run>/config.yaml when
-// base_weights is <run>/checkpoints/<step>. Every missing file is a Config error naming it.
-TrainedRun locate_run(const std::string& source, const std::string& lora_override);
+// base_weights is <run>/checkpoints/<step>. `overrides` ("key.path=value", as wick train's --set) are
+// applied to the run's config (e.g. the text encoders a run trained without: model.t5_path=...). Every
+// missing file is a Config error naming it.
+TrainedRun locate_run(const std::string& source, const std::string& lora_override,
+                      const std::vector<std::string>& overrides = {});
 
 // The model of the run on run.device in evaluation mode: the base weights, plus the LoRA when
 // with_lora and run.lora is set.

@@ -55,6 +55,7 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // Every rank checks (the same config fails the same way everywhere); rank 0 makes the grids.
   std::shared_ptr<ImageSampler> sampler = prepare_sampling(config, data, device);
+  if (rank0 && sampler) std::fprintf(stderr, "wick train: sample images: %s\n", sampler->describe().c_str());
   const DataGeometry geometry = dataset_geometry(*data.dataset);
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run

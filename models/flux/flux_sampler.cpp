@@ -5,6 +5,7 @@
 #include <map>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
 #include "models/vae/vae_weights.h"
@@ -26,7 +27,12 @@ Device device_of(const Module& model) {
   return parameters.empty() ? Device::cpu() : parameters.front().second.device();
 }
 
-FluxTextEncoders open_encoders(const FluxSamplerSetup& setup) {
+// The text encoders, unless stored prompts are given and a text part is not.
+std::optional<FluxTextEncoders> open_encoders(const FluxSamplerSetup& setup) {
+  const FluxSamplingFiles& f = setup.files;
+  if (setup.stored_prompts &&
+      (f.clip_l.empty() || f.t5.empty() || f.clip_tokenizer.empty() || f.t5_tokenizer.empty()))
+    return std::nullopt;
   return FluxTextEncoders::from_files({.clip_l = setup.files.clip_l,
                                        .t5 = setup.files.t5,
                                        .clip_vocab = setup.files.clip_tokenizer,
@@ -46,6 +52,10 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
 }
 
 }  // namespace
+
+std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
+  return apply_trigger(prompt, trigger_word, /*prepend=*/false);
+}
 
 std::optional<std::string> pipeline_folder(const std::string& name_or_path) {
   if (name_or_path.empty()) return std::nullopt;
@@ -99,6 +109,29 @@ std::vector<double> flux_sigmas(int64_t steps, int64_t latent_height, int64_t la
 FluxImageSampler::FluxImageSampler(FluxSamplerSetup setup)
     : setup_(std::move(setup)), encoders_(open_encoders(setup_)), vae_sizes_(read_vae_sizes(setup_)) {
   WICK_CHECK_KIND(Config, setup_.t5_length >= 0, "flux sampler: t5_length must be >= 0, got ", setup_.t5_length);
+  if (const std::optional<SamplePrompts>& stored = setup_.stored_prompts) {
+    const auto k = static_cast<int64_t>(stored->captions.size());
+    WICK_CHECK(stored->embeds.dim() == 3 && stored->embeds.size(0) == k && stored->pooled.dim() == 2 &&
+                   stored->pooled.size(0) == k,
+               "flux sampler: stored prompts must be embeds [K, L, D] and pooled [K, P] for K captions, got ", k,
+               " captions, ", stored->embeds.describe(), ", ", stored->pooled.describe());
+    for (int64_t row = 0; row < k; ++row) stored_row_.emplace(stored->captions[static_cast<size_t>(row)], row);
+  }
+}
+
+bool FluxImageSampler::is_stored(const std::string& prompt, int64_t t5_length) const {
+  return setup_.stored_prompts && setup_.stored_prompts->embeds.size(1) == t5_length &&
+         stored_row_.count(prompt_text(prompt, setup_.trigger_word)) > 0;
+}
+
+std::string FluxImageSampler::missing_text_parts() const {
+  const FluxSamplingFiles& f = setup_.files;
+  std::vector<std::string> missing;
+  if (f.clip_l.empty()) missing.push_back("CLIP-L (model.clip_l_path)");
+  if (f.t5.empty()) missing.push_back("T5-XXL (model.t5_path)");
+  if (f.clip_tokenizer.empty()) missing.push_back("the CLIP tokenizer (model.clip_tokenizer_path)");
+  if (f.t5_tokenizer.empty()) missing.push_back("the T5 tokenizer (model.t5_tokenizer_path)");
+  return join(missing, ", ");
 }
 
 int64_t FluxImageSampler::t5_length_for(const FluxTransformer& model) const {
@@ -111,11 +144,21 @@ void FluxImageSampler::check_fits(const FluxTransformer& model) const {
   WICK_CHECK_KIND(Config, c.latent_channels() == vae_sizes_.z_channels, "the Flux model takes ", c.latent_channels(),
                   "-channel latents (img_in ", c.in_channels, " = channels x 2 x 2) but the VAE ", setup_.files.vae,
                   " has ", vae_sizes_.z_channels);
-  WICK_CHECK_KIND(Config, c.context_dim == encoders_.t5.d_model(), "the Flux model takes ", c.context_dim,
-                  "-wide text (txt_in) but the T5 encoder ", setup_.files.t5, " is ", encoders_.t5.d_model(), " wide");
-  WICK_CHECK_KIND(Config, c.vec_dim == encoders_.clip_l.width(), "the Flux model takes a ", c.vec_dim,
-                  "-wide pooled vector (vector_in) but CLIP-L ", setup_.files.clip_l, " is ", encoders_.clip_l.width(),
-                  " wide");
+  if (encoders_) {
+    WICK_CHECK_KIND(Config, c.context_dim == encoders_->t5.d_model(), "the Flux model takes ", c.context_dim,
+                    "-wide text (txt_in) but the T5 encoder ", setup_.files.t5, " is ", encoders_->t5.d_model(),
+                    " wide");
+    WICK_CHECK_KIND(Config, c.vec_dim == encoders_->clip_l.width(), "the Flux model takes a ", c.vec_dim,
+                    "-wide pooled vector (vector_in) but CLIP-L ", setup_.files.clip_l, " is ",
+                    encoders_->clip_l.width(), " wide");
+  }
+  if (const std::optional<SamplePrompts>& stored = setup_.stored_prompts) {
+    WICK_CHECK_KIND(Config, c.context_dim == stored->embeds.size(2), "the Flux model takes ", c.context_dim,
+                    "-wide text (txt_in) but the stored sample prompts are ", stored->embeds.size(2), " wide");
+    WICK_CHECK_KIND(Config, c.vec_dim == stored->pooled.size(1), "the Flux model takes a ", c.vec_dim,
+                    "-wide pooled vector (vector_in) but the stored sample prompts' is ", stored->pooled.size(1),
+                    " wide");
+  }
 }
 
 Tensor FluxImageSampler::generate(DiffusionModel& model, const std::vector<std::string>& prompts,
@@ -151,21 +194,59 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   EvalModeGuard eval_mode(model);
   autograd::NoGradGuard no_grad;
 
-  // Each distinct prompt is encoded once.
+  // Each distinct prompt once: its stored row when the dataset holds it, else the encoders' output.
+  const int64_t t5_length = t5_length_for(model);
   std::vector<std::string> distinct;
+  std::vector<int64_t> source_row;  // per distinct prompt: its stored row, or -1 - (its place among the encoded)
+  std::vector<std::string> to_encode;
   std::map<std::string, int64_t> row_of;
   std::vector<int64_t> rows;
   for (const std::string& prompt : prompts) {
-    const std::string text = with_trigger_word(prompt, setup_.trigger_word);
+    const std::string text = prompt_text(prompt, setup_.trigger_word);
     auto [at, added] = row_of.emplace(text, static_cast<int64_t>(distinct.size()));
-    if (added) distinct.push_back(text);
+    if (added) {
+      distinct.push_back(text);
+      if (is_stored(text, t5_length)) {
+        source_row.push_back(stored_row_.at(text));
+      } else {
+        source_row.push_back(-1 - static_cast<int64_t>(to_encode.size()));
+        to_encode.push_back(text);
+      }
+    }
     rows.push_back(at->second);
   }
-  text::PromptEmbeddings text = encode_flux_prompts(encoders_, distinct, {.t5_length = t5_length_for(model)});
-  const Tensor index = Tensor::from_vector<int64_t>(rows, {n}, text.context.device());
-  const Tensor context = index_select(text.context, 0, index).to(device);
-  const Tensor pooled = index_select(text.pooled, 0, index).to(device);
-  text = {};
+  if (!to_encode.empty() && !encoders_) {
+    std::string stored;
+    for (const std::string& caption : setup_.stored_prompts->captions)
+      stored += (stored.empty() ? "\"" : ", \"") + caption + "\"";
+    const int64_t stored_length = setup_.stored_prompts->embeds.size(1);
+    const std::string length_note = stored_length == t5_length ? std::string()
+                                                                : ", made with " + std::to_string(stored_length) +
+                                                                      " T5 tokens, not " + std::to_string(t5_length);
+    WICK_FAIL(Config, "the prompt \"", to_encode.front(), "\" is not among the sample prompts stored in the dataset (",
+              stored, length_note, "), so it needs the text encoders, and these are not given: ", missing_text_parts(),
+              " (a diffusers pipeline folder as model.name_or_path gives all of them; wick sample takes "
+              "--set model.clip_l_path=... and the like)");
+  }
+  Tensor context, pooled;
+  {
+    // The table of distinct prompts' embeddings, f32 on the CPU, then each prompt's row of it.
+    text::PromptEmbeddings encoded;
+    if (!to_encode.empty()) encoded = encode_flux_prompts(*encoders_, to_encode, {.t5_length = t5_length});
+    std::vector<Tensor> context_rows, pooled_rows;
+    for (int64_t row : source_row) {
+      if (row >= 0) {
+        context_rows.push_back(setup_.stored_prompts->embeds.narrow(0, row, 1).to(DType::F32).to(Device::cpu()));
+        pooled_rows.push_back(setup_.stored_prompts->pooled.narrow(0, row, 1).to(DType::F32).to(Device::cpu()));
+      } else {
+        context_rows.push_back(encoded.context.narrow(0, -1 - row, 1).to(DType::F32).to(Device::cpu()));
+        pooled_rows.push_back(encoded.pooled.narrow(0, -1 - row, 1).to(DType::F32).to(Device::cpu()));
+      }
+    }
+    const Tensor index = Tensor::from_vector<int64_t>(rows, {n}, Device::cpu());
+    context = index_select(concat(context_rows, 0), 0, index).to(device);
+    pooled = index_select(concat(pooled_rows, 0), 0, index).to(device);
+  }
 
   // Euler over BFL's schedule; dev takes the guidance as an input (one forward per step).
   const bool dev = model.config().guidance_embed;
@@ -209,14 +290,24 @@ Tensor FluxImageSampler::decode(const Tensor& latents) {
 
 void FluxImageSampler::unload() {
   vae_.reset();
-  encoders_.clip_l.unload();
-  encoders_.t5.unload();
+  if (encoders_) {
+    encoders_->clip_l.unload();
+    encoders_->t5.unload();
+  }
 }
 
 std::string FluxImageSampler::describe() const {
-  return "Flux: VAE " + setup_.files.vae + ", CLIP-L " + encoders_.clip_l.source_path() + ", T5 " +
-         encoders_.t5.source_path() + ", T5 length " +
+  std::string out = "Flux: VAE " + setup_.files.vae;
+  if (encoders_) out += ", CLIP-L " + encoders_->clip_l.source_path() + ", T5 " + encoders_->t5.source_path();
+  out += ", T5 length " +
          (setup_.t5_length > 0 ? std::to_string(setup_.t5_length) : std::string("512 (dev) / 256 (schnell)"));
+  if (setup_.stored_prompts) {
+    const size_t k = setup_.stored_prompts->captions.size();
+    out += "; the embeddings of the " + std::to_string(k) + " sample prompt" + (k == 1 ? "" : "s") +
+           " stored in the dataset";
+    if (!encoders_) out += ", no text encoders (other prompts need " + missing_text_parts() + ")";
+  }
+  return out;
 }
 
 // ---- for a run ----
@@ -228,38 +319,6 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
   WICK_CHECK_KIND(Config, asked == SamplerKind::Auto || asked == SamplerKind::Euler, "sample.sampler: ",
                   sampler_name(asked), " does not fit Flux, a rectified-flow model (use euler or auto)");
   const FluxSamplingFiles files = sampling_files(model);
-  std::vector<std::string> missing;
-  if (files.vae.empty())
-    missing.push_back("the VAE (model.vae_path: ae.safetensors, a diffusers vae/ folder or a pipeline folder)");
-  if (files.clip_l.empty())
-    missing.push_back("CLIP-L (model.clip_l_path: clip_l.safetensors or a text_encoder/ folder)");
-  if (files.t5.empty())
-    missing.push_back("T5-XXL (model.t5_path: t5xxl_fp16.safetensors or a text_encoder_2/ folder)");
-  if (files.clip_tokenizer.empty())
-    missing.push_back("the CLIP tokenizer (model.clip_tokenizer_path: a tokenizer/ folder with vocab.json and "
-                      "merges.txt, or open_clip's bpe_simple_vocab_16e6.txt.gz)");
-  if (files.t5_tokenizer.empty())
-    missing.push_back("the T5 tokenizer (model.t5_tokenizer_path: spiece.model or a tokenizer_2/ folder)");
-  WICK_CHECK_KIND(Config, missing.empty(), "Flux sample images need ", join(missing, "; "), ", and ",
-                  missing.size() == 1 ? "it is" : "they are",
-                  " not given (a diffusers pipeline folder as model.name_or_path, such as FLUX.1-dev/, gives all "
-                  "five)");
-  const std::vector<std::pair<const char*, const std::string*>> keyed = {
-      {"vae_path", &files.vae},
-      {"clip_l_path", &files.clip_l},
-      {"t5_path", &files.t5},
-      {"clip_tokenizer_path", &files.clip_tokenizer},
-      {"t5_tokenizer_path", &files.t5_tokenizer}};
-  std::error_code ec;
-  for (const auto& [key, path] : keyed)
-    WICK_CHECK_KIND(Config, fs::exists(*path, ec), "model.", key, ": ", *path, ": no such file or folder");
-
-  vae::VaeConfig sizes;
-  try {
-    sizes = vae::read_vae_header(files.vae).config;
-  } catch (const WickError& error) {
-    throw WickError(error.kind(), "model.vae_path " + files.vae + ": " + message_of(error));
-  }
 
   // The T5 length: the key, else what the dataset's embeddings were made with, else the variant's.
   const LatentDatasetAttributes& data = dataset.attributes();
@@ -269,12 +328,72 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
                   " but the text embeddings of ", dataset.path(), " were made with ", recorded,
                   " T5 tokens (text_max_length); Flux attends to T5's padding, so train and sample with the same "
                   "length (set model.t5_length: ", recorded, " or leave it out)");
+  const int64_t t5_length = configured > 0 ? configured : recorded;
+
+  // The dataset's stored sample prompts, when they are Flux's (T5 states, CLIP-L pooled) at this T5 length; the
+  // text encoders are optional when they hold every prompt of the grid.
+  std::optional<SamplePrompts> stored;
+  std::vector<std::string> not_stored;
+  if (recorded > 0 && data.text_pooled_encoder == "clip-l") stored = dataset.sample_prompts();
+  if (stored && (stored->embeds.size(1) != t5_length || stored->captions.empty())) stored.reset();
+  std::vector<std::string> grid = request.config.sample.prompts;
+  if (request.config.sample.n_per_class > 0)
+    grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
+  for (const std::string& prompt : grid) {
+    const std::string text = prompt_text(prompt, request.config.trigger_word);
+    if (!stored || std::find(stored->captions.begin(), stored->captions.end(), text) == stored->captions.end())
+      not_stored.push_back(text);
+  }
+  const bool text_optional = stored && not_stored.empty();
+
+  std::vector<std::string> missing;
+  if (files.vae.empty())
+    missing.push_back("the VAE (model.vae_path: ae.safetensors, a diffusers vae/ folder or a pipeline folder)");
+  if (!text_optional) {
+    if (files.clip_l.empty())
+      missing.push_back("CLIP-L (model.clip_l_path: clip_l.safetensors or a text_encoder/ folder)");
+    if (files.t5.empty())
+      missing.push_back("T5-XXL (model.t5_path: t5xxl_fp16.safetensors or a text_encoder_2/ folder)");
+    if (files.clip_tokenizer.empty())
+      missing.push_back("the CLIP tokenizer (model.clip_tokenizer_path: a tokenizer/ folder with vocab.json and "
+                        "merges.txt, or open_clip's bpe_simple_vocab_16e6.txt.gz)");
+    if (files.t5_tokenizer.empty())
+      missing.push_back("the T5 tokenizer (model.t5_tokenizer_path: spiece.model or a tokenizer_2/ folder)");
+  }
+  std::string why_text;  // why the text encoders are needed although the dataset stores sample prompts
+  if (!text_optional && stored && missing.size() > (files.vae.empty() ? 1u : 0u))
+    why_text = "; the sample prompts stored in " + dataset.path() + " do not hold \"" + not_stored.front() +
+               "\" (sample.prompts with the trigger word put in must equal them byte for byte to be used without "
+               "text encoders)";
+  WICK_CHECK_KIND(Config, missing.empty(), "Flux sample images need ", join(missing, "; "), ", and ",
+                  missing.size() == 1 ? "it is" : "they are",
+                  " not given (a diffusers pipeline folder as model.name_or_path, such as FLUX.1-dev/, gives all "
+                  "five)", why_text);
+  const std::vector<std::pair<const char*, const std::string*>> keyed = {
+      {"vae_path", &files.vae},
+      {"clip_l_path", &files.clip_l},
+      {"t5_path", &files.t5},
+      {"clip_tokenizer_path", &files.clip_tokenizer},
+      {"t5_tokenizer_path", &files.t5_tokenizer}};
+  std::error_code ec;
+  for (const auto& [key, path] : keyed)
+    WICK_CHECK_KIND(Config, path->empty() || fs::exists(*path, ec), "model.", key, ": ", *path,
+                    ": no such file or folder");
+
+  vae::VaeConfig sizes;
+  try {
+    sizes = vae::read_vae_header(files.vae).config;
+  } catch (const WickError& error) {
+    throw WickError(error.kind(), "model.vae_path " + files.vae + ": " + message_of(error));
+  }
+
   FluxSamplerSetup setup{.files = files,
-                         .t5_length = configured > 0 ? configured : recorded,
+                         .t5_length = t5_length,
                          .normalization = vae::latent_normalization(vae::VaeFamily::Flux),
                          .trigger_word = request.config.trigger_word,
                          .device = request.device,
-                         .keep_loaded = model.options.get_bool("keep_encoders_loaded")};
+                         .keep_loaded = model.options.get_bool("keep_encoders_loaded"),
+                         .stored_prompts = std::move(stored)};
   // The latents the model learned were normalized with the dataset's factors.
   if (data.model_family == "flux") setup.normalization = {data.vae_scaling_factor, data.vae_shift_factor};
   WICK_CHECK_KIND(Data, !dataset.buckets().empty(), dataset.path(), ": the dataset has no buckets");
@@ -289,16 +408,17 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
                                       files.t5 + ", model.clip_tokenizer_path " + files.clip_tokenizer +
                                       ", model.t5_tokenizer_path " + files.t5_tokenizer + "): " + message_of(error));
   }
-  const FluxTextEncoders& encoders = sampler->encoders();
   WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels == sizes.z_channels, dataset.path(),
                   " holds ", data.latent_channels, "-channel latents but the VAE (model.vae_path ", files.vae,
                   ") has ", sizes.z_channels);
-  WICK_CHECK_KIND(Config, dataset.text_dim() == 0 || dataset.text_dim() == encoders.t5.d_model(), dataset.path(),
-                  "'s text embeddings are ", dataset.text_dim(), " wide but the T5 encoder (model.t5_path ", files.t5,
-                  ") is ", encoders.t5.d_model(), " wide");
-  WICK_CHECK_KIND(Config, dataset.pooled_dim() == 0 || dataset.pooled_dim() == encoders.clip_l.width(),
-                  dataset.path(), "'s pooled embeddings are ", dataset.pooled_dim(),
-                  " wide but CLIP-L (model.clip_l_path ", files.clip_l, ") is ", encoders.clip_l.width(), " wide");
+  if (const FluxTextEncoders* encoders = sampler->encoders()) {
+    WICK_CHECK_KIND(Config, dataset.text_dim() == 0 || dataset.text_dim() == encoders->t5.d_model(), dataset.path(),
+                    "'s text embeddings are ", dataset.text_dim(), " wide but the T5 encoder (model.t5_path ",
+                    files.t5, ") is ", encoders->t5.d_model(), " wide");
+    WICK_CHECK_KIND(Config, dataset.pooled_dim() == 0 || dataset.pooled_dim() == encoders->clip_l.width(),
+                    dataset.path(), "'s pooled embeddings are ", dataset.pooled_dim(),
+                    " wide but CLIP-L (model.clip_l_path ", files.clip_l, ") is ", encoders->clip_l.width(), " wide");
+  }
   return sampler;
 }
 

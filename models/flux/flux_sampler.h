@@ -11,14 +11,23 @@
 //
 // A call loads CLIP-L, then T5, each freed after its pass, before the transformer runs; then the VAE for the
 // decoding, freed after it. `keep_loaded` keeps all three between calls.
+//
+// Stored prompts: a dataset made by `wick dataset encode --config` holds the training config's sample prompts
+// already encoded (/sample_prompts). Given them (FluxSamplerSetup::stored_prompts), a prompt whose text, the
+// trigger word put in (`[trigger]` and `[name]` replaced, the ends trimmed: what `wick dataset encode` stores), is
+// byte for byte one of the stored captions takes that row's embeddings (T5 and CLIP-L pooled, f16 in the file)
+// instead of the encoders' output; the others are encoded. A sampler with stored prompts needs text encoders only
+// for prompts the dataset does not hold.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/data/latent_dataset.h"
 #include "models/flux/flux.h"
 #include "models/flux/flux_text.h"
 #include "models/image_sampler.h"
@@ -57,20 +66,31 @@ struct FluxSamplerSetup {
   // latents -> latents / scaling + shift before decoding: what the training latents were normalized with.
   vae::LatentNormalization normalization = vae::latent_normalization(vae::VaeFamily::Flux);
   int64_t default_height = 0, default_width = 0;  // pixels when a call gives none (> 0)
-  std::string trigger_word;                       // replaces "[trigger]" in prompts
+  std::string trigger_word;                       // replaces "[trigger]" and "[name]" in prompts
   Device device = Device::cpu();                  // encoders and VAE (bf16 on CUDA, f32 on the CPU)
   bool keep_loaded = false;                       // keep the encoders and the VAE between calls
+  // Prompts encoded ahead of time (a dataset's /sample_prompts, made with the same T5 length): a prompt whose
+  // text (prompt_text) equals one of the captions uses that row. With them, the text encoders are opened only
+  // when clip_l, t5, clip_tokenizer and t5_tokenizer are all given; without them those four are required.
+  std::optional<SamplePrompts> stored_prompts;
 };
+
+// What a prompt says once the trigger word is put in: "[trigger]" and "[name]" replaced, the ends trimmed (as
+// `wick dataset encode` writes the sample prompts it stores). What the encoders get and the stored captions match.
+std::string prompt_text(const std::string& prompt, const std::string& trigger_word);
 
 class FluxImageSampler : public ImageSampler {
  public:
   // Opens the tokenizers and the encoder and VAE headers (no weight is read): WickError (Config) naming the
-  // FluxSamplingFiles field left empty, (Data) naming a file that is not what it should be.
+  // FluxSamplingFiles field left empty, (Data) naming a file that is not what it should be. With stored prompts
+  // and any text part left empty, no encoder is opened.
   explicit FluxImageSampler(FluxSamplerSetup setup);
 
   // `model` must be a FluxTransformer whose widths fit the encoders and the VAE (Config error otherwise).
   // settings.width / height: pixels, multiples of 2·f (16 for the real VAE); 0 = the setup's default.
-  // settings.guidance is dev's guidance input (schnell has none). Images are made 4 at a time.
+  // settings.guidance is dev's guidance input (schnell has none). Images are made 4 at a time. A prompt that is
+  // not stored (or stored with another T5 length than t5_length_for(model)) without text encoders is a Config
+  // error naming the prompt and the parts that are missing.
   Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
                   const SampleSettings& settings) override;
   // The same from given starting noise f32 [N, C, h, w] (N = prompts, C = the VAE's latent channels, h and w
@@ -80,7 +100,10 @@ class FluxImageSampler : public ImageSampler {
   std::string describe() const override;
 
   const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
-  const FluxTextEncoders& encoders() const { return encoders_; }
+  // The text encoders; null when none were opened (stored prompts only).
+  const FluxTextEncoders* encoders() const { return encoders_ ? &*encoders_ : nullptr; }
+  // Whether `prompt` (trigger word put in) would take stored embeddings for a model using `t5_length` tokens.
+  bool is_stored(const std::string& prompt, int64_t t5_length) const;
   // The T5 length used for `model`: the setup's, else the variant's.
   int64_t t5_length_for(const FluxTransformer& model) const;
   // Frees kept encoders and VAE.
@@ -89,18 +112,23 @@ class FluxImageSampler : public ImageSampler {
  private:
   void check_fits(const FluxTransformer& model) const;
   Tensor decode(const Tensor& latents);
+  std::string missing_text_parts() const;
 
   FluxSamplerSetup setup_;
-  FluxTextEncoders encoders_;
+  std::optional<FluxTextEncoders> encoders_;
+  std::map<std::string, int64_t> stored_row_;  // stored caption -> its first row
   vae::VaeConfig vae_sizes_;
   std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
 };
 
 // The sampler for a run (SamplerRequest): sampling_files(config.model), model.t5_length (else the dataset's
 // recorded T5 length, else the variant's), the dataset's latent normalization (Flux's when the dataset is
-// not of model_family flux), its first bucket's size in pixels, model.keep_encoders_loaded. Config errors
-// naming every missing part and the key that gives it; the encoders' and VAE's widths checked against the
-// dataset's text, pooled and latent widths; a model.t5_length that differs from the dataset's recorded one.
+// not of model_family flux), its first bucket's size in pixels, model.keep_encoders_loaded, and the dataset's
+// /sample_prompts when its embeddings are T5's and CLIP-L's at the sampler's T5 length. Config errors
+// naming every missing part and the key that gives it (the text encoders and tokenizers are not required when
+// the stored prompts hold every prompt of the grid: sample.prompts, trigger word put in); the encoders' and
+// VAE's widths checked against the dataset's text, pooled and latent widths; a model.t5_length that differs
+// from the dataset's recorded one.
 std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request);
 
 }  // namespace wick::flux

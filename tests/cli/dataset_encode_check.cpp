@@ -6,6 +6,11 @@
 //     sample prompts. Not the bytes of the files (HDF5's layout may differ).
 //   wick_dataset_encode_check list FILE.h5
 //     one line per sample id: "<id> <bucket> <source> <original h>x<w> crop <top>,<left> flip <0|1> | <caption>"
+//   wick_dataset_encode_check batches FILE.h5 GLOBAL_BATCH SEED
+//     the training order wick train takes from the file (DistributedSampler over every sample id, its bucket),
+//     for epochs 0 and 1: every global batch of GLOBAL_BATCH ids holds one bucket, every id is in each epoch, and
+//     the ranks of a 2-rank run (GLOBAL_BATCH / 2 each) take exactly the 1-rank run's global batches, in order.
+//     Prints the buckets of the global batches of each epoch.
 //   wick_dataset_encode_check recompute FILE.h5 IMAGE_DIR VAE CLIP_L T5 CLIP_VOCAB SPIECE T5_LENGTH RESOLUTION STEP
 //     every sample against the building blocks, one at a time: the source image decoded, placed by
 //     BucketPlanner (centred crop), fitted, mirrored when flipped, encoded by the VAE in f32 (mean and
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "engine/data/buckets.h"
+#include "engine/data/distributed_sampler.h"
 #include "engine/data/image_decode.h"
 #include "engine/data/latent_dataset.h"
 #include "models/flux/flux_text.h"
@@ -161,6 +167,50 @@ int recompute(char** argv) {
   return failures == 0 ? 0 : 1;
 }
 
+int batches(const std::string& path, int64_t global_batch, uint64_t seed) {
+  auto dataset = LatentDataset::open(path);
+  std::vector<int64_t> ids, bucket_of;
+  for (int64_t id = 0; id < dataset->size(); ++id) {
+    ids.push_back(id);
+    bucket_of.push_back(dataset->bucket_of(id));
+  }
+  if (global_batch % 2 != 0) {
+    fail("GLOBAL_BATCH must be even (2 ranks)");
+    return 1;
+  }
+  const DistributedSampler one(ids, bucket_of, {.seed = seed, .rank = 0, .world = 1, .batch_size = global_batch});
+  const DistributedSampler rank0(ids, bucket_of, {.seed = seed, .rank = 0, .world = 2, .batch_size = global_batch / 2});
+  const DistributedSampler rank1(ids, bucket_of, {.seed = seed, .rank = 1, .world = 2, .batch_size = global_batch / 2});
+  if (rank0.batches_per_epoch() != one.batches_per_epoch() || rank1.batches_per_epoch() != one.batches_per_epoch())
+    fail("2 ranks take another number of batches per epoch than 1 rank");
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    std::vector<bool> seen(static_cast<size_t>(dataset->size()), false);
+    std::string order;
+    for (int64_t b = 0; b < one.batches_per_epoch(); ++b) {
+      const std::vector<int64_t> global = one.rank_batch(epoch, b);
+      const std::vector<int64_t> r0 = rank0.rank_batch(epoch, b), r1 = rank1.rank_batch(epoch, b);
+      std::vector<int64_t> joined;  // rank r holds positions r, r + 2, ...
+      for (size_t i = 0; i < r0.size(); ++i) joined.insert(joined.end(), {r0[i], r1[i]});
+      if (joined != global)
+        fail("epoch " + std::to_string(epoch) + " batch " + std::to_string(b) +
+             ": the 2 ranks' ids are not the 1-rank global batch");
+      const int64_t bucket = dataset->bucket_of(global.front());
+      for (int64_t id : global) {
+        seen[static_cast<size_t>(id)] = true;
+        if (dataset->bucket_of(id) != bucket)
+          fail("epoch " + std::to_string(epoch) + " batch " + std::to_string(b) + " mixes buckets");
+      }
+      order += " " + dataset->buckets()[static_cast<size_t>(bucket)].name;
+    }
+    if (std::find(seen.begin(), seen.end(), false) != seen.end())
+      fail("epoch " + std::to_string(epoch) + " leaves a sample out");
+    std::printf("epoch %lld: %lld global batches of %lld, buckets:%s\n", static_cast<long long>(epoch),
+                static_cast<long long>(one.batches_per_epoch()), static_cast<long long>(global_batch), order.c_str());
+  }
+  if (one.epoch_order(0) == one.epoch_order(1)) fail("epochs 0 and 1 have the same order");
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace wick
 
@@ -169,14 +219,16 @@ int main(int argc, char** argv) {
   try {
     if (command == "same" && argc == 4) return wick::same(argv[2], argv[3]);
     if (command == "list" && argc == 3) return wick::list(argv[2]);
+    if (command == "batches" && argc == 5)
+      return wick::batches(argv[2], std::stoll(argv[3]), static_cast<uint64_t>(std::stoull(argv[4])));
     if (command == "recompute" && argc == 12) return wick::recompute(argv + 2);
   } catch (const std::exception& error) {
     std::printf("error: %s\n", error.what());
     return 1;
   }
   std::fprintf(stderr,
-               "usage: %s same A B | list FILE | recompute FILE IMAGE_DIR VAE CLIP_L T5 VOCAB SPIECE T5_LENGTH "
-               "RESOLUTION STEP\n",
+               "usage: %s same A B | list FILE | batches FILE GLOBAL_BATCH SEED | recompute FILE IMAGE_DIR VAE CLIP_L T5 "
+               "VOCAB SPIECE T5_LENGTH RESOLUTION STEP\n",
                argv[0]);
   return 2;
 }

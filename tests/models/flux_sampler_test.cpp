@@ -250,6 +250,87 @@ TEST(FluxSampler, ImagesAreDeterministicPerSeedAndTheModeIsRestored) {
   EXPECT_EQ(sampler.generate(*model, {}, settings).shape(), (Shape{0, 3, 24, 16}));
 }
 
+// ---- stored sample prompts ----
+
+TEST(FluxSampler, PromptTextIsWhatDatasetEncodeStores) {
+  EXPECT_EQ(flux::prompt_text("a photo of [trigger]", "sks"), "a photo of sks");
+  EXPECT_EQ(flux::prompt_text("[name] and [trigger] ", "sks"), "sks and sks");  // as apply_trigger(..., false)
+  EXPECT_EQ(flux::prompt_text("  a cat", ""), "a cat");
+  EXPECT_EQ(flux::prompt_text("[trigger] on the moon", "ohwx"), "ohwx on the moon");
+}
+
+// The dataset's /sample_prompts (a caption -> T5 states and CLIP-L pooled, f16 in the file) in place of the
+// encoders: with the encoders' own output stored (f32) the images are bitwise those encoded on the fly, so the
+// stored path changes nothing but where the embeddings come from; with the embeddings rounded to f16, as the
+// file keeps them, they differ by the measured rounding only. No encoder is opened, and a prompt that is not
+// stored is an error naming it and the missing parts.
+TEST(FluxSampler, StoredPromptsNeedNoEncodersAndMatchOnTheFly) {
+  auto model = load_flux(data("flux_sample/transformer"));
+  ASSERT_TRUE(model);
+  const flux::FluxSamplingFiles files = tiny_files();
+  flux::FluxImageSampler on_the_fly(
+      {.files = files, .t5_length = 16, .default_height = 16, .default_width = 24, .trigger_word = "sks"});
+  const std::vector<std::string> captions = {"a red cube", "a photo of sks"};
+  text::PromptEmbeddings e = flux::encode_flux_prompts(*on_the_fly.encoders(), captions, {.t5_length = 16});
+  auto stored = [&](DType dtype) {
+    return SamplePrompts{.captions = captions,
+                         .embeds = e.context.to(dtype).to(DType::F32),
+                         .pooled = e.pooled.to(dtype).to(DType::F32),
+                         .mask = e.mask.to(DType::U8)};
+  };
+  const flux::FluxSamplingFiles vae_only{.vae = files.vae};
+  flux::FluxImageSampler exact({.files = vae_only, .t5_length = 16, .default_height = 16, .default_width = 24,
+                                .trigger_word = "sks", .stored_prompts = stored(DType::F32)});
+  flux::FluxImageSampler rounded({.files = vae_only, .t5_length = 16, .default_height = 16, .default_width = 24,
+                                  .trigger_word = "sks", .stored_prompts = stored(DType::F16)});
+  EXPECT_EQ(exact.encoders(), nullptr);
+  EXPECT_THAT(rounded.describe(), AllOf(HasSubstr("the embeddings of the 2 sample prompts stored in the dataset"),
+                                        HasSubstr("no text encoders"), HasSubstr("model.t5_path")));
+  EXPECT_TRUE(rounded.is_stored("a photo of [trigger]", 16));
+  EXPECT_FALSE(rounded.is_stored("a photo of [trigger]", 8));
+  EXPECT_FALSE(rounded.is_stored("a red cube.", 16));
+
+  // Image 2 repeats image 0's prompt with its own noise; "[trigger]" and the written-out word are one prompt.
+  const std::vector<std::string> prompts = {"a photo of [trigger]", "a red cube", "a photo of sks"};
+  const SampleSettings settings{.steps = 3, .guidance = 3.5, .seed = 5};
+  const Tensor want = on_the_fly.generate(*model, prompts, settings);
+  EXPECT_EQ(exact.generate(*model, prompts, settings).to_vector<float>(), want.to_vector<float>());
+  const Tensor got = rounded.generate(*model, prompts, settings);
+  const double difference = relative_to_max(got, want);
+  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  double largest = 0;
+  for (size_t i = 0; i < w.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(g[i]) - w[i]));
+  std::printf("stored f16 sample prompts vs encoded on the fly: images differ by %.2e of the largest pixel (%.2e "
+              "absolute, %.3f of an 8-bit level)\n", difference, largest, largest * 255);
+  EXPECT_GT(difference, 0.0);  // the rounding is there...
+  EXPECT_LT(difference, 1e-3);  // ...and small
+
+  // With the encoders too, stored prompts still come from the dataset and the others are encoded; each image is
+  // its own prompt's, whatever the other prompts of the call are (compared in calls of as many images: the matrix
+  // products' blocking depends on the batch).
+  flux::FluxImageSampler both({.files = files, .t5_length = 16, .default_height = 16, .default_width = 24,
+                               .trigger_word = "sks", .stored_prompts = stored(DType::F16)});
+  ASSERT_NE(both.encoders(), nullptr);
+  const Tensor mixed = both.generate(*model, {"a photo of [trigger]", "a blue ball"}, settings);
+  const Tensor stored_pair = rounded.generate(*model, {"a photo of [trigger]", "a red cube"}, settings);
+  EXPECT_EQ(mixed.narrow(0, 0, 1).to_vector<float>(), stored_pair.narrow(0, 0, 1).to_vector<float>());
+  EXPECT_EQ(mixed.narrow(0, 1, 1).to_vector<float>(),
+            on_the_fly.generate(*model, {"a photo of [trigger]", "a blue ball"}, settings)
+                .narrow(0, 1, 1)
+                .to_vector<float>());
+
+  // Not stored, no encoders: the prompt and the missing parts are named.
+  EXPECT_THAT(error_of([&] { rounded.generate(*model, {"a blue ball"}, settings); }),
+              AllOf(HasSubstr("the prompt \"a blue ball\" is not among the sample prompts stored in the dataset "
+                              "(\"a red cube\", \"a photo of sks\")"),
+                    HasSubstr("model.clip_l_path"), HasSubstr("model.t5_tokenizer_path")));
+  // Stored with another T5 length than the model is sampled with: not used.
+  flux::FluxImageSampler other_length({.files = vae_only, .t5_length = 8, .default_height = 16, .default_width = 24,
+                                       .stored_prompts = stored(DType::F16)});
+  EXPECT_THAT(error_of([&] { other_length.generate(*model, {"a red cube"}, settings); }),
+              HasSubstr("made with 16 T5 tokens, not 8"));
+}
+
 TEST(FluxSampler, ErrorsNameTheProblem) {
   auto model = load_flux(data("flux_sample/transformer"));
   ASSERT_TRUE(model);
