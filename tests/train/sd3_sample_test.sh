@@ -11,7 +11,8 @@
 # run's LoRA and sample settings (SD3's default guidance 4.5), is deterministic per seed, differs for another seed and
 # another negative prompt; a prompt, or a negative prompt, the dataset does not hold needs the encoders (exit 2
 # naming it and the keys); a run without the VAE and sample.every > 0 is refused before step 1 naming model.vae_path;
-# a size beyond the model's position table or not a multiple of 4 pixels is refused.
+# a size beyond the model's position table or not a multiple of 4 pixels is refused; model.sample_shift changes the
+# images; a diffusers pipeline folder gives every part and its scheduler's shift.
 set -u
 wick=$1 data=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,7 +80,8 @@ done
 
 # (b) Training with sample grids at steps 3 and 6: 2 prompts in one row of 32 x 32 images scaled by 2.
 expect 0 "samples $work/out/run/samples/step_6.png" "$work/train.log" train "$work/run.yaml" --no-progress
-grep -qF "SD3: VAE $data/vae/flux_tiny/vae, CLIP-L" "$work/train.log" || fail "the log does not describe the SD3 sampler"
+grep -qF "SD3: VAE $data/vae/flux_tiny/vae, CLIP-L" "$work/train.log" ||
+  fail "the log does not describe the SD3 sampler"
 for step in 3 6; do
   png="$work/out/run/samples/step_$step.png"
   [ -s "$png" ] || { fail "no $png"; continue; }
@@ -139,6 +141,41 @@ grep -qF "sample.every is 3, and sample images cannot be made: SD3 sample images
 expect 0 "outputs in $work/out/plain" "$work/plain.log" train "$work/run.yaml" --no-progress --set name=plain \
   --set 'model.vae_path=""' --set sample.every=0
 [ -e "$work/out/plain/samples" ] && fail "sample.every 0 wrote samples"
+
+# (g) The schedule's shift: model.sample_shift changes the images; a diffusers pipeline folder as model.name_or_path
+# gives every part and its scheduler_config.json's shift.
+expect 0 "shift 3," "$work/shift3.log" sample "$work/out/run" --prompt "a test card" --n 1 --out "$work/k3.png"
+expect 0 "shift 1.5," "$work/shift15.log" sample "$work/out/run" --prompt "a test card" --n 1 \
+  --set model.sample_shift=1.5 --out "$work/k15.png"
+cmp -s "$work/k3.png" "$work/k15.png" && fail "another shift wrote the same PNG"
+pipeline="$work/stable-diffusion-3.5-tiny"
+mkdir -p "$pipeline/tokenizer_3" "$pipeline/scheduler"
+ln -s "$data/sd3_sample/transformer" "$pipeline/transformer"
+ln -s "$data/vae/flux_tiny/vae" "$pipeline/vae"
+ln -s "$data/clip_text/clip_l" "$pipeline/text_encoder"
+ln -s "$data/clip_text/clip_g" "$pipeline/text_encoder_2"
+ln -s "$data/prompts/sd3_t5" "$pipeline/text_encoder_3"
+ln -s "$data/clip_tokenizer/bpe_simple_vocab_16e6.txt.gz" "$pipeline/tokenizer"
+cp "$data/t5/spiece.model" "$pipeline/tokenizer_3/"
+printf '{"_class_name": "StableDiffusion3Pipeline"}\n' >"$pipeline/model_index.json"
+printf '{"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 2.0}\n' \
+  >"$pipeline/scheduler/scheduler_config.json"
+cat >"$work/pipeline.yaml" <<YAML
+name: pipeline
+output_dir: $work/out
+device: cpu
+model: {arch: sd3, name_or_path: $pipeline}
+network: {type: lora, linear: 4}
+dataset: {path: $work/sd3.h5}
+train: {batch_size: 2, steps: 2, log_every: 1}
+save: {every: 0, dtype: f32}
+sample: {every: 2, steps: 2, prompts: ["a red cube"], width: 40, height: 24}
+YAML
+expect 0 "samples $work/out/pipeline/samples/step_2.png" "$work/pipeline.log" train "$work/pipeline.yaml" --no-progress
+grep -qF "SD3: VAE $pipeline/vae, CLIP-L $pipeline/text_encoder" "$work/pipeline.log" &&
+  grep -qF "shift 2," "$work/pipeline.log" || fail "the pipeline run did not take its parts and its scheduler's shift"
+python3 "$here/png_cells.py" "$work/out/pipeline/samples/step_2.png" 80 48 1 0 1 ||
+  fail "the pipeline run's grid is not one 40 x 24 image scaled by 2"
 
 echo "sd3_sample_test.sh: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
   "$started" "$(date +%s.%N)") s, $failures failures"
