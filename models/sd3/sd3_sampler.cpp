@@ -172,8 +172,12 @@ void Sd3ImageSampler::check_fits(const MMDiT& model) const {
     WICK_CHECK_KIND(Config, c.context_dim == encoders_->t5.d_model(), "the SD3 model takes ", c.context_dim,
                     "-wide text (context_embedder) but the T5 encoder ", setup_.files.t5, " is ",
                     encoders_->t5.d_model(), " wide");
-    const int64_t l_pooled = setup_.clip_l_pooled == ClipLPooled::Projected ? encoders_->clip_l.projection_dim()
-                                                                            : encoders_->clip_l.width();
+    const bool projected = setup_.clip_l_pooled == ClipLPooled::Projected;
+    WICK_CHECK_KIND(Config, !projected || encoders_->clip_l.projection_dim() > 0, "CLIP-L ", setup_.files.clip_l,
+                    " has no text_projection.weight, and the pooled vectors are CLIP-L's projected ones (diffusers', "
+                    "kohya's: what the dataset's embeddings were made with); give a CLIP-L with its projection "
+                    "(diffusers' text_encoder/), or encode the dataset with --clip-l-pooled unprojected");
+    const int64_t l_pooled = projected ? encoders_->clip_l.projection_dim() : encoders_->clip_l.width();
     const int64_t pooled = l_pooled + encoders_->clip_g.projection_dim();
     WICK_CHECK_KIND(Config, c.pooled_dim == pooled, "the SD3 model takes a ", c.pooled_dim,
                     "-wide pooled vector (y_embedder) but CLIP-L ", setup_.files.clip_l, " and CLIP-G ",

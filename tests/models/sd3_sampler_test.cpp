@@ -114,6 +114,18 @@ TEST(Sd3Sampler, SigmasAreFlowMatchEulerDiscreteSchedulersWithShift3) {
     ASSERT_EQ(got.size(), want.size()) << name;
     for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-7) << name << " " << k;
   }
+  // SAI's sd3_infer.py get_sigmas(ModelSamplingDiscreteFlow(shift=3.0), 28) at fbf8f48 (f32 values as tolist() gives
+  // them), run by exec-ing those two definitions out of sd3_impls.py and sd3_infer.py: the same schedule.
+  const std::vector<double> sai28 = {
+      1.0, 0.9873806834220886, 0.9741077423095703, 0.9601292610168457, 0.9453874230384827, 0.9298179745674133,
+      0.913348913192749, 0.8959002494812012, 0.8773819208145142, 0.8576923608779907, 0.8367166519165039,
+      0.8143247365951538, 0.790368378162384, 0.7646770477294922, 0.7370558977127075, 0.7072784900665283,
+      0.6750823855400085, 0.6401601433753967, 0.602150559425354, 0.5606250166893005, 0.5150721073150635,
+      0.4648760259151459, 0.40928882360458374, 0.34739264845848083, 0.2780487835407257, 0.19982700049877167,
+      0.1109057292342186, 0.008928571827709675, 0.0};
+  const std::vector<double> wick28 = sd3::sd3_sigmas(28, 3.0);
+  ASSERT_EQ(wick28.size(), sai28.size());
+  for (size_t k = 0; k < sai28.size(); ++k) EXPECT_NEAR(wick28[k], sai28[k], 1e-6) << "SAI, step " << k;
   // Not linspace(1, 0, steps + 1) shifted: the last σ before 0 is shift(shift(1/1000)) for every step count.
   const std::vector<double> s28 = sd3::sd3_sigmas(28, 3.0);
   ASSERT_EQ(s28.size(), 29u);
@@ -317,6 +329,17 @@ TEST(Sd3Sampler, StoredPromptsNeedNoEncodersAndMatchOnTheFly) {
   const SampleSettings settings{.steps = 3, .guidance = 4.5, .seed = 5};
   const Tensor want = on_the_fly.generate(*model, prompts, settings);
   EXPECT_EQ(exact.generate(*model, prompts, settings).to_vector<float>(), want.to_vector<float>());
+  // Rounded to f16, as the dataset file keeps them: they differ by the rounding only.
+  SamplePrompts rounded_rows = stored;
+  rounded_rows.embeds = stored.embeds.to(DType::F16).to(DType::F32);
+  rounded_rows.pooled = stored.pooled.to(DType::F16).to(DType::F32);
+  sd3::Sd3ImageSampler rounded({.files = vae_only, .t5_length = 16, .normalization = kSd3Vae, .default_height = 16,
+                                .default_width = 24, .trigger_word = "sks", .stored_prompts = rounded_rows});
+  const double difference = relative_to_max(rounded.generate(*model, prompts, settings), want);
+  std::printf("stored f16 sd3 sample prompts vs encoded on the fly: images differ by %.2e of the largest pixel\n",
+              difference);
+  EXPECT_GT(difference, 0.0);
+  EXPECT_LT(difference, 1e-3);
 
   // Not stored, no encoders: the prompt, or the negative prompt, and the missing parts are named.
   EXPECT_THAT(error_of([&] { exact.generate(*model, {"a blue ball"}, settings); }),
@@ -344,7 +367,7 @@ TEST(Sd3Sampler, ErrorsNameTheProblem) {
   EXPECT_THAT(error_of([&] { sampler.generate(*model, {"x"}, {.steps = 0}); }), HasSubstr("steps must be >= 1"));
   // Larger than the model's 10 x 10 position table (latents 24 x 24: 12 x 12 patches).
   EXPECT_THAT(error_of([&] { sampler.generate(*model, {"x"}, {.steps = 1, .width = 48, .height = 48}); }),
-              HasSubstr("10"));
+              HasSubstr("position table of 10x10 patches"));
   // A model whose widths do not fit the encoders (tests/data/sd3 medium: context 32, pooled 64).
   auto other = load_sd3(data("sd3/medium_diffusers"));
   ASSERT_TRUE(other);
@@ -365,7 +388,14 @@ TEST(Sd3Sampler, ErrorsNameTheProblem) {
   plain_clip_l.clip_l = data("clip_text/clip_l/model.safetensors");
   sd3::Sd3ImageSampler unprojectable({.files = plain_clip_l, .t5_length = 8, .normalization = kSd3Vae,
                                       .default_height = 16, .default_width = 24});
-  EXPECT_THAT(error_of([&] { unprojectable.generate(*model, {"x"}, {.steps = 1}); }), HasSubstr("pool"));
+  EXPECT_THAT(error_of([&] { unprojectable.generate(*model, {"x"}, {.steps = 1}); }),
+              AllOf(HasSubstr("has no text_projection.weight"), HasSubstr("--clip-l-pooled unprojected")));
+  // Unprojected (SAI, ComfyUI) takes that file: CLIP-L's 16 + bigG's 32.
+  sd3::Sd3ImageSampler unprojected({.files = plain_clip_l,
+                                    .t5_length = 8,
+                                    .clip_l_pooled = sd3::ClipLPooled::Unprojected,
+                                    .normalization = kSd3Vae, .default_height = 16, .default_width = 24});
+  EXPECT_EQ(unprojected.generate(*model, {"x"}, {.steps = 1}).shape(), (Shape{1, 3, 16, 24}));
 }
 
 }  // namespace
