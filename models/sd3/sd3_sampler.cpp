@@ -376,14 +376,14 @@ std::unique_ptr<ImageSampler> make_sd3_sampler(const SamplerRequest& request) {
                                                                                           : ClipLPooled::Projected;
 
   // The dataset's stored sample prompts, when they are SD3's at this T5 length; the text encoders are optional when
-  // they hold every prompt of the grid and the negative prompt.
+  // they hold every prompt of the grid and, with guidance, the negative prompt.
   std::optional<SamplePrompts> stored;
   if (sd3_text && recorded > 0) stored = dataset.sample_prompts();
   if (stored && stored->captions.empty()) stored.reset();
   std::vector<std::string> grid = request.config.sample.prompts;
   if (request.config.sample.n_per_class > 0)
     grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
-  grid.push_back(request.config.sample.negative_prompt);
+  if (request.config.sample.guidance != 1.0) grid.push_back(request.config.sample.negative_prompt);
   std::vector<std::string> not_stored;
   for (const std::string& prompt : grid) {
     const std::string text = prompt_text(prompt, request.config.trigger_word);

@@ -131,6 +131,8 @@ expect 2 "the prompt \"a red cube\" is not among the sample prompts stored" "$wo
 grep -qF "model.clip_g_path" "$work/sample_i.log" || fail "the refusal does not name model.clip_g_path"
 expect 2 "the sample prompts stored in $work/sd3.h5 do not hold \"grainy\"" "$work/sample_j.log" sample \
   "$work/out/stored" --prompt "a test card" --set 'sample.negative_prompt="grainy"' --out "$work/j.png"
+expect 0 "wrote $work/j1.png" "$work/sample_j1.log" sample "$work/out/stored" --prompt "a test card" \
+  --set 'sample.negative_prompt="grainy"' --set sample.guidance=1 --out "$work/j1.png"   # no guidance: not needed
 
 # (f) No VAE: refused before step 1, naming the key; sample.every 0 trains without it.
 expect 2 "model.vae_path" "$work/novae.log" train "$work/run.yaml" --no-progress --set name=novae \
