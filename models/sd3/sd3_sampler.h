@@ -125,8 +125,8 @@ class Sd3ImageSampler : public ImageSampler {
 // dataset's latent normalization (SD3's when the dataset is not of model_family sd3), its first bucket's size in
 // pixels, model.keep_encoders_loaded, and the dataset's /sample_prompts when they are SD3's embeddings. Config errors
 // naming every missing part and the key that gives it (the text encoders and tokenizers are not required when the
-// stored prompts hold every prompt of the grid and, when sample.guidance != 1, the negative prompt); the VAE's and encoders' widths checked
-// against the dataset's.
+// stored prompts hold every prompt of the grid and, when sample.guidance != 1, the negative prompt); the VAE's and
+// encoders' widths checked against the dataset's.
 std::unique_ptr<ImageSampler> make_sd3_sampler(const SamplerRequest& request);
 
 }  // namespace wick::sd3

@@ -120,7 +120,8 @@ expect 0 "wrote $work/e.png: 1 images" "$work/sample_e.log" sample "$work/out/ru
   --width 40 --height 24 --out "$work/e.png"
 python3 "$here/png_cells.py" "$work/e.png" 120 72 1 0 1 || fail "e.png: not one 40 x 24 image scaled by 3"
 expect 2 "multiples of 4 pixels" "$work/sample_f.log" sample "$work/out/run" --prompt x --width 42 --out "$work/f.png"
-expect 2 "position table of 10x10 patches" "$work/sample_g.log" sample "$work/out/run" --prompt x --width 48 --height 48 --out "$work/g.png"
+expect 2 "position table of 10x10 patches" "$work/sample_g.log" sample "$work/out/run" --prompt x --width 48 \
+  --height 48 --out "$work/g.png"
 
 # (e) Without the encoders, only the stored prompts and negative prompt: others are refused naming them and the keys
 # (a --prompt when the images are made; a negative prompt, in every image, before).
