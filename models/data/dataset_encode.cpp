@@ -518,6 +518,7 @@ StoredLatents parse_stored_latents(const std::string& name) {
 void take_training_config(DatasetEncodeOptions& options, const std::string& config_path) {
   const TrainConfig config = parse_config_file(config_path, config_schema());
   options.sample_prompts = config.sample.prompts;
+  options.negative_prompt = config.sample.negative_prompt;
   if (options.captions.trigger_word.empty()) options.captions.trigger_word = config.trigger_word;
 }
 
@@ -551,6 +552,11 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   const text::ModelPromptEncoder encoder(prompt_options);
   for (const std::string& prompt : options.sample_prompts)
     job.sample_prompts.push_back(apply_trigger(prompt, options.captions.trigger_word, false));
+  // SD3 samples with classifier-free guidance: its negative prompt is encoded too (models/sd3/sd3_sampler.h).
+  const std::string negative = apply_trigger(options.negative_prompt, options.captions.trigger_word, false);
+  if (options.model == "sd3" && !job.sample_prompts.empty() &&
+      std::find(job.sample_prompts.begin(), job.sample_prompts.end(), negative) == job.sample_prompts.end())
+    job.sample_prompts.push_back(negative);
 
   BucketOptions buckets = options.buckets;
   buckets.divisor = job.vae_config.downscale() * (options.model == "sdxl" ? 1 : 2);

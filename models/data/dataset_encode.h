@@ -58,6 +58,9 @@ struct DatasetEncodeOptions {
   StoredLatents latents = StoredLatents::Distribution;
   // Prompts encoded into /sample_prompts ("[trigger]" and "[name]" become the trigger word).
   std::vector<std::string> sample_prompts;
+  // SD3 (classifier-free guidance): the negative prompt is stored after them ("" by default, as diffusers encodes it)
+  // when there are sample prompts and it is not one of them.
+  std::string negative_prompt;
   Device device = Device::cpu();  // under mpirun with CUDA: the rank's node-local GPU
   std::optional<DType> dtype;     // VAE and text encoders: f32 or bf16 (default bf16 on CUDA, f32 on the CPU)
   int64_t batch_size = 4;         // images per VAE call (one bucket each); prompts per text encoder call
@@ -87,8 +90,8 @@ struct DatasetEncodeSummary {
 // end every rank with (comm::exit_after_failure).
 DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, comm::ProcessGroup* group = nullptr);
 
-// Takes sample.prompts and trigger_word from a training config (when the options do not give a trigger
-// word already). WickError (Config) for a config that does not parse.
+// Takes sample.prompts, sample.negative_prompt and trigger_word from a training config (when the options do not give
+// a trigger word already). WickError (Config) for a config that does not parse.
 void take_training_config(DatasetEncodeOptions& options, const std::string& config_path);
 
 }  // namespace wick

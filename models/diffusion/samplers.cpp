@@ -73,6 +73,15 @@ Tensor initial_noise(const Shape& shape, const std::vector<uint64_t>& seeds, DTy
 }
 
 std::vector<double> flow_sigmas(const FlowSamplerConfig& config, const Shape& x_shape) {
+  if (!config.sigmas.empty()) {
+    const std::vector<double>& s = config.sigmas;
+    bool descending = true;
+    for (size_t k = 0; k + 1 < s.size(); ++k) descending = descending && s[k + 1] < s[k];
+    WICK_CHECK(s.size() >= 2 && descending && s.back() == 0.0 && s.front() <= 1.0,
+               "sample_flow_euler: given sigmas must be at least 2 values descending from at most 1 to 0, got ",
+               s.size(), " values");
+    return s;
+  }
   WICK_CHECK(config.n_steps >= 1, "sample_flow_euler: n_steps must be >= 1, got ", config.n_steps);
   FlowMatchingConfig shift;
   shift.shift = config.shift;

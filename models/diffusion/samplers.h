@@ -43,9 +43,12 @@ struct FlowSamplerConfig {
   double base_shift = 0.5, max_shift = 1.15;
   int64_t base_tokens = 256, max_tokens = 4096;
   GuidanceConfig guidance;
+  // Given: the schedule itself (n_steps + 1 values, descending, the last 0: SD3's, models/sd3/sd3_sampler.h);
+  // n_steps and the shift settings are then not used.
+  std::vector<double> sigmas;
 };
 
-// The n_steps + 1 σ values, 1 .. 0, of linspace(1, 0, n_steps + 1) after the shift.
+// The n_steps + 1 σ values, 1 .. 0, of linspace(1, 0, n_steps + 1) after the shift; config.sigmas when given.
 std::vector<double> flow_sigmas(const FlowSamplerConfig& config, const Shape& x_shape);
 
 // Euler steps x ← x + (σ_next − σ)·v from x = noise at σ = 1 to σ = 0; t passed to the model is σ (F32 [B]).

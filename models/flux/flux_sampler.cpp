@@ -9,6 +9,7 @@
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
 #include "models/vae/vae_weights.h"
+#include "models/weights/pipeline_folder.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/index.h"
@@ -55,20 +56,6 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
 
 std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
   return apply_trigger(prompt, trigger_word, /*prepend=*/false);
-}
-
-std::optional<std::string> pipeline_folder(const std::string& name_or_path) {
-  if (name_or_path.empty()) return std::nullopt;
-  std::error_code ec;
-  fs::path path = fs::path(name_or_path).lexically_normal();
-  if (!path.has_filename()) path = path.parent_path();
-  if (fs::is_directory(path, ec) &&
-      (fs::is_regular_file(path / "model_index.json", ec) || fs::is_directory(path / "transformer", ec)))
-    return path.string();
-  fs::path parent = path.parent_path();
-  if (parent.empty()) parent = ".";
-  if (fs::is_regular_file(parent / "model_index.json", ec)) return parent.string();
-  return std::nullopt;
 }
 
 FluxSamplingFiles sampling_files(const ModelConfig& model) {

@@ -32,6 +32,7 @@
 #include "models/flux/flux_text.h"
 #include "models/image_sampler.h"
 #include "models/vae/vae.h"
+#include "models/weights/pipeline_folder.h"
 
 namespace wick::flux {
 
@@ -45,10 +46,8 @@ struct FluxSamplingFiles {
   std::string pipeline;        // the diffusers pipeline folder the defaults came from ("" when none)
 };
 
-// The diffusers pipeline folder `name_or_path` is or lies in: the folder itself when it holds
-// model_index.json or a transformer/ folder; else its parent when that holds model_index.json
-// (FLUX.1-dev/transformer, FLUX.1-dev/flux1-dev.safetensors). nullopt otherwise.
-std::optional<std::string> pipeline_folder(const std::string& name_or_path);
+// models/weights/pipeline_folder.h: the diffusers pipeline folder a path is or lies in.
+using ::wick::pipeline_folder;
 
 // Each file the model keys name (vae_path, clip_l_path, t5_path, clip_tokenizer_path, t5_tokenizer_path),
 // else the pipeline folder's part when model.name_or_path gives one and it is there: vae/ (else

@@ -6,6 +6,7 @@
 
 #include "models/image_sampler.h"
 #include "models/sd3/sd3.h"
+#include "models/sd3/sd3_sampler.h"
 #include "models/sd3/sd3_weights.h"
 #include "models/weights/key_map.h"
 #include "runtime/error.h"
@@ -54,13 +55,46 @@ class Sd3Architecture : public Architecture {
     schema_.name = "sd3";
     schema_.aliases = {"sd3.5", "sd35", "mmdit"};
     schema_.flag = "is_v3";
-    // The text encoders are not used by an sd3 run yet (no sample images): their paths are noted.
-    schema_.ignored = {"text_encoder_path", "text_encoder_2_path", "text_encoder_3_path"};
     schema_.keys = {{.name = "head_dim", .aliases = {"attention_head_dim"}, .type = OptionType::Int,
                      .default_value = int64_t{0}, .range = ConfigRange::at_least(0),
                      .help = "attention head width; 0 = attn.ln_q's width, else a diffusers folder's config.json "
-                             "attention_head_dim, else SAI's 64"}};
+                             "attention_head_dim, else SAI's 64"},
+                    // What sample images need (sd3_sampler.h); aliases: kohya's arguments, ai-toolkit's and
+                    // SimpleTuner's keys. "" = the pipeline folder's part, or the single file's, when there is one.
+                    {.name = "vae_path", .aliases = {"vae", "pretrained_vae_model_name_or_path"},
+                     .type = OptionType::String, .default_value = std::string(),
+                     .help = "the SD3 VAE for sample images: a diffusers vae/ folder, a VAE file or an SD3.5 single "
+                             "file"},
+                    {.name = "clip_l_path", .aliases = {"clip_l", "text_encoder_path"}, .type = OptionType::String,
+                     .default_value = std::string(),
+                     .help = "CLIP-L for sample prompts: a file or a text_encoder/ folder"},
+                    {.name = "clip_g_path", .aliases = {"clip_g", "text_encoder_2_path"}, .type = OptionType::String,
+                     .default_value = std::string(),
+                     .help = "CLIP-G (bigG) for sample prompts: a file or a text_encoder_2/ folder"},
+                    {.name = "t5_path", .aliases = {"t5xxl", "t5xxl_path", "text_encoder_3_path"},
+                     .type = OptionType::String, .default_value = std::string(),
+                     .help = "T5-XXL for sample prompts: a file or a text_encoder_3/ folder"},
+                    {.name = "clip_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+                     .help = "CLIP's vocabulary: a tokenizer/ folder (vocab.json, merges.txt) or open_clip's "
+                             "bpe_simple_vocab_16e6.txt.gz"},
+                    {.name = "clip_g_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+                     .help = "bigG's tokenizer_2/ folder; empty = clip_tokenizer_path padded with \"!\" (SAI, "
+                             "ComfyUI)"},
+                    {.name = "t5_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+                     .help = "T5's SentencePiece model: spiece.model or a tokenizer_3/ folder"},
+                    {.name = "t5_length", .aliases = {"t5xxl_max_token_length", "max_sequence_length"},
+                     .type = OptionType::Int, .default_value = int64_t{0}, .range = ConfigRange::at_least(0),
+                     .help = "T5 tokens of sample prompts; 0 = the dataset's recorded length, else 256"},
+                    {.name = "sample_shift", .type = OptionType::Float, .default_value = 0.0,
+                     .range = ConfigRange::at_least(0),
+                     .help = "the sampling schedule's shift; 0 = a pipeline folder's scheduler_config.json shift, "
+                             "else 3.0 (SD3.5's)"},
+                    {.name = "keep_encoders_loaded", .type = OptionType::Bool, .default_value = false,
+                     .help = "keep the text encoders and the VAE in memory between sample grids"}};
     schema_.needs_base_weights = true;
+    schema_.sample_size = true;
+    // sample.guidance when the config gives none: SAI's sd3_infer.py for SD3.5 Large (CFG_SCALE; Medium 5.0).
+    schema_.default_sample_guidance = 4.5;
     schema_.default_lora_format = LoraFormat::Peft;  // diffusers and ComfyUI load PEFT SD3 LoRAs
   }
 
@@ -108,10 +142,8 @@ class Sd3Architecture : public Architecture {
             .peft_layout = sd3::lora_layout(sd3::layout_sizes(shapes))};
   }
 
-  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest&) const override {
-    WICK_FAIL(Config, "SD3.5 sample images need the SD3 VAE decoder and the CLIP-L / bigG / T5 text encoders wired "
-                      "into the run, which wick does not do yet; the training itself does not need them (latents "
-                      "and text embeddings are cached)");
+  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const override {
+    return sd3::make_sd3_sampler(request);
   }
 
  private:

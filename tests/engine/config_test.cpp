@@ -169,8 +169,10 @@ TEST(Config, Sd35LoraInAiToolkitShapeParses) {
   EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
   EXPECT_TRUE(c.train.gradient_checkpointing);
   EXPECT_EQ(c.train.optimizer, "adamw8bit");
-  EXPECT_EQ(c.sample.every, 0);
+  EXPECT_EQ(c.sample.every, 250);
   EXPECT_EQ(c.sample.guidance, 4.5);
+  EXPECT_EQ(c.sample.width, 1024);  // sd3 samples at a chosen size
+  EXPECT_EQ(c.sample.negative_prompt, "");
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // the trigger word, as for Flux
   EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
   expect_round_trip(c);
