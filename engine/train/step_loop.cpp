@@ -76,8 +76,8 @@ class StepLoop {
   std::unique_ptr<RunLog> log_;
   autograd::GradientStore grads_;
   int64_t start_step_ = 0, skipped_ = 0, nonfinite_in_a_row_ = 0;
-  int64_t share_ = 0;     // this rank's samples of each global batch
-  bool uniform_ = true;   // every rank takes the same share in one piece: batch_size-only arithmetic
+  int64_t share_ = 0;    // this rank's samples of each global batch
+  bool uniform_ = true;  // every rank takes the same share in one piece: batch_size-only arithmetic
   std::optional<PreemptionWatch> watch_;
   int64_t stopping_ranks_ = 0;  // ranks that asked to stop (SIGTERM / SIGUSR1), summed with the step's loss
   LoopResult result_;
@@ -115,8 +115,11 @@ void StepLoop::setup() {
                   " is smaller than the number of ranks (", group_->size(), "): every rank needs at least one sample");
   WICK_CHECK(setup_.share_splits >= 1, "step loop: share_splits ", setup_.share_splits);
   DistributedSampler sampler(setup_.ids, setup_.bucket_of,
-                             {.seed = static_cast<uint64_t>(t_.seed), .rank = group_->rank(), .world = group_->size(),
-                              .batch_size = t_.batch_size, .global_batch_size = t_.global_batch_size});
+                             {.seed = static_cast<uint64_t>(t_.seed),
+                              .rank = group_->rank(),
+                              .world = group_->size(),
+                              .batch_size = t_.batch_size,
+                              .global_batch_size = t_.global_batch_size});
   share_ = sampler.rank_batch_size();
   uniform_ = global_batch() % group_->size() == 0 && setup_.share_splits == 1;
   if (resume) restore(*resume, sampler);
@@ -141,8 +144,8 @@ void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler
               "; set train.global_batch_size: ", saved_batch, " to continue it (on any number of ranks)");
   WICK_CHECK_KIND(Config, saved_batch == global_batch(), dir.string(), ": the checkpoint was trained with ",
                   saved_batch, " samples per micro-step over all ranks, this run has ", global_batch(),
-                  " (batch_size x ranks must stay the same to resume; to continue on ", group_->size(),
-                  " rank", group_->size() == 1 ? "" : "s", ", set train.global_batch_size: ", saved_batch,
+                  " (batch_size x ranks must stay the same to resume; to continue on ", group_->size(), " rank",
+                  group_->size() == 1 ? "" : "s", ", set train.global_batch_size: ", saved_batch,
                   " instead of train.batch_size, and each rank takes ", saved_batch / group_->size(),
                   saved_batch % group_->size() == 0 ? "" : (" or " + std::to_string(saved_batch / group_->size() + 1)),
                   " samples)");
@@ -192,8 +195,8 @@ bool StepLoop::train_step(int64_t step) {
       if (buckets_) buckets_->arm(micro == accumulation - 1 && piece == pieces - 1);
       const Batch part = pieces == 1 ? std::move(batch) : slice_batch(batch, begin, count);
       begin += count;
-      autograd::set_sample_streams(autograd::per_sample_streams(seed, part.ids, static_cast<uint64_t>(batch_epoch(part)),
-                                                                RngPurpose::Dropout));
+      autograd::set_sample_streams(
+          autograd::per_sample_streams(seed, part.ids, static_cast<uint64_t>(batch_epoch(part)), RngPurpose::Dropout));
       Tensor loss = task_.micro_batch_loss(part);
       const double value = loss.item();
       if (!std::isfinite(value)) {
@@ -201,9 +204,9 @@ bool StepLoop::train_step(int64_t step) {
         continue;
       }
       local_sum += uniform_ ? value : value * static_cast<double>(count);
-      const double weight = uniform_ ? 1.0 / static_cast<double>(accumulation)
-                                     : static_cast<double>(count * world) /
-                                           static_cast<double>(global_batch() * accumulation);
+      const double weight =
+          uniform_ ? 1.0 / static_cast<double>(accumulation)
+                   : static_cast<double>(count * world) / static_cast<double>(global_batch() * accumulation);
       Tensor scaled = weight != 1.0 ? autograd::mul(loss, weight) : loss;
       autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
                          scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
@@ -219,8 +222,7 @@ bool StepLoop::train_step(int64_t step) {
   // The mean loss over the step's samples (equal shares: the mean of the micro-batches' means).
   const double mean = uniform_ ? totals[0] / static_cast<double>(accumulation * world)
                                : totals[0] / static_cast<double>(accumulation * global_batch());
-  StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : mean, .lr = lr,
-                .samples = global_batch() * accumulation};
+  StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : mean, .lr = lr, .samples = global_batch() * accumulation};
   if (!std::isfinite(entry.loss)) {
     ++skipped_;
     ++nonfinite_in_a_row_;
@@ -342,15 +344,16 @@ void StepLoop::announce(int64_t last) {
     const int64_t world = group_->size(), most = rank_share(global_batch(), 0, world),
                   fewest = rank_share(global_batch(), world - 1, world);
     std::string shares = std::to_string(most);
-    if (fewest != most) shares = std::to_string(most) + " (" + std::to_string(global_batch() % world) + " rank" +
-                                 (global_batch() % world == 1 ? "" : "s") + ") or " + std::to_string(fewest);
+    if (fewest != most)
+      shares = std::to_string(most) + " (" + std::to_string(global_batch() % world) + " rank" +
+               (global_batch() % world == 1 ? "" : "s") + ") or " + std::to_string(fewest);
     std::string pieces;
     if (setup_.share_splits > 1)
       pieces = ", each share trained in " + std::to_string(setup_.share_splits) +
                " micro-batches with their gradients accumulated (chosen from the memory estimate)";
     std::fprintf(stderr, "wick train: global batch of %lld samples over %d rank%s: %s samples per rank%s\n",
-                 static_cast<long long>(global_batch()), group_->size(), group_->size() == 1 ? "" : "s",
-                 shares.c_str(), pieces.c_str());
+                 static_cast<long long>(global_batch()), group_->size(), group_->size() == 1 ? "" : "s", shares.c_str(),
+                 pieces.c_str());
   }
   if (group_->size() > 1 || buckets_) {
     std::string gradients = "gradients averaged after backward";

@@ -27,8 +27,8 @@ std::optional<int64_t> memory_limit_from_environment() {
   const char* value = std::getenv("WICK_MEMORY_LIMIT");
   if (value == nullptr || *value == '\0') return std::nullopt;
   static const std::map<std::string, double> units = {
-      {"", 1.0},   {"b", 1.0},   {"kb", 1e3},   {"mb", 1e6},   {"gb", 1e9},   {"tb", 1e12},
-      {"k", 1e3},  {"m", 1e6},   {"g", 1e9},    {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+      {"", 1.0},  {"b", 1.0},  {"k", 1e3},  {"kb", 1e3},       {"m", 1e6},          {"mb", 1e6},
+      {"g", 1e9}, {"gb", 1e9}, {"tb", 1e12}, {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
       {"tib", 1099511627776.0}};
   char* end = nullptr;
   const double number = std::strtod(value, &end);
@@ -36,9 +36,10 @@ std::optional<int64_t> memory_limit_from_environment() {
   unit.erase(0, unit.find_first_not_of(' '));
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   auto found = units.find(unit);
-  WICK_CHECK_KIND(Config, end != value && found != units.end() && std::isfinite(number) && number > 0 &&
-                              number * found->second < 9.2e18,
-                  "WICK_MEMORY_LIMIT=", value, " is not a size in bytes (e.g. 500MB, 20GB, 16GiB)");
+  WICK_CHECK_KIND(
+      Config,
+      end != value && found != units.end() && std::isfinite(number) && number > 0 && number * found->second < 9.2e18,
+      "WICK_MEMORY_LIMIT=", value, " is not a size in bytes (e.g. 500MB, 20GB, 16GiB)");
   return static_cast<int64_t>(number * found->second);
 }
 
@@ -100,12 +101,13 @@ TrainingMemory check_training_memory(const TrainConfig& config, const DiffusionM
   TrainingMemory plan{.estimate = whole};
   const int64_t share = in.batch_size;
   if (config.train.global_batch_size > 0 && capacity && whole.total > *capacity && !skip_requested()) {
-    std::optional<int64_t> splits = fewest_share_splits(share, in.gradient_accumulation, [&](int64_t piece, int64_t accumulation) {
-      MemoryInputs smaller = in;
-      smaller.batch_size = piece;
-      smaller.gradient_accumulation = accumulation;
-      return estimate_training_memory(model, smaller).total <= *capacity;
-    });
+    std::optional<int64_t> splits =
+        fewest_share_splits(share, in.gradient_accumulation, [&](int64_t piece, int64_t accumulation) {
+          MemoryInputs smaller = in;
+          smaller.batch_size = piece;
+          smaller.gradient_accumulation = accumulation;
+          return estimate_training_memory(model, smaller).total <= *capacity;
+        });
     plan.share_splits = splits.value_or(share);  // none fits: pieces of one sample, refused below
   }
   if (config.train.global_batch_size > 0) {  // every rank takes the most pieces any rank needs

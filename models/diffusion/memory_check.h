@@ -60,8 +60,8 @@ std::optional<int64_t> fewest_share_splits(int64_t share, int64_t accumulation, 
 }
 
 struct TrainingMemory {
-  MemoryEstimate estimate;    // per rank, for the micro-batch the run trains (a piece when split)
-  int64_t share_splits = 1;   // StepLoopSetup::share_splits
+  MemoryEstimate estimate;   // per rank, for the micro-batch the run trains (a piece when split)
+  int64_t share_splits = 1;  // StepLoopSetup::share_splits
 };
 
 // Estimates, chooses the share splits (global batch runs), prints (rank 0) and refuses (every rank,
