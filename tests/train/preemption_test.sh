@@ -43,7 +43,8 @@ run() {
   if [ "$n" = 1 ]; then
     timeout 240 "$wick" train "$work/run.yaml" --no-progress --set name="$name" >"$log" 2>&1
   else
-    timeout 240 "$mpiexec" --oversubscribe -np "$n" "$wick" train "$work/run.yaml" --no-progress --set name="$name" >"$log" 2>&1
+    timeout 240 "$mpiexec" --oversubscribe -np "$n" "$wick" train "$work/run.yaml" --no-progress --set name="$name" \
+      >"$log" 2>&1
   fi || { fail "$name on $n rank(s) exited $?"; tail -5 "$log"; }
   last_log=$log
 }
@@ -52,7 +53,8 @@ start_job() {
   local name=$1
   shift
   log=$work/$name.log
-  env "$@" "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name="$name" >"$log" 2>&1 &
+  env "$@" "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name="$name" \
+    >"$log" 2>&1 &
   job=$!
 }
 # wait_for NAME STEP: until NAME has logged STEP steps and written its checkpoint of step 10
@@ -100,7 +102,8 @@ stopped() {
     fail "$name: the checkpoint is at step ${at:-none}, not the step after the signal ($before..$after logged)"
   [ "$(python3 "$here/last_step.py" "$(metrics "$name")")" = "$at" ] || fail "$name: steps were logged after $at"
   grep -q "stopped after step $at of $steps on request ($who)" "$work/$name.log" || fail "$name: no stop message ($who)"
-  "$wick" checkpoint inspect "$work/out/$name/checkpoints/latest" >/dev/null || fail "$name: the checkpoint does not verify"
+  "$wick" checkpoint inspect "$work/out/$name/checkpoints/latest" >/dev/null ||
+    fail "$name: the checkpoint does not verify"
   run "$name" "$ranks"
   grep -q "resuming from .*$(printf step_%08d "$at")" "$last_log" || fail "$name: did not resume from step $at"
   python3 "$here/compare_losses.py" "$(metrics "$reference")" "$(metrics "$name")" $steps ||
@@ -153,7 +156,8 @@ echo "--- twice: second signal inside the save of $(basename "${staging:-none}")
 grep -E "^wick: rank .* got|stopped after step" "$work/twice.log" | cut -c1-200
 [ -n "$staging" ] || fail "twice: no checkpoint save started after the first signal"
 [ "$status" != 0 ] && [ "$status" != 75 ] || fail "twice: exit status $status after the second signal"
-grep -q "got a second stop signal (SIGUSR1): stopping at once" "$work/twice.log" || fail "twice: no second-signal message"
+grep -q "got a second stop signal (SIGUSR1): stopping at once" "$work/twice.log" ||
+  fail "twice: no second-signal message"
 [ "$(latest_step twice)" = 10 ] || fail "twice: \`latest\` names step $(latest_step twice), not 10"
 "$wick" checkpoint inspect "$work/out/twice/checkpoints/step_00000010" >/dev/null ||
   fail "twice: the previous checkpoint does not verify"
@@ -194,17 +198,21 @@ send batch USR1 "$job"
 finish
 cp "$work/batch.log" "$work/batch.1.log"
 grep -q "got SIGUSR1" "$work/batch.log" || fail "batch: the ranks did not get SIGUSR1 from the batch script"
-[ "$(cat "$work/scontrol.calls" 2>/dev/null)" = "requeue 4242" ] || fail "batch: scontrol was called with '$(cat "$work/scontrol.calls" 2>/dev/null)', not 'requeue 4242'"
+calls=$(cat "$work/scontrol.calls" 2>/dev/null)
+[ "$calls" = "requeue 4242" ] || fail "batch: scontrol was called with '$calls', not 'requeue 4242'"
 at=$(latest_step batch)
-echo "--- batch: signal sent with steps $before..$after logged; script exit status $status; checkpoint at step ${at:-none}"
+echo "--- batch: signal sent with steps $before..$after logged; script exit status $status;" \
+  "checkpoint at step ${at:-none}"
 [ "$status" = 75 ] || fail "batch: the batch script exited $status, not 75"
 [ -n "$at" ] && [ "$at" -gt "$before" ] && [ "$at" -le $((after + 2)) ] || fail "batch: checkpoint at step ${at:-none}"
 batch "$work/batch.2.log"
 finish
 [ "$status" = 0 ] || fail "batch: the requeued script exited $status"
-grep -q "resuming from .*$(printf step_%08d "${at:-0}")" "$work/batch.2.log" || fail "batch: the requeued job did not resume"
+grep -q "resuming from .*$(printf step_%08d "${at:-0}")" "$work/batch.2.log" ||
+  fail "batch: the requeued job did not resume"
 [ "$(wc -l <"$work/scontrol.calls")" = 1 ] || fail "batch: the finished job was requeued again"
-python3 "$here/compare_losses.py" "$(metrics whole)" "$(metrics batch)" $steps || fail "batch: losses differ from the uninterrupted run's"
+python3 "$here/compare_losses.py" "$(metrics whole)" "$(metrics batch)" $steps ||
+  fail "batch: losses differ from the uninterrupted run's"
 
 echo "preemption_test.sh: $failures failure(s) in $(($(date +%s) - start)) s"
 exit $((failures > 0))
