@@ -84,8 +84,8 @@ PreemptionWatch::PreemptionWatch(int rank, int world) {
         sizeof g_first[slot]);
     g_second_length[slot] = written_length(
         std::snprintf(g_second[slot], sizeof g_second[slot],
-                      "wick: rank %d of %d (pid %d) got a second stop signal (%s): stopping at once, without a new "
-                      "checkpoint; the previous one and `latest` are unchanged\n",
+                      "wick: rank %d of %d (pid %d) got a second stop signal (%s): stopping at once; a checkpoint "
+                      "being written is left unfinished (never resumed from), `latest` names a complete one\n",
                       rank, world, pid, name),
         sizeof g_second[slot]);
     struct sigaction action;

@@ -10,7 +10,8 @@
 // the ranks with the step's loss, so every rank stops after the same step even when one rank alone
 // got the signal. A second signal (either kind) ends the process at once by that signal's default
 // action: a checkpoint being written is left as a staging directory that is never resumed from, and
-// the previous one and `latest` stay as they were (docs/checkpoints.md, the atomicity protocol).
+// `latest` keeps naming the previous one (or, past the save's rename, the new complete one;
+// docs/checkpoints.md, the atomicity protocol).
 #pragma once
 
 namespace wick {
