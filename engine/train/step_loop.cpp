@@ -76,7 +76,6 @@ class StepLoop {
   std::unique_ptr<RunLog> log_;
   autograd::GradientStore grads_;
   int64_t start_step_ = 0, skipped_ = 0, nonfinite_in_a_row_ = 0;
-  int64_t share_ = 0;    // this rank's samples of each global batch
   bool uniform_ = true;  // every rank takes the same share in one piece: batch_size-only arithmetic
   std::optional<PreemptionWatch> watch_;
   int64_t stopping_ranks_ = 0;  // ranks that asked to stop (SIGTERM / SIGUSR1), summed with the step's loss
@@ -120,7 +119,6 @@ void StepLoop::setup() {
                               .world = group_->size(),
                               .batch_size = t_.batch_size,
                               .global_batch_size = t_.global_batch_size});
-  share_ = sampler.rank_batch_size();
   uniform_ = global_batch() % group_->size() == 0 && setup_.share_splits == 1;
   if (resume) restore(*resume, sampler);
   loader_ = std::make_unique<Prefetcher>(setup_.dataset, std::move(sampler),
