@@ -2,8 +2,11 @@
 // [--stop-after N] [--no-progress]` (docs/training.md).
 //
 // Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
-// during training (non-finite losses, a lost rank). Under mpirun a failing rank ends the whole job with
-// its status (comm::exit_after_failure), so no rank waits forever for it.
+// during training (non-finite losses, a lost rank); 75 stopped on request (SIGTERM or SIGUSR1, e.g.
+// preemption) after a step, with a checkpoint there: requeue and continue with --resume auto. Under
+// mpirun a failing rank ends the whole job with its status (comm::exit_after_failure), so no rank
+// waits forever for it.
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "comm/launch_env.h"
 #include "engine/config/train_config.h"
+#include "engine/train/preemption.h"
 #include "launch/commands.h"
 #include "models/diffusion/train.h"
 #include "models/registry.h"
@@ -36,7 +40,17 @@ void run_train(const TrainArgs& args) {
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
     for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
-    train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+    const TrainResult result =
+        train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+    if (result.preempted) {
+      // Every rank, after the checkpoint: through MPI_Abort under a launcher, since Open MPI's mpirun
+      // with orte_abort_on_non_zero_status 0 (docs/distributed.md) exits 0 when ranks exit non-zero.
+      if (comm::mpi_initialized()) {
+        std::signal(SIGTERM, SIG_IGN);  // mpirun's SIGTERM to the other ranks now is no failure to report
+        comm::exit_after_failure(kExitPreempted);
+      }
+      set_exit_status(kExitPreempted);
+    }
   } catch (const WickError& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
     if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));

@@ -80,6 +80,8 @@ std::string to_yaml(const TrainConfig& c) {
   const TrainSection& t = c.train;
   begin(out, "train");
   put(out, "batch_size", t.batch_size);
+  // Only when set, so that the resolved config (and its hash) of a batch_size-only run is unchanged.
+  if (t.global_batch_size > 0) put(out, "global_batch_size", t.global_batch_size);
   put(out, "steps", t.steps);
   put(out, "gradient_accumulation", t.gradient_accumulation);
   put(out, "lr", t.lr);

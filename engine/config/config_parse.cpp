@@ -214,7 +214,7 @@ void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n)
 
 void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   Section s(ctx, node, "train",
-            {{"batch_size", {"train_batch_size"}}, {"steps", {"max_train_steps"}},
+            {{"batch_size", {"train_batch_size"}}, {"global_batch_size"}, {"steps", {"max_train_steps"}},
              {"gradient_accumulation", {"gradient_accumulation_steps"}}, {"lr", {"learning_rate"}},
              {"optimizer"}, {"weight_decay", {"adam_weight_decay"}}, {"betas"}, {"eps", {"adam_epsilon"}},
              {"lr_scheduler"}, {"warmup", {"lr_warmup_steps", "warmup_steps"}}, {"max_grad_norm"},
@@ -231,7 +231,11 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"linear_timesteps", "wick draws timesteps by train.timestep_sampling alone", is_false()},
              {"train_unet", "wick always trains the denoiser", scalar_in({"true", "yes", "on", "1"})},
              {"train_text_encoder", "wick never trains the text encoder (captions are cached embeddings)", is_false()}});
-  s.get_int("batch_size", t.batch_size, Range::above(0));
+  const bool has_batch_size = s.get_int("batch_size", t.batch_size, Range::above(0));
+  if (s.get_int("global_batch_size", t.global_batch_size, Range::above(0)) && has_batch_size)
+    ctx.warn_key("train.batch_size", "train.batch_size is ignored: train.global_batch_size (" +
+                                         std::to_string(t.global_batch_size) +
+                                         ") sets the samples per micro-step over all ranks");
   s.get_int("steps", t.steps, Range::above(0));
   s.get_int("gradient_accumulation", t.gradient_accumulation, Range::above(0));
   s.get_float("lr", t.lr, Range::above(0));

@@ -104,7 +104,9 @@ struct NetworkConfig {
 inline constexpr double kDefaultTimestepShift = 3.0;
 
 struct TrainSection {
-  int64_t batch_size = 1;              // per rank, per micro-step
+  int64_t batch_size = 1;              // per rank, per micro-step (when global_batch_size is 0)
+  int64_t global_batch_size = 0;       // samples per micro-step over all ranks (0 = batch_size x ranks);
+                                       // each rank takes floor or ceil of it / ranks (docs/distributed.md)
   int64_t steps = 1000;                // optimizer steps
   int64_t gradient_accumulation = 1;
   double lr = 1e-4;

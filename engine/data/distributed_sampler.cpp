@@ -29,6 +29,12 @@ void shuffle(std::vector<T>& values, const RngStream& stream) {
 
 }  // namespace
 
+int64_t rank_share(int64_t global, int rank, int world) {
+  WICK_CHECK(world >= 1 && rank >= 0 && rank < world && global >= 0, "rank_share: rank ", rank, " of world ", world,
+             ", global batch ", global);
+  return global / world + (rank < global % world ? 1 : 0);
+}
+
 DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
                                        const SamplerOptions& options)
     : ids_(std::move(ids)), bucket_of_(std::move(bucket_of)), options_(options) {
@@ -38,16 +44,19 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
   WICK_CHECK(options.world >= 1 && options.rank >= 0 && options.rank < options.world,
              "DistributedSampler: rank ", options.rank, " of world ", options.world);
   WICK_CHECK(options.batch_size >= 1, "DistributedSampler: batch_size ", options.batch_size);
-  int64_t global = options.world * options.batch_size;
+  WICK_CHECK(options.global_batch_size >= 0, "DistributedSampler: global_batch_size ", options.global_batch_size);
+  global_ = options.global_batch_size > 0 ? options.global_batch_size : options.world * options.batch_size;
+  WICK_CHECK_KIND(Config, global_ >= options.world, "DistributedSampler: a global batch of ", global_,
+                  " cannot give each of ", options.world, " ranks a sample");
   std::map<int64_t, int64_t> per_bucket;
   for (int64_t b : bucket_of_) ++per_bucket[b];
-  for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global - 1) / global;
+  for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global_ - 1) / global_;
 }
 
 int64_t DistributedSampler::batches_per_epoch() const { return n_batches_; }
 
 std::vector<int64_t> DistributedSampler::epoch_order(int64_t epoch) const {
-  int64_t global = options_.world * options_.batch_size;
+  const int64_t global = global_;
   std::map<int64_t, std::vector<int64_t>> groups;  // bucket -> ids, in bucket order
   for (size_t i = 0; i < ids_.size(); ++i) groups[bucket_of_[i]].push_back(ids_[i]);
   std::vector<std::vector<int64_t>> batches;
@@ -81,7 +90,7 @@ const std::vector<int64_t>& DistributedSampler::cached_order(int64_t epoch) cons
 std::vector<int64_t> DistributedSampler::rank_batch(int64_t epoch, int64_t index) const {
   WICK_CHECK(index >= 0 && index < n_batches_, "DistributedSampler: batch ", index, " of ", n_batches_);
   const std::vector<int64_t>& order = cached_order(epoch);
-  int64_t global = options_.world * options_.batch_size, begin = index * global;
+  const int64_t global = global_, begin = index * global;
   std::vector<int64_t> batch;
   for (int64_t k = options_.rank; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
   return batch;

@@ -6,6 +6,10 @@
 //   std::vector<int64_t> batch;
 //   while (sampler.next(batch)) { ... }          // runs forever, epoch after epoch
 //   SamplerState saved = sampler.state();        // {epoch, position}; restore with load_state
+//
+// With .global_batch_size = G the global batches hold G ids whatever the world size (the same
+// global batches, in the same order, on any number of ranks); rank r takes rank_share(G, r, w) of
+// them: floor(G / w) or ceil(G / w).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +21,14 @@ struct SamplerOptions {
   uint64_t seed = 0;
   int rank = 0;
   int world = 1;
-  int64_t batch_size = 1;  // per rank
+  int64_t batch_size = 1;         // per rank (when global_batch_size is 0)
+  int64_t global_batch_size = 0;  // ids per global batch over all ranks; 0 = world * batch_size
 };
+
+// Ids of a global batch of `global` that rank `rank` of `world` takes (its strided slice: positions
+// rank, rank + world, ...): ceil(global / world) for the first global % world ranks, floor for the
+// rest.
+int64_t rank_share(int64_t global, int rank, int world);
 
 struct SamplerState {
   int64_t epoch = 0;
@@ -32,9 +42,13 @@ class DistributedSampler {
   DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, const SamplerOptions& options);
 
   const SamplerOptions& options() const { return options_; }
+  // Ids per global batch (global_batch_size, or world * batch_size).
+  int64_t global_batch() const { return global_; }
+  // Ids per batch of this rank: rank_share(global_batch(), rank, world).
+  int64_t rank_batch_size() const { return rank_share(global_, options_.rank, options_.world); }
   // Batches per epoch, the same on every rank.
   int64_t batches_per_epoch() const;
-  // Global order of an epoch: batches_per_epoch() global batches of world * batch_size ids each.
+  // Global order of an epoch: batches_per_epoch() global batches of global_batch() ids each.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch.
   std::vector<int64_t> rank_batch(int64_t epoch, int64_t index) const;
@@ -50,6 +64,7 @@ class DistributedSampler {
   std::vector<int64_t> ids_, bucket_of_;
   SamplerOptions options_;
   SamplerState state_;
+  int64_t global_ = 0;
   int64_t n_batches_ = 0;
   mutable int64_t cached_epoch_ = -1;
   mutable std::vector<int64_t> cached_;

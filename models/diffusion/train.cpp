@@ -60,7 +60,7 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
-  const MemoryEstimate memory = check_training_memory(config, *model, geometry, *group, device);
+  const TrainingMemory memory = check_training_memory(config, *model, geometry, *group, device);
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 
@@ -77,7 +77,8 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
                       .dataset = data.dataset,
                       .ids = data.ids,
                       .bucket_of = data.bucket_of,
-                      .memory_estimate_bytes = memory.total};
+                      .memory_estimate_bytes = memory.estimate.total,
+                      .share_splits = memory.share_splits};
   TrainResult result;
   static_cast<LoopResult&>(result) = run_step_loop(task, setup, options);
   result.lora_file = task.lora_file();
@@ -90,6 +91,9 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
     if (result.model_file) std::fprintf(stderr, ", model %s", result.model_file->string().c_str());
     std::fprintf(stderr, "%s\n", result.last_checkpoint ? ")" : "");
   }
+  // Stopped on request: `wick train` ends the job (exit status 75) as soon as a rank returns, so
+  // every rank waits here until rank 0 has written its files and messages.
+  if (result.preempted) group->barrier();
   return result;
 }
 

@@ -183,6 +183,22 @@ TEST(Config, Sd35LoraInAiToolkitShapeParses) {
 
 // ai-toolkit options wick does not honour: a value that asks for what wick does is noted, any other
 // value that would change training in ai-toolkit is a warning naming the key, its value and location.
+// train.global_batch_size: parsed, written into the resolved config only when set (a batch_size-only
+// config's resolved text is unchanged), and train.batch_size beside it draws a warning.
+TEST(Config, GlobalBatchSize) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse(kMinimal + "train:\n  global_batch_size: 10\n", {}, &notes, &warnings);
+  EXPECT_EQ(c.train.global_batch_size, 10);
+  EXPECT_TRUE(warnings.empty()) << ::testing::PrintToString(warnings);
+  EXPECT_NE(to_yaml(c).find("global_batch_size: 10"), std::string::npos);
+  EXPECT_EQ(parse(to_yaml(c)).train.global_batch_size, 10);
+  EXPECT_EQ(to_yaml(parse(kMinimal)).find("global_batch_size"), std::string::npos);
+  EXPECT_THROW(parse(kMinimal + "train:\n  global_batch_size: 0\n"), WickError);
+  parse(kMinimal + "train:\n  batch_size: 4\n  global_batch_size: 10\n", {}, &notes, &warnings);
+  EXPECT_EQ(warnings, (std::vector<std::string>{"cfg.yaml:5:15: train.batch_size is ignored: train.global_batch_size "
+                                                "(10) sets the samples per micro-step over all ranks"}));
+}
+
 TEST(Config, IgnoredAiToolkitOptionsThatChangeTrainingWarn) {
   std::vector<std::string> notes, warnings;
   parse(kMinimal + "train:\n  loss_type: l1\n  ema_config: {use_ema: true, ema_decay: 0.99}\n"

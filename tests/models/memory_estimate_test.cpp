@@ -400,7 +400,7 @@ TEST(MemoryEstimate, TrainRefusesARunThatCannotFit) {
     EXPECT_THAT(e.what(), HasSubstr("WICK_SKIP_MEMORY_CHECK=1"));
   }
   ::setenv("WICK_SKIP_MEMORY_CHECK", "1", 1);
-  EXPECT_GT(check_training_memory(config, *model, geometry, *group, Device::cpu()).total, int64_t{1} << 40);
+  EXPECT_GT(check_training_memory(config, *model, geometry, *group, Device::cpu()).estimate.total, int64_t{1} << 40);
   ::unsetenv("WICK_SKIP_MEMORY_CHECK");
 }
 
@@ -472,6 +472,54 @@ TEST(MemoryEstimate, FullSizeSd35Lora) {
   const int64_t stream = 16 * ((h + 6 * h) + (h + 3 * h) + (h + h) + (h + 4 * h) + (4 * h + h));
   const int64_t last_context = 16 * ((h + 2 * h) + (h + 3 * h));
   EXPECT_EQ(large.n_trainable, 38 * stream + 37 * stream + last_context);
+}
+
+}  // namespace
+}  // namespace wick
+
+namespace wick {
+namespace {
+
+// Automatic accumulation for train.global_batch_size: the fewest pieces of a share that fit, each
+// distinct largest piece tried once, with the accumulation the pieces imply.
+TEST(MemoryEstimate, FewestShareSplits) {
+  struct Case {
+    int64_t share, accumulation, largest_fitting;  // fits when piece <= largest_fitting
+    std::optional<int64_t> splits;
+  };
+  const std::vector<Case> cases = {{10, 1, 10, 1}, {10, 1, 9, 2},  {10, 1, 5, 2}, {10, 1, 4, 3},
+                                   {10, 1, 3, 4},  {10, 2, 2, 5},  {10, 1, 1, 10}, {10, 1, 0, std::nullopt},
+                                   {1, 1, 1, 1},   {7, 3, 3, 3}};
+  for (const Case& c : cases) {
+    std::vector<int64_t> pieces;
+    const std::optional<int64_t> splits =
+        fewest_share_splits(c.share, c.accumulation, [&](int64_t piece, int64_t accumulation) {
+          pieces.push_back(piece);
+          EXPECT_EQ(accumulation % c.accumulation, 0);
+          EXPECT_EQ(piece, (c.share + accumulation / c.accumulation - 1) / (accumulation / c.accumulation));
+          return piece <= c.largest_fitting;
+        });
+    EXPECT_EQ(splits, c.splits) << "share " << c.share << ", pieces up to " << c.largest_fitting;
+    for (size_t i = 1; i < pieces.size(); ++i) EXPECT_LT(pieces[i], pieces[i - 1]) << "a piece size tried twice";
+  }
+}
+
+TEST(MemoryEstimate, MemoryLimitFromEnvironment) {
+  const std::vector<std::pair<std::string, int64_t>> sizes = {
+      {"12345", 12345}, {"500MB", 500000000}, {"1.5GB", 1500000000}, {"16GiB", int64_t{16} << 30},
+      {"64 kib", 65536}, {"2g", 2000000000}};
+  for (const auto& [text, bytes] : sizes) {
+    ::setenv("WICK_MEMORY_LIMIT", text.c_str(), 1);
+    EXPECT_EQ(memory_limit_from_environment(), std::optional<int64_t>(bytes)) << text;
+  }
+  for (const char* bad : {"lots", "-5GB", "5 parsecs", "0", "1e30"}) {
+    ::setenv("WICK_MEMORY_LIMIT", bad, 1);
+    EXPECT_THROW(memory_limit_from_environment(), WickError) << bad;
+  }
+  ::setenv("WICK_MEMORY_LIMIT", "", 1);
+  EXPECT_EQ(memory_limit_from_environment(), std::nullopt);
+  ::unsetenv("WICK_MEMORY_LIMIT");
+  EXPECT_EQ(memory_limit_from_environment(), std::nullopt);
 }
 
 }  // namespace
