@@ -42,7 +42,7 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
     // A layer inside an adapter (lora_down/lora_up) is never wrapped again.
     if (path.find("lora_down") != std::string::npos || path.find("lora_up") != std::string::npos) continue;
     const std::string kind_name = adaptable_kind(*module);
-    if (kind_name.empty()) continue;
+    if (kind_name.empty() || (config.accepts && !config.accepts(*module))) continue;
     const AdapterKind* kind = type.kind_for(*module);
     if (kind) candidate_paths.push_back(path);
     bool match = false;

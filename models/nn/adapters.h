@@ -12,6 +12,7 @@
 // wraps, with a hint listing some of the model's.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +30,8 @@ struct AdapterConfig {
   std::string type = "lora";            // a registered adapter type: lora | dora
   std::vector<std::string> patterns;    // glob patterns over module paths ("blocks.*.attn.qkv")
   AdapterOptions options;
+  // Only layers for which this holds are considered (LoCon's two passes: k x k convolutions, the rest); empty: all.
+  std::function<bool(const Module&)> accepts = {};
 };
 
 struct AdapterReport {

@@ -62,6 +62,7 @@ import safetensors
 from diffusers import UNet2DConditionModel
 from diffusers.loaders import StableDiffusionXLLoraLoaderMixin
 from diffusers.loaders.single_file_utils import convert_ldm_unet_checkpoint
+from diffusers.utils.state_dict_utils import convert_unet_state_dict_to_peft
 from peft import LoraConfig
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -382,14 +383,19 @@ class _Capture(logging.Handler):
 
 
 def diffusers_kohya_names(path, unet_config):
-    """kohya key -> the key diffusers' SDXL LoRA loader turns it into (lora_state_dict: _maybe_map_sgm_blocks_to_diffusers
-    then _convert_non_diffusers_lora_to_diffusers), found by tensor identity."""
+    """kohya key -> the PEFT parameter diffusers' SDXL LoRA loader puts it in (lora_state_dict:
+    _maybe_map_sgm_blocks_to_diffusers, _convert_non_diffusers_lora_to_diffusers; then load_lora_into_unet's
+    convert_unet_state_dict_to_peft), e.g. "down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight";
+    found by tensor identity."""
     raw = load_file(path)
     by_id = {id(v): k for k, v in raw.items()}
     converted, alphas = StableDiffusionXLLoraLoaderMixin.lora_state_dict(dict(raw), unet_config=unet_config)
+    unet_keys = {k[len("unet."):]: v for k, v in converted.items() if k.startswith("unet.")}
+    assert len(unet_keys) == len(converted), "keys outside unet."
     names = {}
-    for k, v in converted.items():
+    for k, v in convert_unet_state_dict_to_peft(unet_keys).items():
         names[by_id[id(v)]] = k
+    assert len(names) == sum(1 for k in raw if not k.endswith(".alpha")), "a kohya tensor was lost"
     return names, converted, alphas
 
 
@@ -522,8 +528,8 @@ def main():
     write(kohya_path, kohya, kohya_meta)
     names, _ = check_kohya_file(base, kohya_path, inputs, lora_case["output"])
     shutil.rmtree(tmp)
-    # The reference list: every kohya key of the file -> the key diffusers converts it to (alphas go to
-    # network_alphas and are listed with the module they scale).
+    # The reference list: every kohya down / up key of the file -> the PEFT parameter diffusers loads it into (the
+    # alphas go to network_alphas, as lora_alpha of the same modules).
     listing = {k: names[k] for k in sorted(names)}
     with open(os.path.join(OUT_DIR, "lora_kohya_diffusers_keys.json"), "w") as f:
         json.dump(listing, f, indent=1, sort_keys=True)
