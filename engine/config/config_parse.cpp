@@ -226,7 +226,7 @@ void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n)
   s.get_float("dropout", n.dropout, Range::between(0, 1, true));
   s.get_string_list("target", n.target);
   s.get_int("conv", n.conv, Range::at_least(0));
-  s.get_float("conv_alpha", n.conv_alpha, Range::above(0));
+  s.get_float("conv_alpha", n.conv_alpha, Range::at_least(0));  // 0 with conv 0 (written back that way)
 }
 
 void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
@@ -485,6 +485,9 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (c.train.prediction_type == PredictionType::V && c.train.noise_scheduler != NoiseScheduler::Ddpm)
     ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction is a DDPM target (noise_scheduler ddpm); "
                                           "a flowmatch model predicts its velocity ε − x0 already");
+  if (c.network.conv > 0 && !(c.network.conv_alpha > 0))
+    ctx.fail_key("network.conv_alpha", "network.conv_alpha must be > 0 with network.conv " +
+                                           std::to_string(c.network.conv) + " (it scales the LoCon update by alpha / rank)");
   if (c.network.conv > 0 && c.network.type == NetworkType::Full)
     ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
                                      " sets the rank of convolution adapters, but network.type full trains every "

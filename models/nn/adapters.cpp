@@ -79,7 +79,12 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
               " layer (the model has ", candidate_paths.size(), " ", joined(kinds, "/"), " layers, e.g. ",
               examples.empty() ? "none" : joined(examples, ", "), ")");
   }
+  // The base is frozen; adapters added by an earlier call (LoCon's second pass) keep training.
+  std::vector<std::string> earlier;
+  for (const auto& [path, adapter] : find_adapters(model))
+    for (const auto& [name, tensor] : adapter->trainable_parameters()) earlier.push_back(path + "." + name);
   model.set_all_trainable(false);
+  if (!earlier.empty()) model.set_trainable(earlier, true);
   AdapterReport report;
   for (const auto& [path, module, kind] : plan) {
     replace_module(model, path, kind->wrap(module, config.options));
