@@ -485,9 +485,17 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (c.train.prediction_type == PredictionType::V && c.train.noise_scheduler != NoiseScheduler::Ddpm)
     ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction is a DDPM target (noise_scheduler ddpm); "
                                           "a flowmatch model predicts its velocity ε − x0 already");
+  if (c.train.prediction_type == PredictionType::V && c.sample.every > 0)
+    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction trains a v target, but wick's DDIM "
+                                          "sample images take the model's output as ε: set sample.every to 0");
   if (c.network.conv > 0 && !(c.network.conv_alpha > 0))
     ctx.fail_key("network.conv_alpha", "network.conv_alpha must be > 0 with network.conv " +
-                                           std::to_string(c.network.conv) + " (it scales the LoCon update by alpha / rank)");
+                                           std::to_string(c.network.conv) +
+                                           " (it scales the LoCon update by alpha / rank)");
+  if (c.network.conv > 0 && c.network.type == NetworkType::Dora)
+    ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
+                                     ": wick's DoRA wraps Linear layers only; LoCon needs network.type lora (set "
+                                     "network.conv to 0 for DoRA)");
   if (c.network.conv > 0 && c.network.type == NetworkType::Full)
     ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
                                      " sets the rank of convolution adapters, but network.type full trains every "
