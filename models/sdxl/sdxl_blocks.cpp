@@ -135,7 +135,8 @@ Tensor BasicTransformerBlock::run(const Tensor& x, const Tensor& context) {
   h = autograd::add(attn2->run(child("norm2")->forward(h), context), h);
   const Module& net = *child("ff")->child("net");
   // GEGLU: the projection's first half is the value, the second the gate: value · GELU(gate) (erf form).
-  std::vector<Tensor> parts = autograd::chunk(net.child("0")->child("proj")->forward(child("norm3")->forward(h)), 2, -1);
+  Tensor projected = net.child("0")->child("proj")->forward(child("norm3")->forward(h));
+  std::vector<Tensor> parts = autograd::chunk(projected, 2, -1);
   Tensor ff = net.child("2")->forward(autograd::mul(parts[0], autograd::gelu(parts[1])));
   return autograd::add(ff, h);
 }
@@ -171,7 +172,9 @@ Tensor SpatialTransformer::run(const Tensor& x, const Tensor& context) {
   return autograd::add(h, x);
 }
 
-Downsample::Downsample(const UnetConfig& c, int64_t channels) { register_module("op", conv(c, channels, channels, 3, 2)); }
+Downsample::Downsample(const UnetConfig& c, int64_t channels) {
+  register_module("op", conv(c, channels, channels, 3, 2));
+}
 
 Tensor Downsample::forward(const Tensor& x) { return child("op")->forward(x); }
 

@@ -217,7 +217,8 @@ UnetConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const 
   int64_t res_in_level = 0, level_width = 0, level_depth = -1;
   c.num_res_blocks = 0;
   auto close_level = [&](int64_t index) {
-    WICK_CHECK_KIND(Data, res_in_level > 0, "SDXL UNet config: input_blocks.", index, " closes a level without resnets");
+    WICK_CHECK_KIND(Data, res_in_level > 0, "SDXL UNet config: input_blocks.", index,
+                    " closes a level without resnets");
     WICK_CHECK_KIND(Data, c.num_res_blocks == 0 || c.num_res_blocks == res_in_level, "SDXL UNet config: level ",
                     c.channel_mult.size(), " has ", res_in_level, " resnets, level 0 has ", c.num_res_blocks,
                     " (a different count per level is not supported)");

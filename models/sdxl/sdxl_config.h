@@ -67,8 +67,8 @@ void validate(const UnetConfig& config);
 int64_t input_block_index(const UnetConfig& config, int64_t level, int64_t res);
 int64_t downsample_index(const UnetConfig& config, int64_t level);
 int64_t output_block_index(const UnetConfig& config, int64_t level, int64_t res);
-// The module path of level `level`'s upsampler: output_blocks.N.2.conv after a spatial transformer, output_blocks.N.1.conv
-// without one (sgm's slot rule).
+// The module path of level `level`'s upsampler: output_blocks.N.2.conv after a spatial transformer,
+// output_blocks.N.1.conv without one (sgm's slot rule).
 std::string upsample_path(const UnetConfig& config, int64_t level);
 
 // The facts no tensor shape holds; 0 = not known (config_from_shapes then takes SDXL's value).

@@ -1,7 +1,8 @@
 // An SDXL UNet training step's memory, counted from the code: what each input, middle and output block's autograd
 // nodes keep for backward (models/activation_memory.h).
 //
-//   ActivationProfile p = sdxl_activation_profile(unet.config(), shape, /*checkpointing=*/true, layer_training_of(unet));
+//   ActivationProfile p =
+//       sdxl_activation_profile(unet.config(), shape, /*checkpointing=*/true, layer_training_of(unet));
 #pragma once
 
 #include "models/activation_memory.h"

@@ -198,7 +198,8 @@ Tensor Unet::forward(const Tensor& latents, const Tensor& timesteps, const Tenso
     WICK_CHECK(pooled.defined() && pooled.dim() == 2 && pooled.size(0) == batch && pooled.size(1) == c.pooled_dim(),
                "SDXL: pooled ", describe_or_none(pooled), " is not [", batch, ", ", c.pooled_dim(),
                "] (bigG's projected pooled output)");
-    Tensor sizes = size_ids.defined() ? size_ids : default_size_conditioning(batch, latents.size(2), latents.size(3), device);
+    Tensor sizes =
+        size_ids.defined() ? size_ids : default_size_conditioning(batch, latents.size(2), latents.size(3), device);
     WICK_CHECK(sizes.dim() == 2 && sizes.size(0) == batch && sizes.size(1) == 6 && is_floating(sizes.dtype()),
                "SDXL: size_ids ", sizes.describe(), " is not a floating [", batch,
                ", 6] (original h, w, crop top, left, target h, w)");

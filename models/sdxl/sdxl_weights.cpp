@@ -35,7 +35,8 @@ std::string rename_in_block(const std::string& path, const ModuleRename& r, bool
   std::string rest = path.substr(from.size());  // "" or ".child..."
   if (!r.resnet || rest.empty()) return to + rest;
   for (const auto& [ldm, diffusers] : kResnetRenames) {
-    const std::string a = std::string(".") + (forward ? ldm : diffusers), b = std::string(".") + (forward ? diffusers : ldm);
+    const std::string a = std::string(".") + (forward ? ldm : diffusers);
+    const std::string b = std::string(".") + (forward ? diffusers : ldm);
     if (rest == a || rest.compare(0, a.size() + 1, a + ".") == 0) return to + b + rest.substr(a.size());
   }
   return "";
@@ -46,7 +47,8 @@ std::string rename_path(const std::string& path, const std::vector<ModuleRename>
   const ModuleRename* best = nullptr;
   for (const ModuleRename& r : renames) {
     const std::string& from = forward ? r.ldm : r.diffusers;
-    if (starts_with_path(path, from) && (!best || from.size() > (forward ? best->ldm : best->diffusers).size())) best = &r;
+    if (!starts_with_path(path, from)) continue;
+    if (!best || from.size() > (forward ? best->ldm : best->diffusers).size()) best = &r;
   }
   return best ? rename_in_block(path, *best, forward) : "";
 }
@@ -143,9 +145,13 @@ WeightFormat diffusers_format(const WeightSource& source) {
   return format;
 }
 
-std::vector<WeightFormat> weight_formats(const WeightSource& source) { return {ldm_format(), diffusers_format(source)}; }
+std::vector<WeightFormat> weight_formats(const WeightSource& source) {
+  return {ldm_format(), diffusers_format(source)};
+}
 
-DetectedFormat detect_weight_format(const WeightSource& source) { return detect_format(source, weight_formats(source)); }
+DetectedFormat detect_weight_format(const WeightSource& source) {
+  return detect_format(source, weight_formats(source));
+}
 
 ConfigHints diffusers_config_hints(const WeightSource& source) {
   ConfigHints hints;

@@ -80,8 +80,8 @@ LoraLayout lora_layout(const UnetConfig& config);
 //     is "model.diffusion_model." every other tensor of the base file (VAE, text encoders) is copied beside them
 //     unchanged, so the file replaces the base checkpoint;
 //   diffusers: the folder <directory>/<name>/ with diffusion_pytorch_model.safetensors in diffusers' names and the
-//     base's config.json (generated from the config when the base folder has none): UNet2DConditionModel.from_pretrained
-//     loads it.
+//     base's config.json (generated from the config when the base folder has none):
+//     UNet2DConditionModel.from_pretrained loads it.
 // Through a temporary name and a rename. Returns the file or folder written.
 std::filesystem::path export_unet(const Unet& unet, const std::filesystem::path& directory, const std::string& name,
                                   DType dtype, const std::map<std::string, std::string>& metadata);

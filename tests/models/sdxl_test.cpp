@@ -133,7 +133,8 @@ TEST(SdxlConfig, RealSizes) {
     for (auto& [name, shape] : shapes) n += numel(shape);
     EXPECT_EQ(n, e.n_parameters);
     EXPECT_EQ(variant_name(e.config), e.name);
-    const UnetConfig back = config_from_shapes(shapes, {.head_dim = e.config.head_dim, .num_heads = e.config.num_heads});
+    const UnetConfig back =
+        config_from_shapes(shapes, {.head_dim = e.config.head_dim, .num_heads = e.config.num_heads});
     EXPECT_EQ(back.channel_mult, e.config.channel_mult);
     EXPECT_EQ(back.transformer_depth, e.config.transformer_depth);
     EXPECT_EQ(back.transformer_depth_middle, e.config.transformer_depth_middle);
@@ -297,7 +298,9 @@ std::vector<std::string> lora_paths(const SafetensorsFile& file) {
   return paths;
 }
 
-void copy_into_slot(Tensor& slot, const Tensor& value) { autograd::detach(slot).copy_from(value.reshape(slot.shape())); }
+void copy_into_slot(Tensor& slot, const Tensor& value) {
+  autograd::detach(slot).copy_from(value.reshape(slot.shape()));
+}
 
 bool spatial_conv(const Module& m) {
   const auto* conv = dynamic_cast<const nn::Conv2d*>(&m);

@@ -8,9 +8,10 @@
 #     DDPM (ε-prediction by default) LoRA + LoCon: the loss is finite and falls over 30 steps; --stop-after 10 +
 #     --resume auto repeats the straight run's losses and final adapters bitwise; the micro-conditioning is read from
 #     the dataset (a file without original_size / crop gives other losses); v-prediction and DoRA runs learn (step
-#     by step below the same run at lr 1e-9), DoRA with LoCon is refused, bf16 falls; the default LoRA file is kohya's (lora_unet_<sgm path>, alpha, LoCon down [r, in, 3, 3]) and
-#     every key loads under ComfyUI's key rule (tests/reference/comfyui_lora_keys.py); a full fine-tune writes the
-#     single file back in sgm's names with the VAE tensor beside them, and that file trains again as a base.
+#     by step below the same run at lr 1e-9), DoRA with LoCon is refused, bf16 falls; the default LoRA file is
+#     kohya's (lora_unet_<sgm path>, alpha, LoCon down [r, in, 3, 3]) and every key loads under ComfyUI's key rule
+#     (tests/reference/comfyui_lora_keys.py); a full fine-tune writes the single file back in sgm's names with the
+#     VAE tensor beside them, and that file trains again as a base.
 set -u
 wick=$1 fixture=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
