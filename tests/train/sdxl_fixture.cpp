@@ -11,6 +11,12 @@
 //                                original_size and crop per sample: 18 samples, 6 in each of the buckets 16x16, 16x24,
 //                                24x16; 8 text tokens of 64, pooled 32
 //     DIR/sdxl_no_sizes.h5       the same samples without original_size and crop
+//     DIR/sdxl_tiny_sized.h5     cached latents the size of tests/data/sdxl's tiny UNet (4 channels, 7 tokens of 32,
+//                                pooled 16) with original_size and crop: 8 samples in buckets 16x16 and 8x12
+//   sdxl_fixture lora-case LORA CASE OUT
+//     Rebuilds the model LORA was trained on (its wick_config metadata) in f32, loads LORA, merges it into the
+//     weights and writes OUT with CASE's latents_square (as latents), timesteps, context, pooled and time_ids, and
+//     the merged model's output as expected_output.
 //
 // Content (tests/train/caption_dataset.h): three captions with their own text embeddings and latent patterns.
 #include <cstdio>
@@ -19,6 +25,10 @@
 #include <vector>
 
 #include "engine/init.h"
+#include "models/lora_files.h"
+#include "models/model_factory.h"
+#include "models/nn/adapters.h"
+#include "models/registry.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
@@ -52,6 +62,41 @@ int write_data(const std::string& dir) {
   sdxl.sizes = true;
   testing::write_caption_dataset(dir + "/sdxl.h5", sdxl);
   testing::write_caption_dataset(dir + "/sdxl_no_sizes.h5", no_sizes);
+  testing::CaptionDatasetOptions tiny_sized = sdxl;
+  tiny_sized.text_length = 7, tiny_sized.text_dim = 32, tiny_sized.pooled_dim = 16;
+  tiny_sized.buckets = {{16, 16}, {8, 12}}, tiny_sized.per_bucket = 4;
+  testing::write_caption_dataset(dir + "/sdxl_tiny_sized.h5", tiny_sized);
+  return 0;
+}
+
+int write_lora_case(const std::string& lora, const std::string& case_path, const std::string& out) {
+  LoraFile file = read_lora_file(lora);
+  auto yaml = file.metadata.find("wick_config");
+  WICK_CHECK_KIND(Data, yaml != file.metadata.end(), lora, ": no wick_config metadata (not written by wick train?)");
+  TrainConfig config = parse_config_string(yaml->second, lora + " (wick_config)", config_schema());
+  config.model.dtype = DType::F32;
+  config.train.mixed_precision = MixedPrecision::No;
+  config.train.gradient_checkpointing = false;
+  SafetensorsFile inputs = SafetensorsFile::open(case_path);
+  const Tensor latents = inputs.get("latents_square"), timesteps = inputs.get("timesteps");
+  const Tensor context = inputs.get("context"), pooled = inputs.get("pooled"), time_ids = inputs.get("time_ids");
+  DataGeometry geometry{.model_family = "sdxl", .latent_channels = latents.size(1),
+                        .latent_sizes = {{latents.size(2), latents.size(3)}}, .text_length = context.size(1),
+                        .text_dim = context.size(2), .pooled_dim = pooled.size(1)};
+  std::shared_ptr<DiffusionModel> model = build_model(config, geometry, Device::cpu());
+  auto* unet = dynamic_cast<sdxl::Unet*>(model.get());
+  WICK_CHECK_KIND(Config, unet != nullptr, lora, ": trained on model.arch ", config.model.arch, ", not sdxl");
+  load_lora(*model, lora);
+  for (auto& [path, adapter] : nn::find_adapters(*model)) adapter->merge();
+  Tensor merged = unet->forward(latents, timesteps, context, pooled, time_ids);
+  save_safetensors(out,
+                   {{"latents", latents}, {"timesteps", timesteps}, {"context", context}, {"pooled", pooled},
+                    {"time_ids", time_ids}, {"expected_output", merged}},
+                   {{"lora", lora}, {"generator", "tests/train/sdxl_fixture.cpp lora-case"}});
+  std::printf("sdxl_fixture: %s: %zu adapters (%s, rank %lld, conv rank %lld) merged; output %s\n", out.c_str(),
+              nn::find_adapters(*model).size(), network_type_name(config.network.type),
+              static_cast<long long>(config.network.linear), static_cast<long long>(config.network.conv),
+              merged.describe().c_str());
   return 0;
 }
 
@@ -62,10 +107,11 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "data" && argc == 3) return wick::write_data(argv[2]);
+    if (mode == "lora-case" && argc == 5) return wick::write_lora_case(argv[2], argv[3], argv[4]);
   } catch (const wick::WickError& error) {
     std::fprintf(stderr, "sdxl_fixture: %s\n", error.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: %s data DIR\n", argv[0]);
+  std::fprintf(stderr, "usage: %s data DIR | lora-case LORA CASE OUT\n", argv[0]);
   return 2;
 }
