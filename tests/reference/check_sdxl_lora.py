@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks that a kohya-format SDXL LoRA file (lora_unet_<sgm path>, LoCon on convolutions included) loads in diffusers
-and reproduces an expected output.
+and reproduces an expected output; without --lora, that the diffusers UNet folder --weights (a full fine-tune wick
+wrote) loads in diffusers and reproduces it.
 
     /tmp/venv/bin/python tests/reference/check_sdxl_lora.py --weights tests/data/sdxl/tiny_diffusers \\
-        --case CASEFILE --lora LORAFILE [--tolerance 1e-5]
+        --case CASEFILE [--lora LORAFILE] [--tolerance 1e-5]
 
 1. Builds UNet2DConditionModel from the diffusers folder --weights (float32, CPU, one thread).
 2. Loads --lora through diffusers' SDXL path, what StableDiffusionXLPipeline.load_lora_weights does:
@@ -37,10 +38,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--weights", required=True)
     parser.add_argument("--case", required=True)
-    parser.add_argument("--lora", required=True)
+    parser.add_argument("--lora")
     parser.add_argument("--tolerance", type=float, default=1e-5)
     args = parser.parse_args()
-    for path in (args.weights, args.case, args.lora):
+    for path in (args.weights, args.case, args.lora or args.case):
         if not os.path.exists(path):
             print(f"check_sdxl_lora: {path} does not exist")
             return 2
@@ -48,6 +49,13 @@ def main():
     torch.use_deterministic_algorithms(True)
     model = UNet2DConditionModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
     case = load_file(args.case)
+    inputs = {k: case[k] for k in ("timesteps", "context", "pooled", "time_ids")}
+    if not args.lora:
+        with torch.no_grad():
+            err = fixtures.rel_err(fixtures.diffusers_forward(model, inputs, case["latents"]), case["expected_output"])
+        print(f"check_sdxl_lora: UNet2DConditionModel.from_pretrained({args.weights}): output vs wick's max rel err "
+              f"{err:.3e} (tolerance {args.tolerance:g})")
+        return 0 if err <= args.tolerance else 1
     capture = fixtures._Capture()
     dlog = logging.getLogger("diffusers")
     dlog.addHandler(capture)
@@ -69,7 +77,6 @@ def main():
                for m, _, t in (n.rpartition(".lora_") for n in names.values())}
     missing = sorted(set(params) - covered)
     warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
-    inputs = {k: case[k] for k in ("timesteps", "context", "pooled", "time_ids")}
     with torch.no_grad():
         out = fixtures.diffusers_forward(model, inputs, case["latents"])
     err = fixtures.rel_err(out, case["expected_output"])

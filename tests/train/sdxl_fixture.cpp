@@ -17,6 +17,10 @@
 //     Rebuilds the model LORA was trained on (its wick_config metadata) in f32, loads LORA, merges it into the
 //     weights and writes OUT with CASE's latents_square (as latents), timesteps, context, pooled and time_ids, and
 //     the merged model's output as expected_output.
+//   sdxl_fixture model-case WEIGHTS CASE OUT
+//     Builds the UNet of WEIGHTS (a file or diffusers folder; head width, groups and sinusoid width from its
+//     config.json, else tests/data/sdxl's 8, 4, 8) in f32 and writes OUT as lora-case does, its output as
+//     expected_output.
 //
 // Content (tests/train/caption_dataset.h): three captions with their own text embeddings and latent patterns.
 #include <cstdio>
@@ -30,6 +34,9 @@
 #include "models/nn/adapters.h"
 #include "models/registry.h"
 #include "models/sdxl/sdxl_unet.h"
+#include "models/sdxl/sdxl_weights.h"
+#include "models/weights/key_map.h"
+#include "models/weights/weight_source.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "tests/train/caption_dataset.h"
@@ -69,6 +76,33 @@ int write_data(const std::string& dir) {
   return 0;
 }
 
+void write_case(sdxl::Unet& unet, const SafetensorsFile& inputs, const std::string& out, const std::string& from) {
+  const Tensor latents = inputs.get("latents_square"), timesteps = inputs.get("timesteps");
+  const Tensor context = inputs.get("context"), pooled = inputs.get("pooled"), time_ids = inputs.get("time_ids");
+  Tensor output = unet.forward(latents, timesteps, context, pooled, time_ids);
+  save_safetensors(out,
+                   {{"latents", latents}, {"timesteps", timesteps}, {"context", context}, {"pooled", pooled},
+                    {"time_ids", time_ids}, {"expected_output", output}},
+                   {{"from", from}, {"generator", "tests/train/sdxl_fixture.cpp"}});
+  std::printf("sdxl_fixture: %s: output %s of %s\n", out.c_str(), output.describe().c_str(), from.c_str());
+}
+
+int write_model_case(const std::string& weights, const std::string& case_path, const std::string& out) {
+  WeightSource source = WeightSource::open(weights, "unet");
+  DetectedFormat format = sdxl::detect_weight_format(source);
+  sdxl::ConfigHints hints = sdxl::diffusers_config_hints(source);
+  if (hints.head_dim == 0 && hints.num_heads == 0) hints.head_dim = 8;
+  if (hints.norm_groups == 0) hints.norm_groups = 4;
+  if (hints.size_embed_dim == 0) hints.size_embed_dim = 8;
+  sdxl::UnetConfig c = sdxl::config_from_shapes(mapped_shapes(source, format), hints);
+  c.dtype = DType::F32;
+  c.initialize = false;
+  sdxl::Unet unet(c);
+  load_mapped(unet, source, format);
+  write_case(unet, SafetensorsFile::open(case_path), out, weights + " (" + format.format.name + ")");
+  return 0;
+}
+
 int write_lora_case(const std::string& lora, const std::string& case_path, const std::string& out) {
   LoraFile file = read_lora_file(lora);
   auto yaml = file.metadata.find("wick_config");
@@ -78,8 +112,7 @@ int write_lora_case(const std::string& lora, const std::string& case_path, const
   config.train.mixed_precision = MixedPrecision::No;
   config.train.gradient_checkpointing = false;
   SafetensorsFile inputs = SafetensorsFile::open(case_path);
-  const Tensor latents = inputs.get("latents_square"), timesteps = inputs.get("timesteps");
-  const Tensor context = inputs.get("context"), pooled = inputs.get("pooled"), time_ids = inputs.get("time_ids");
+  const Tensor latents = inputs.get("latents_square"), context = inputs.get("context"), pooled = inputs.get("pooled");
   DataGeometry geometry{.model_family = "sdxl", .latent_channels = latents.size(1),
                         .latent_sizes = {{latents.size(2), latents.size(3)}}, .text_length = context.size(1),
                         .text_dim = context.size(2), .pooled_dim = pooled.size(1)};
@@ -88,15 +121,10 @@ int write_lora_case(const std::string& lora, const std::string& case_path, const
   WICK_CHECK_KIND(Config, unet != nullptr, lora, ": trained on model.arch ", config.model.arch, ", not sdxl");
   load_lora(*model, lora);
   for (auto& [path, adapter] : nn::find_adapters(*model)) adapter->merge();
-  Tensor merged = unet->forward(latents, timesteps, context, pooled, time_ids);
-  save_safetensors(out,
-                   {{"latents", latents}, {"timesteps", timesteps}, {"context", context}, {"pooled", pooled},
-                    {"time_ids", time_ids}, {"expected_output", merged}},
-                   {{"lora", lora}, {"generator", "tests/train/sdxl_fixture.cpp lora-case"}});
-  std::printf("sdxl_fixture: %s: %zu adapters (%s, rank %lld, conv rank %lld) merged; output %s\n", out.c_str(),
-              nn::find_adapters(*model).size(), network_type_name(config.network.type),
-              static_cast<long long>(config.network.linear), static_cast<long long>(config.network.conv),
-              merged.describe().c_str());
+  std::printf("sdxl_fixture: %zu adapters (%s, rank %lld, conv rank %lld) merged\n", nn::find_adapters(*model).size(),
+              network_type_name(config.network.type), static_cast<long long>(config.network.linear),
+              static_cast<long long>(config.network.conv));
+  write_case(*unet, inputs, out, lora);
   return 0;
 }
 
@@ -108,10 +136,11 @@ int main(int argc, char** argv) {
   try {
     if (mode == "data" && argc == 3) return wick::write_data(argv[2]);
     if (mode == "lora-case" && argc == 5) return wick::write_lora_case(argv[2], argv[3], argv[4]);
+    if (mode == "model-case" && argc == 5) return wick::write_model_case(argv[2], argv[3], argv[4]);
   } catch (const wick::WickError& error) {
     std::fprintf(stderr, "sdxl_fixture: %s\n", error.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: %s data DIR | lora-case LORA CASE OUT\n", argv[0]);
+  std::fprintf(stderr, "usage: %s data DIR | lora-case LORA CASE OUT | model-case WEIGHTS CASE OUT\n", argv[0]);
   return 2;
 }

@@ -8,7 +8,8 @@
 # tests/data/sdxl/case.safetensors' square latents; tests/reference/check_sdxl_lora.py loads the file through
 # diffusers' SDXL LoRA path (lora_state_dict + load_lora_into_unet on the tiny_diffusers folder) and must find zero
 # missing and zero unexpected keys and the same output within 1e-5. (diffusers drops kohya's dora_scale for SDXL,
-# docs/training.md "SDXL LoRA": no DoRA case.)
+# docs/training.md "SDXL LoRA": no DoRA case.) Then a 2-step full fine-tune of the tiny_diffusers folder, written back
+# as a diffusers folder, loads with UNet2DConditionModel.from_pretrained and gives wick's output on the same case.
 # Skips (77) unless WICK_PYTHON (default python3) imports torch, diffusers, peft and safetensors, e.g.
 #   WICK_PYTHON=/tmp/venv/bin/python ctest --test-dir build -R interop.sdxl_lora_diffusers
 #   sdxl_lora_diffusers_test.sh WICK FIXTURE WORK_DIR
@@ -53,4 +54,22 @@ sys.exit(0 if change > 0.05 else 1)
 PY
 "$python" "$source_dir/tests/reference/check_sdxl_lora.py" --weights "$data/tiny_diffusers" \
   --case "$work/case.safetensors" --lora "$lora" || fail "diffusers does not load wick's kohya file or gives another output"
+# A full fine-tune (2 steps) of the diffusers folder is written back as a diffusers folder, which diffusers'
+# UNet2DConditionModel.from_pretrained loads and runs to wick's output.
+"$wick" train "$work/run.yaml" --no-progress --set name=full --set network.type=full --set network.conv=0 \
+  --set "model.name_or_path=$data/tiny_diffusers" --set train.steps=2 >"$work/full.log" 2>&1 ||
+  { tail -5 "$work/full.log"; fail "wick train (full) exited"; }
+folder=$work/out/full/model/full
+"$fixture" model-case "$folder" "$data/case.safetensors" "$work/full_case.safetensors" ||
+  fail "sdxl_fixture model-case failed"
+"$python" - "$work/full_case.safetensors" "$data/case.safetensors" <<'PY' || fail "the full run did not change the output"
+import sys
+from safetensors.torch import load_file
+trained, base = load_file(sys.argv[1])["expected_output"], load_file(sys.argv[2])["output_square"]
+change = float((trained - base).abs().max() / base.abs().max())
+print(f"the full fine-tune changes the output by {change:.3f} of its largest value")
+sys.exit(0 if change > 1e-3 else 1)
+PY
+"$python" "$source_dir/tests/reference/check_sdxl_lora.py" --weights "$folder" --case "$work/full_case.safetensors" ||
+  fail "diffusers does not load wick's full fine-tune folder or gives another output"
 exit $((failures > 0))
