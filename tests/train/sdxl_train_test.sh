@@ -4,7 +4,7 @@
 # a tiny random SDXL-like UNet laid out as sd_xl_base_1.0.safetensors (tests/train/sdxl_fixture.cpp: sgm's names under
 # "model.diffusion_model." beside a VAE tensor; 4-channel latents in 16x16, 16x24 and 24x16 buckets with
 # original_size and crop per sample).
-#   sdxl_train_test.sh WICK FIXTURE WORK_DIR
+#   sdxl_train_test.sh cli WICK FIXTURE WORK_DIR
 #     DDPM (ε-prediction by default) LoRA + LoCon: the loss is finite and falls over 30 steps; --stop-after 10 +
 #     --resume auto repeats the straight run's losses and final adapters bitwise; the micro-conditioning is read from
 #     the dataset (a file without original_size / crop gives other losses); v-prediction and DoRA runs learn (step
@@ -12,7 +12,13 @@
 #     kohya's (lora_unet_<sgm path>, alpha, LoCon down [r, in, 3, 3]) and every key loads under ComfyUI's key rule
 #     (tests/reference/comfyui_lora_keys.py); a full fine-tune writes the single file back in sgm's names with the
 #     VAE tensor beside them, and that file trains again as a base.
+#   sdxl_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
+#     2 ranks with batch 1 each and ZeRO-1 log the losses of 1 rank with batch 2 (1e-5).
 set -u
+part=$1
+shift
+mpiexec=""
+if [ "$part" = mpi ]; then mpiexec=$1; shift; fi
 wick=$1 fixture=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 reference=$(cd "$here/../reference" && pwd)
@@ -93,6 +99,19 @@ for k, v in sorted(h.items()):
     if k != "__metadata__": print(k, v["shape"])
 PY
 }
+
+if [ "$part" = mpi ]; then
+  train one
+  timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=two \
+    --set train.batch_size=1 --set distributed.shard_optimizer=true >"$work/two.log" 2>&1 ||
+    { fail "mpirun -np 2 wick train exited $?"; tail -8 "$work/two.log"; }
+  grep -m1 "2 ranks (mpi on cpu): gradients reduce-scattered .* optimizer state sharded (ZeRO-1)" "$work/two.log" ||
+    fail "the 2-rank run did not shard its optimizer state (ZeRO-1)"
+  python3 "$here/compare_losses.py" "$work/out/one/metrics.jsonl" "$work/out/two/metrics.jsonl" 30 --tolerance 1e-5 ||
+    fail "1-rank and 2-rank losses differ beyond 1e-5"
+  echo "sdxl_train_test.sh mpi: $failures failures"
+  exit $((failures > 0))
+fi
 
 # (a) The straight run: DDPM ε by default, LoRA on the transformers' Linears and the resnets' 1x1 / Linear layers,
 # LoCon (rank 2) on the 3x3 convolutions; the model read from the single file, its sizes from the shapes.
@@ -187,6 +206,6 @@ python3 "$here/same_tensors.py" "$full" "$model" >/dev/null 2>&1 && fail "the fu
 train from_full --set "model.name_or_path=$full" --set train.steps=2
 grep -m1 "SDXL-like UNet (2 levels 32/64" "$work/from_full.log" || fail "the full run's file did not load as a base"
 
-echo "sdxl_train_test.sh: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
+echo "sdxl_train_test.sh cli: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
   "$started" "$(date +%s.%N)") s, $failures failures"
 exit $((failures > 0))
