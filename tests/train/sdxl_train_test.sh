@@ -8,12 +8,13 @@
 #     DDPM (ε-prediction by default) LoRA + LoCon: the loss is finite and falls over 30 steps; --stop-after 10 +
 #     --resume auto repeats the straight run's losses and final adapters bitwise; the micro-conditioning is read from
 #     the dataset (a file without original_size / crop gives other losses); v-prediction and DoRA runs learn (step
-#     by step below the same run at lr 1e-9), DoRA with LoCon is refused, bf16 falls; the default LoRA file is
+#     by step below the same run at lr 1e-9), DoRA with LoCon is refused, bf16 and fp16 fall; the default LoRA file is
 #     kohya's (lora_unet_<sgm path>, alpha, LoCon down [r, in, 3, 3]) and every key loads under ComfyUI's key rule
 #     (tests/reference/comfyui_lora_keys.py); a full fine-tune writes the single file back in sgm's names with the
 #     VAE tensor beside them, and that file trains again as a base.
 #   sdxl_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
-#     2 ranks with batch 1 each and ZeRO-1 log the losses of 1 rank with batch 2 (1e-5).
+#     2 ranks with batch 1 each and ZeRO-1 log the losses of 1 rank with batch 2 (1e-5): LoRA + LoCon, 30 steps, and
+#     a full fine-tune with 8-bit AdamW, 5 steps.
 set -u
 part=$1
 shift
@@ -109,6 +110,14 @@ if [ "$part" = mpi ]; then
     fail "the 2-rank run did not shard its optimizer state (ZeRO-1)"
   python3 "$here/compare_losses.py" "$work/out/one/metrics.jsonl" "$work/out/two/metrics.jsonl" 30 --tolerance 1e-5 ||
     fail "1-rank and 2-rank losses differ beyond 1e-5"
+  # A full fine-tune with 8-bit AdamW, 5 steps: 2 ranks with ZeRO-1 against 1.
+  full=(--set network.type=full --set network.conv=0 --set train.steps=5)
+  train full_one "${full[@]}"
+  timeout 240 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=full_two \
+    "${full[@]}" --set train.batch_size=1 --set distributed.shard_optimizer=true >"$work/full_two.log" 2>&1 ||
+    { fail "mpirun -np 2 wick train (full) exited $?"; tail -8 "$work/full_two.log"; }
+  python3 "$here/compare_losses.py" "$work/out/full_one/metrics.jsonl" "$work/out/full_two/metrics.jsonl" 5 \
+    --tolerance 1e-5 || fail "1-rank and 2-rank full fine-tune losses differ beyond 1e-5"
   echo "sdxl_train_test.sh mpi: $failures failures"
   exit $((failures > 0))
 fi
@@ -172,6 +181,9 @@ status=$?
 train bf16 --set train.mixed_precision=bf16
 grep -m1 "transformer depth 0/1, middle 1, bf16)" "$work/bf16.log" || fail "the bf16 run did not compute in bf16"
 falls bf16 0.9 || fail "the bf16 run's loss did not fall (or was not finite)"
+train fp16 --set train.mixed_precision=fp16
+grep -m1 "transformer depth 0/1, middle 1, f16)" "$work/fp16.log" || fail "the fp16 run did not compute in f16"
+falls fp16 0.9 || fail "the fp16 run (dynamic loss scaling) did not fall (or was not finite)"
 
 # (e) The kohya files: every key loads under ComfyUI's key rule with fitting shapes; the LoCon and DoRA keys.
 for run in lora dora; do
@@ -195,9 +207,9 @@ grep -qxF "lora_unet_output_blocks_0_1_transformer_blocks_0_ff_net_2.dora_scale 
 ! grep -q "in_layers_2" "$work/dora_keys.txt" || fail "the DoRA run (network.conv 0) adapted a 3x3 convolution"
 echo "kohya files: lora $(wc -l <"$work/lora_keys.txt") tensors, dora $(wc -l <"$work/dora_keys.txt")"
 
-# (f) A full fine-tune (2 steps) writes the single file back: sgm's names under model.diffusion_model., the VAE
+# (f) A full fine-tune (2 steps, 8-bit AdamW) writes the single file back: sgm's names under model.diffusion_model., the VAE
 # tensor beside them; it trains again as a base.
-train full --set network.type=full --set network.conv=0 --set train.steps=2 --set train.optimizer=adamw
+train full --set network.type=full --set network.conv=0 --set train.steps=2
 full=$work/out/full/model/full.safetensors
 header_keys "$full" >"$work/full_keys.txt"
 header_keys "$model" >"$work/base_keys.txt"
