@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -102,6 +103,16 @@ class Architecture {
   // LoRA target presets: name -> glob patterns over module paths; the default preset's name.
   virtual std::map<std::string, std::vector<std::string>> target_presets() const = 0;
   virtual std::string default_preset() const = 0;
+  // LoCon (network.conv > 0, kohya's conv_dim): glob patterns over the module paths of the blocks whose convolutions
+  // larger than 1x1 take network.conv's rank and alpha, while their Linear and 1x1 layers take network.linear's (as
+  // kohya adds them with conv_dim). Empty: the architecture has no such convolutions (network.conv is refused).
+  virtual std::vector<std::string> conv_targets() const { return {}; }
+  // Writes a full fine-tune's trained model (network.type full) in `dtype` with `metadata` under `directory`, in the
+  // layout its base weights came in, so that it loads where the base does; returns the file or folder written. The
+  // default: every parameter under the model's own names in <directory>/<name>.safetensors.
+  virtual std::filesystem::path export_model(const DiffusionModel& model, const std::filesystem::path& directory,
+                                             const std::string& name, DType dtype,
+                                             const std::map<std::string, std::string>& metadata) const;
   // LoRA file naming for `model` (it may depend on the variant: Flux dev or schnell).
   virtual LoraNaming lora_naming(const DiffusionModel& model) const = 0;
   // What makes sample images for a run of this architecture (models/image_sampler.h): everything it needs

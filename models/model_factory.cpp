@@ -5,6 +5,7 @@
 #include "engine/autograd/node.h"
 #include "models/lora_files.h"
 #include "models/nn/adapters.h"
+#include "models/nn/conv.h"
 #include "models/registry.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
@@ -51,7 +52,27 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
                              .patterns = arch.targets(network.target),
                              .options = {.rank = network.linear, .alpha = network.linear_alpha,
                                          .dropout = network.dropout, .dora_axis = dora_axis_for(lora_format)}};
+  if (network.conv == 0) {
+    nn::apply_adapters(*built, adapters);
+    return built;
+  }
+  const std::vector<std::string> conv_targets = arch.conv_targets();
+  WICK_CHECK_KIND(Config, !conv_targets.empty(), "network.conv ", network.conv, ": model.arch ", arch.name(),
+                  " has no convolutions for LoCon adapters (set network.conv to 0)");
+  // kohya's conv_dim: the blocks' k x k convolutions at the conv rank, their Linear and 1x1 layers at the linear rank.
+  auto spatial = [](const Module& m) {
+    const auto* conv = dynamic_cast<const nn::Conv2d*>(&m);
+    return conv != nullptr && conv->kernel_size() > 1;
+  };
+  adapters.patterns.insert(adapters.patterns.end(), conv_targets.begin(), conv_targets.end());
+  adapters.accepts = [spatial](const Module& m) { return !spatial(m); };
   nn::apply_adapters(*built, adapters);
+  nn::AdapterConfig convs{.type = network_type_name(network.type),
+                          .patterns = conv_targets,
+                          .options = {.rank = network.conv, .alpha = network.conv_alpha, .dropout = network.dropout,
+                                      .dora_axis = dora_axis_for(lora_format)},
+                          .accepts = spatial};
+  nn::apply_adapters(*built, convs);
   return built;
 }
 
@@ -59,19 +80,14 @@ std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const Dat
   return build_model(config.model, config.network, config.train, config.save.format, data, device);
 }
 
-void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, tensor] : model.named_parameters())
-    tensors.emplace_back(name, autograd::detach(tensor).to(config.save.dtype));
-  WICK_CHECK(!tensors.empty(), "save_model_weights: the model has no parameters");
-  std::error_code ec;
-  fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  save_safetensors(path, tensors,
-                   {{"format", "pt"},
-                    {"wick_network_type", network_type_name(config.network.type)},
-                    {"wick_step", std::to_string(step)},
-                    {"wick_config", to_yaml(config)}});
+fs::path save_model_weights(const DiffusionModel& model, const TrainConfig& config, const fs::path& directory,
+                            int64_t step) {
+  return find_architecture(model.arch_name())
+      .export_model(model, directory, config.name, config.save.dtype,
+                    {{"format", "pt"},
+                     {"wick_network_type", network_type_name(config.network.type)},
+                     {"wick_step", std::to_string(step)},
+                     {"wick_config", to_yaml(config)}});
 }
 
 }  // namespace wick

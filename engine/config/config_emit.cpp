@@ -75,6 +75,8 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "linear_alpha", c.network.linear_alpha);
   put(out, "dropout", c.network.dropout);
   put(out, "target", c.network.target);
+  put(out, "conv", c.network.conv);
+  put(out, "conv_alpha", c.network.conv_alpha);
   out << YAML::EndMap;
 
   const TrainSection& t = c.train;
@@ -96,6 +98,7 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "mixed_precision", mixed_precision_name(t.mixed_precision));
   put(out, "seed", t.seed);
   put(out, "noise_scheduler", noise_scheduler_name(t.noise_scheduler));
+  put(out, "prediction_type", prediction_type_name(t.prediction_type));
   put(out, "timestep_sampling", timestep_sampling_name(t.timestep_sampling));
   put(out, "logit_mean", t.logit_mean);
   put(out, "logit_std", t.logit_std);

@@ -40,6 +40,10 @@ const EnumTable<NoiseScheduler> scheduler_table = {
     {{"flowmatch", NoiseScheduler::FlowMatch}, {"ddpm", NoiseScheduler::Ddpm}},
     {{"flow_match", NoiseScheduler::FlowMatch}, {"rectified_flow", NoiseScheduler::FlowMatch},
      {"epsilon", NoiseScheduler::Ddpm}}};
+const EnumTable<PredictionType> prediction_table = {
+    {{"epsilon", PredictionType::Epsilon}, {"v_prediction", PredictionType::V}},
+    {{"eps", PredictionType::Epsilon}, {"v", PredictionType::V}, {"v_pred", PredictionType::V},
+     {"v-prediction", PredictionType::V}}};
 const EnumTable<TimestepSampling> timestep_table = {
     {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
      {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}, {"mode", TimestepSampling::Mode}},
@@ -72,6 +76,14 @@ std::string lowercase(std::string text) {
   return text;
 }
 
+// An architecture's ai-toolkit booleans: its flag and the flag's other spellings.
+std::vector<std::string> arch_flags(const ArchSchema& arch) {
+  std::vector<std::string> flags;
+  if (!arch.flag.empty()) flags.push_back(arch.flag);
+  flags.insert(flags.end(), arch.flag_aliases.begin(), arch.flag_aliases.end());
+  return flags;
+}
+
 // The architecture a `model:` mapping selects: model.arch (or its alias `architecture`), else a
 // true ai-toolkit flag (is_flux, ...), else `current` (the arch chosen so far: the file's, when an
 // override names no arch). Contradictions and unknown names fail with the registered names.
@@ -89,17 +101,21 @@ const ArchSchema& select_arch(ConfigContext& ctx, const YAML::Node& node, const 
     chosen_at = value;
   }
   const ArchSchema* by_flag = nullptr;
+  std::string by_flag_key;
   for (const ArchSchema& arch : schema.archs) {
-    if (arch.flag.empty() || !node.IsMap()) continue;
-    YAML::Node value = node[arch.flag];
-    if (!value.IsDefined() || !value.IsScalar()) continue;
-    const std::string text = lowercase(value.Scalar());
-    if (text != "true" && text != "yes" && text != "on") continue;
-    if (by_flag) ctx.fail(value, "model." + by_flag->flag + " and model." + arch.flag + " are both true");
-    if (chosen && chosen != &arch)
-      ctx.fail(value, "model." + arch.flag + ": true contradicts model.arch '" + chosen->name + "'");
-    chosen = by_flag = &arch;
-    chosen_at = value;
+    if (!node.IsMap()) continue;
+    for (const std::string& flag : arch_flags(arch)) {
+      YAML::Node value = node[flag];
+      if (!value.IsDefined() || !value.IsScalar()) continue;
+      const std::string text = lowercase(value.Scalar());
+      if (text != "true" && text != "yes" && text != "on") continue;
+      if (by_flag && by_flag != &arch) ctx.fail(value, "model." + by_flag_key + " and model." + flag + " are both true");
+      if (chosen && chosen != &arch)
+        ctx.fail(value, "model." + flag + ": true contradicts model.arch '" + chosen->name + "'");
+      chosen = by_flag = &arch;
+      by_flag_key = flag;
+      chosen_at = value;
+    }
   }
   if (chosen) {
     ctx.set_at["model.arch"] = ctx.where(chosen_at);
@@ -162,7 +178,7 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
   std::vector<KeyDef> keys = {{"arch", {"architecture"}}, {"name_or_path", {"path", "pretrained_model_name_or_path"}},
                               {"dtype"}};
   for (const ArchSchema& other : ctx.schema->archs)
-    if (!other.flag.empty()) keys.push_back({other.flag});
+    for (const std::string& flag : arch_flags(other)) keys.push_back({flag});
   for (const OptionKey& key : arch.keys) keys.push_back({key.name, key.aliases});
   // A key of another architecture gets a message that says so (rather than "unknown key").
   if (node.IsMap())
@@ -190,7 +206,7 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
             {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
   for (const ArchSchema& other : ctx.schema->archs) {  // flags: type-checked; a false one asks for nothing
     bool on = false;
-    if (!other.flag.empty()) s.get_bool(other.flag, on);
+    for (const std::string& flag : arch_flags(other)) s.get_bool(flag, on);
   }
   s.get_string("name_or_path", m.name_or_path);
   s.get_dtype("dtype", m.dtype);
@@ -201,15 +217,16 @@ void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n)
   Section s(ctx, node, "network",
             {{"type", {"adapter_type"}}, {"linear", {"rank", "network_dim"}},
              {"linear_alpha", {"alpha", "network_alpha"}}, {"dropout", {"network_dropout"}},
-             {"target", {"target_modules"}}},
-            {"conv_alpha"},
-            {{"conv", "wick adapts Linear layers only (no conv adapters)", number_is(0)},
-             {"network_kwargs", "wick chooses the adapted modules by network.target alone", is_empty()}});
+             {"target", {"target_modules"}}, {"conv", {"conv_dim", "conv_rank"}}, {"conv_alpha"}},
+            {},
+            {{"network_kwargs", "wick chooses the adapted modules by network.target alone", is_empty()}});
   s.get_enum("type", n.type, network_table);
   s.get_int("linear", n.linear, Range::above(0));
   s.get_float("linear_alpha", n.linear_alpha, Range::above(0));
   s.get_float("dropout", n.dropout, Range::between(0, 1, true));
   s.get_string_list("target", n.target);
+  s.get_int("conv", n.conv, Range::at_least(0));
+  s.get_float("conv_alpha", n.conv_alpha, Range::at_least(0));  // 0 with conv 0 (written back that way)
 }
 
 void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
@@ -219,6 +236,7 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"optimizer"}, {"weight_decay", {"adam_weight_decay"}}, {"betas"}, {"eps", {"adam_epsilon"}},
              {"lr_scheduler"}, {"warmup", {"lr_warmup_steps", "warmup_steps"}}, {"max_grad_norm"},
              {"gradient_checkpointing"}, {"mixed_precision", {"dtype"}}, {"seed"}, {"noise_scheduler"},
+             {"prediction_type", {"prediction"}},
              {"timestep_sampling", {"timestep_type", "weighting_scheme"}}, {"logit_mean"}, {"logit_std"},
              {"mode_scale"}, {"timestep_shift", {"training_shift"}},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
@@ -252,6 +270,7 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   s.get_enum("mixed_precision", t.mixed_precision, precision_table);
   s.get_int("seed", t.seed, Range::at_least(0));
   s.get_enum("noise_scheduler", t.noise_scheduler, scheduler_table);
+  s.get_enum("prediction_type", t.prediction_type, prediction_table);
   s.get_enum("timestep_sampling", t.timestep_sampling, timestep_table);
   s.get_float("logit_mean", t.logit_mean);
   s.get_float("logit_std", t.logit_std, Range::above(0));
@@ -447,6 +466,7 @@ void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig
 // Defaults that depend on other keys, then checks that span several keys.
 void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (!ctx.set_at.count("network.linear_alpha")) c.network.linear_alpha = double(c.network.linear);
+  if (!ctx.set_at.count("network.conv_alpha")) c.network.conv_alpha = double(c.network.conv);
   const ArchSchema* arch = ctx.schema->find(c.model.arch);
   WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
   if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
@@ -466,6 +486,24 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   // neutral kohya, which names no LoRA format to refuse).
   if (!ctx.set_at.count("save.format") && c.network.type != NetworkType::Full)
     c.save.format = arch->default_lora_format;
+  if (c.train.prediction_type == PredictionType::V && c.train.noise_scheduler != NoiseScheduler::Ddpm)
+    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction is a DDPM target (noise_scheduler ddpm); "
+                                          "a flowmatch model predicts its velocity ε − x0 already");
+  if (c.train.prediction_type == PredictionType::V && c.sample.every > 0)
+    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction trains a v target, but wick's DDIM "
+                                          "sample images take the model's output as ε: set sample.every to 0");
+  if (c.network.conv > 0 && !(c.network.conv_alpha > 0))
+    ctx.fail_key("network.conv_alpha", "network.conv_alpha must be > 0 with network.conv " +
+                                           std::to_string(c.network.conv) +
+                                           " (it scales the LoCon update by alpha / rank)");
+  if (c.network.conv > 0 && c.network.type == NetworkType::Dora)
+    ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
+                                     ": wick's DoRA wraps Linear layers only; LoCon needs network.type lora (set "
+                                     "network.conv to 0 for DoRA)");
+  if (c.network.conv > 0 && c.network.type == NetworkType::Full)
+    ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
+                                     " sets the rank of convolution adapters, but network.type full trains every "
+                                     "weight itself (no adapters)");
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)
@@ -536,6 +574,7 @@ TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::ve
 const char* network_type_name(NetworkType value) { return name_in(network_table, value); }
 const char* mixed_precision_name(MixedPrecision value) { return name_in(precision_table, value); }
 const char* noise_scheduler_name(NoiseScheduler value) { return name_in(scheduler_table, value); }
+const char* prediction_type_name(PredictionType value) { return name_in(prediction_table, value); }
 const char* timestep_sampling_name(TimestepSampling value) { return name_in(timestep_table, value); }
 const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }

@@ -30,6 +30,9 @@ namespace wick {
 enum class NetworkType { Lora, Dora, Full };
 enum class MixedPrecision { No, BF16, FP16 };
 enum class NoiseScheduler { FlowMatch, Ddpm };
+// What a DDPM model predicts: the noise ε (SDXL base, SD 1.x) or v = √ᾱ·ε − √(1 − ᾱ)·x0 (SD 2.x 768-v, v-pred
+// fine-tunes). Flow matching always predicts its velocity.
+enum class PredictionType { Epsilon, V };
 enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, Mode };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
@@ -43,6 +46,7 @@ enum class LatentSampling { Sample, Mean };
 const char* network_type_name(NetworkType value);
 const char* mixed_precision_name(MixedPrecision value);
 const char* noise_scheduler_name(NoiseScheduler value);
+const char* prediction_type_name(PredictionType value);
 const char* timestep_sampling_name(TimestepSampling value);
 const char* sampler_name(SamplerKind value);
 const char* comm_backend_name(CommBackend value);
@@ -56,6 +60,7 @@ struct ArchSchema {
   std::string name;                          // "dit", "flux"
   std::vector<std::string> aliases = {};     // accepted spellings of model.arch ("flux1")
   std::string flag = {};                     // ai-toolkit's boolean that selects it ("is_flux"), or ""
+  std::vector<std::string> flag_aliases = {};  // other spellings of that boolean ("is_xl")
   std::vector<OptionKey> keys = {};          // model.<key>
   std::vector<std::string> ignored = {};     // model.<key> accepted with a note (no meaning for it)
   bool needs_base_weights = false;           // model.name_or_path required
@@ -94,6 +99,9 @@ struct NetworkConfig {
   int64_t linear = 16;                 // rank
   double linear_alpha = 16.0;          // defaults to `linear` when not given
   double dropout = 0.0;                // on the adapter's input, [0, 1)
+  int64_t conv = 0;                    // LoCon: the rank of adapters on convolutions larger than 1x1 (0 = none); the
+                                       // architecture's conv targets (kohya's conv_dim set) take it
+  double conv_alpha = 0.0;             // their alpha; defaults to `conv` when not given
   std::vector<std::string> target;     // glob patterns over module paths, or the arch's preset names
                                        // (attention, attention_mlp, all); empty = the arch's default
   bool operator==(const NetworkConfig&) const = default;
@@ -121,6 +129,7 @@ struct TrainSection {
   MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t seed = 42;
   NoiseScheduler noise_scheduler = NoiseScheduler::FlowMatch;  // default ddpm for arch sdxl
+  PredictionType prediction_type = PredictionType::Epsilon;    // ddpm: ε or v; flowmatch: epsilon (unused)
   TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;

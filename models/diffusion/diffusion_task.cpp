@@ -52,9 +52,7 @@ void DiffusionTask::after_checkpoint(int64_t step) {
     save_lora(*model_, config_, lora.string(), step, base_hash_);
     lora_file_ = lora;
   } else {  // the trained model in save.dtype (the checkpoint keeps the exact weights)
-    fs::path exported = run_dir_ / "model" / (config_.name + ".safetensors");
-    save_model_weights(*model_, config_, exported.string(), step);
-    model_file_ = exported;
+    model_file_ = save_model_weights(*model_, config_, run_dir_ / "model", step);
   }
 }
 
