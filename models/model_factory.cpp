@@ -6,6 +6,7 @@
 #include "models/lora_files.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"
+#include "models/weights/float8_weights.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -35,6 +36,28 @@ DType compute_dtype(const ModelConfig& model, const TrainSection& train) {
   return compute;
 }
 
+namespace {
+
+// model.quantize: float8: the frozen Linears of the model's blocks (DiffusionModel::block_paths)
+// become e4m3 codes with f32 scales, before adapters wrap them.
+void quantize_base(DiffusionModel& model, const ModelConfig& config, const NetworkConfig& network) {
+  const std::vector<std::string> blocks = model.block_paths();
+  WICK_CHECK_KIND(Config, !blocks.empty(), "model.quantize: float8: arch ", config.arch,
+                  " has no transformer blocks to quantize (flux has)");
+  WICK_CHECK_KIND(Config, network.type != NetworkType::Full,
+                  "model.quantize: float8 stores the frozen base as e4m3: network.type full trains the base "
+                  "itself (use lora or dora, or model.quantize: none)");
+  std::vector<std::string> patterns;
+  for (const std::string& block : blocks) patterns.push_back(block + ".*");
+  const Float8Scaling scaling =
+      config.quantize_scale == QuantizeScale::PerRow ? Float8Scaling::PerRow : Float8Scaling::PerTensor;
+  const Float8Report report = quantize_linears(model, patterns, scaling);
+  WICK_CHECK_KIND(Config, !report.quantized.empty() || report.n_already > 0,
+                  "model.quantize: float8 found no frozen Linear in the blocks of arch ", config.arch);
+}
+
+}  // namespace
+
 std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
                                             const TrainSection& train, LoraFormat lora_format,
                                             const DataGeometry& data, Device device) {
@@ -43,7 +66,10 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
       arch.build({.model = model, .data = data, .dtype = compute_dtype(model, train), .device = device,
                   .seed = static_cast<uint64_t>(train.seed), .gradient_checkpointing = train.gradient_checkpointing});
   for (const auto& [h, w] : data.latent_sizes) built->check_latent_size(h, w);
+  if (model.quantize == QuantizeMode::Float8) quantize_base(*built, model, network);
   if (network.type == NetworkType::Full) {
+    WICK_CHECK_KIND(Config, !has_float8_layers(*built), "network.type full trains every weight, but ",
+                    model.name_or_path, " stores some as float8 (train lora or dora on a float8 base)");
     built->set_all_trainable(true);
     return built;
   }

@@ -82,6 +82,7 @@ Float8Source prepare_float8_layers(Module& model, const WeightSource& source, co
     }
     for (const char* suffix : kUnusedCompanions)
       if (source.contains(prefix + module_source + suffix)) out.format.format.ignored.push_back(module_source + suffix);
+    linear->set_all_trainable(false);  // a frozen base: load_mapped freezes the rest
     linear->expect_float8(scale_shape, linear->weight_.device());
     out.layers.push_back(path);
   }
@@ -117,6 +118,15 @@ Float8Report quantize_linears(Module& model, const std::vector<std::string>& pat
     report.quantized.push_back(path);
   }
   return report;
+}
+
+bool is_float8_companion(const std::string& name) {
+  if (name == "scaled_fp8" || ends_with(name, ".scaled_fp8")) return true;
+  for (const char* suffix : {".weight_scale", ".scale_weight"})
+    if (ends_with(name, suffix)) return true;
+  for (const char* suffix : kUnusedCompanions)
+    if (ends_with(name, suffix)) return true;
+  return false;
 }
 
 bool has_float8_layers(const Module& model) {

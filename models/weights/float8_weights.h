@@ -54,6 +54,11 @@ struct Float8Report {
 // place (nn::Linear::quantize_float8). Must run before adapters wrap the Linears.
 Float8Report quantize_linears(Module& model, const std::vector<std::string>& patterns, Float8Scaling scaling);
 
+// True for the tensors a float8 file holds beside a Linear's codes (P.weight_scale, P.scale_weight,
+// P.input_scale, P.scale_input, P.comfy_quant) and for ComfyUI's `scaled_fp8` marker: not parameters
+// of the model's shape, so shape-reading code (an architecture's config_from_shapes) skips them.
+bool is_float8_companion(const std::string& name);
+
 // True when some Linear of the model is float8.
 bool has_float8_layers(const Module& model);
 
