@@ -82,6 +82,8 @@ class DiffusionModel : public Module {
   // Streams the frozen weights of `swapper`'s blocks (named by block_paths) around each block's run
   // (engine/block_swap.h); nullptr turns it off. Models without blocks refuse.
   virtual void set_block_swapper(std::shared_ptr<BlockSwapper> swapper);
+  // The swapper set_block_swapper attached, or nullptr.
+  virtual const BlockSwapper* block_swapper() const { return nullptr; }
   // The activations' peak bytes: activation_profile(shape, checkpointing).peak_bytes().
   int64_t activation_bytes(const ActivationShape& shape, bool checkpointing) const {
     return activation_profile(shape, checkpointing).peak_bytes();

@@ -1,6 +1,7 @@
 #include "models/model_factory.h"
 
 #include <filesystem>
+#include <map>
 
 #include "engine/autograd/node.h"
 #include "models/lora_files.h"
@@ -58,6 +59,28 @@ void quantize_base(DiffusionModel& model, const ModelConfig& config, const Netwo
 
 }  // namespace
 
+std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_t n_blocks, Device device) {
+  if (n_blocks <= 0) {
+    model.set_block_swapper(nullptr);
+    return nullptr;
+  }
+  const std::vector<std::string> blocks = model.block_paths();
+  WICK_CHECK_KIND(Config, !blocks.empty(), "train.blocks_to_swap: ", n_blocks,
+                  ": this architecture has no transformer blocks to stream (flux has)");
+  WICK_CHECK_KIND(Config, n_blocks <= static_cast<int64_t>(blocks.size()), "train.blocks_to_swap: ", n_blocks,
+                  " is more than the model's ", blocks.size(), " blocks");
+  std::map<std::string, std::shared_ptr<Module>> modules;
+  for (const auto& [path, module] : model.named_modules()) modules[path] = module;
+  auto swapper = std::make_shared<BlockSwapper>(device);
+  for (size_t k = blocks.size() - static_cast<size_t>(n_blocks); k < blocks.size(); ++k) {
+    auto it = modules.find(blocks[k]);
+    WICK_CHECK(it != modules.end(), "attach_block_swapper: the model has no module ", blocks[k]);
+    swapper->add_block(blocks[k], *it->second);
+  }
+  model.set_block_swapper(swapper);
+  return swapper;
+}
+
 std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
                                             const TrainSection& train, LoraFormat lora_format,
                                             const DataGeometry& data, Device device) {
@@ -68,6 +91,8 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
   for (const auto& [h, w] : data.latent_sizes) built->check_latent_size(h, w);
   if (model.quantize == QuantizeMode::Float8) quantize_base(*built, model, network);
   if (network.type == NetworkType::Full) {
+    WICK_CHECK_KIND(Config, train.blocks_to_swap <= 0, "train.blocks_to_swap streams frozen block weights; "
+                    "network.type full trains them all (use lora or dora, or train.blocks_to_swap: 0)");
     WICK_CHECK_KIND(Config, !has_float8_layers(*built), "network.type full trains every weight, but ",
                     model.name_or_path, " stores some as float8 (train lora or dora on a float8 base)");
     built->set_all_trainable(true);
@@ -78,6 +103,12 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
                              .options = {.rank = network.linear, .alpha = network.linear_alpha,
                                          .dropout = network.dropout, .dora_axis = dora_axis_for(lora_format)}};
   nn::apply_adapters(*built, adapters);
+  if (train.blocks_to_swap > 0) {
+    WICK_CHECK_KIND(Config, train.gradient_checkpointing,
+                    "train.blocks_to_swap: ", train.blocks_to_swap, " needs train.gradient_checkpointing: true (without "
+                    "it backward keeps every streamed block's weights alive, so swapping saves nothing)");
+    attach_block_swapper(*built, train.blocks_to_swap, device);
+  }
   return built;
 }
 

@@ -1,5 +1,6 @@
 #include "models/diffusion/memory_check.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,7 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
                   .gradient_accumulation = t.gradient_accumulation,
                   .min_snr_weights = t.min_snr_gamma > 0.0,
                   .device = device};
+  in.blocks_to_swap = std::max<int64_t>(0, t.blocks_to_swap);  // a built model's float8 layers count as they are
   for (const auto& [h, w] : data.latent_sizes)
     if (h * w > in.latent_height * in.latent_width) in.latent_height = h, in.latent_width = w;
   // engine/train/step_loop.cpp shards with a communicator on the parameters' device.

@@ -74,6 +74,7 @@ class FluxTransformer : public DiffusionModel {
   // The swapper's blocks must be some of block_paths (engine/block_swap.h); each runs between an
   // acquire and a release, in forward and in its checkpoint recomputation.
   void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
   double default_guidance() const { return default_guidance_; }
 
  private:

@@ -129,10 +129,14 @@ bool is_float8_companion(const std::string& name) {
   return false;
 }
 
-bool has_float8_layers(const Module& model) {
-  for (const auto& [path, module] : model.named_modules())
-    if (auto* linear = dynamic_cast<const nn::Linear*>(module.get()); linear && linear->is_float8()) return true;
-  return false;
+int64_t count_float8_layers(const Module& model) {
+  // By parameter name: adapters that wrap a float8 Linear keep its parameters under the same names.
+  int64_t n = 0;
+  for (const auto& [name, tensor] : model.named_parameters())
+    if (ends_with(name, ".weight_scale")) ++n;
+  return n;
 }
+
+bool has_float8_layers(const Module& model) { return count_float8_layers(model) > 0; }
 
 }  // namespace wick

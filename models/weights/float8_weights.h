@@ -59,7 +59,8 @@ Float8Report quantize_linears(Module& model, const std::vector<std::string>& pat
 // of the model's shape, so shape-reading code (an architecture's config_from_shapes) skips them.
 bool is_float8_companion(const std::string& name);
 
-// True when some Linear of the model is float8.
+// Float8 Linears in the model (wrapped by adapters or not); has_float8_layers: at least one.
+int64_t count_float8_layers(const Module& model);
 bool has_float8_layers(const Module& model);
 
 }  // namespace wick
