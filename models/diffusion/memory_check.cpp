@@ -42,11 +42,21 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
   return in;
 }
 
+std::optional<int64_t> memory_budget(const TrainConfig& config, Device device) {
+  if (config.train.max_memory > 0) return config.train.max_memory;
+  std::optional<int64_t> available = available_memory_bytes(device);
+  if (!available) return std::nullopt;
+  const MemoryStats held = memory_stats(device);
+  return *available + held.current_bytes + held.cached_bytes;
+}
+
 std::optional<std::string> memory_refusal(const MemoryEstimate& estimate, int64_t capacity,
                                           const std::string& device_name, const std::vector<std::string>& suggestions) {
   if (estimate.total <= capacity) return std::nullopt;
   std::string message = "the run needs an estimated " + format_bytes(estimate.total) + " per rank but " + device_name +
-                        " has " + format_bytes(capacity) + " (free now plus what wick holds): " + describe(estimate) +
+                        " has " + format_bytes(capacity) +
+                        (device_name == "train.max_memory" ? "" : " (free now plus what wick holds)") + ": " +
+                        describe(estimate) +
                         ". ";
   if (suggestions.empty()) {
     message += "No setting wick knows lowers the estimate: train on a device with more memory";
@@ -63,15 +73,11 @@ MemoryEstimate check_training_memory(const TrainConfig& config, const DiffusionM
   const MemoryInputs in = memory_inputs(config, data, group, device);
   const MemoryEstimate estimate = estimate_training_memory(model, in);
   const bool rank0 = group.rank() == 0;
-  std::optional<int64_t> available = available_memory_bytes(device);
-  std::optional<int64_t> capacity;
-  if (available) {
-    const MemoryStats held = memory_stats(device);
-    capacity = *available + held.current_bytes + held.cached_bytes;
-  }
+  const std::optional<int64_t> capacity = memory_budget(config, device);
+  const std::string where = config.train.max_memory > 0 ? "train.max_memory budget" : device.str() + " has";
   if (rank0) {
     std::string line = "wick train: memory estimate per rank: " + describe(estimate);
-    if (capacity) line += " of the " + format_bytes(*capacity) + " " + device.str() + " has";
+    if (capacity) line += " of the " + format_bytes(*capacity) + " " + where;
     std::fprintf(stderr, "%s\n", line.c_str());
   }
   std::optional<std::string> refusal;
@@ -79,8 +85,8 @@ MemoryEstimate check_training_memory(const TrainConfig& config, const DiffusionM
     const MemoryAdvice advice{.lora_rank = config.network.type == NetworkType::Full ? 0 : config.network.linear,
                               .model_dtype = config.model.dtype};
     if (estimate.total > *capacity)
-      refusal =
-          memory_refusal(estimate, *capacity, device.str(), memory_suggestions(model, in, estimate, advice, *capacity));
+      refusal = memory_refusal(estimate, *capacity, config.train.max_memory > 0 ? "train.max_memory" : device.str(),
+                               memory_suggestions(model, in, estimate, advice, *capacity));
   }
   // Every rank learns whether any rank refuses, so that all of them stop here together.
   const bool any_refuses = all_reduce_sum(group, {refusal ? 1.0 : 0.0})[0] > 0.0;

@@ -1,6 +1,8 @@
 #include "models/diffusion/train.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "comm/launch_env.h"
 #include "engine/checkpoint/latest_pointer.h"
@@ -9,6 +11,7 @@
 #include "models/diffusion/diffusion_task.h"
 #include "models/diffusion/memory_check.h"
 #include "models/diffusion/sample_grid.h"
+#include "models/memory_plan.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
 
@@ -39,12 +42,40 @@ std::string base_weights_hash(const std::string& name_or_path) {
   return sha256_file(path.string());
 }
 
+// The memory plan (models/memory_plan.h) where the config leaves checkpointing, quantization or
+// swapping at auto and a budget is known; `model` (built with every auto setting off) is rebuilt
+// when the plan turns one on. Returns the config with the plan's choices written in.
+TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<DiffusionModel>& model,
+                              const DataGeometry& geometry, comm::ProcessGroup& group, Device device) {
+  const PlanChoices choices = choices_of(config);
+  if (choices.gradient_checkpointing && choices.float8 && choices.blocks_to_swap) return config;
+  const std::optional<int64_t> budget = memory_budget(config, device);
+  if (!budget) return config;
+  const std::string source = config.train.max_memory > 0 ? "train.max_memory budget" : device.str() + " has";
+  const MemoryPlan plan =
+      plan_memory(*model, memory_inputs(config, geometry, group, device), choices, *budget, source);
+  if (group.rank() == 0) {
+    std::fprintf(stderr, "%s\n", describe(plan).c_str());
+    if (!plan.fits) std::fprintf(stderr, "wick train: memory plan: %s\n", refusal(plan, choices).c_str());
+  }
+  TrainConfig planned = with_plan(config, plan);
+  const bool changed = planned.train.gradient_checkpointing != config.train.gradient_checkpointing ||
+                       (planned.model.quantize == QuantizeMode::Float8) != (config.model.quantize == QuantizeMode::Float8) ||
+                       planned.train.blocks_to_swap != std::max<int64_t>(0, config.train.blocks_to_swap);
+  if (changed) {
+    model.reset();  // its memory back before the planned model loads
+    model = build_model(planned, geometry, device);
+  }
+  return planned;
+}
+
 }  // namespace
 
 fs::path run_directory(const TrainConfig& config) { return fs::path(config.output_dir) / config.name; }
 
-TrainResult train(const TrainConfig& config, const TrainOptions& options) {
-  check_supported(config);
+TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
+  check_supported(requested);
+  TrainConfig config = requested;
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
@@ -57,6 +88,7 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   std::shared_ptr<ImageSampler> sampler = prepare_sampling(config, data, device);
   const DataGeometry geometry = dataset_geometry(*data.dataset);
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
+  config = apply_memory_plan(config, model, geometry, *group, device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
   const MemoryEstimate memory = check_training_memory(config, *model, geometry, *group, device);
