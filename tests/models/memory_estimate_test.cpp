@@ -435,6 +435,35 @@ TEST(MemoryEstimate, FullSizeFluxLora) {
   EXPECT_GT(full.total, int64_t{120} * 1000 * 1000 * 1000);  // f32 masters, two f32 gradients, 8-bit state
 }
 
+// The same full-size Flux.1-dev LoRA with the memory plan's options (docs/training.md "Memory"): a float8
+// base (per-row scales) and the last N of the 57 blocks' frozen weights in host memory.
+TEST(MemoryEstimate, FullSizeFluxLoraFloat8AndSwapping) {
+  MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 512, .text_dim = 4096,
+                  .latent_channels = 16, .pooled_dim = 768, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
+                  .device = Device::cuda(0)};
+  in.gradient_checkpointing = true;
+  const flux::FluxTrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const MemoryEstimate bf16 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+  in.float8 = true;
+  const MemoryEstimate float8 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+  std::printf("Flux.1-dev LoRA r16, float8 base: %s\n", describe(float8).c_str());
+  int64_t previous = float8.total;
+  for (int64_t n : {8, 16, 28, 38}) {
+    in.blocks_to_swap = n;
+    const MemoryEstimate swapped = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+    std::printf("Flux.1-dev LoRA r16, float8 base, %2lld blocks swapped: total %s, %s of weights in host memory\n",
+                static_cast<long long>(n), format_bytes(swapped.total).c_str(),
+                format_bytes(swapped.swapped_weights).c_str());
+    EXPECT_LT(swapped.total, previous) << n;  // the last blocks are single blocks: each swapped one saves
+    previous = swapped.total;
+  }
+  // The block Linears (11.8 of the 11.9 B parameters) drop from 2 bytes to 1 plus a scale per row.
+  EXPECT_LT(float8.frozen_weights, bf16.frozen_weights * 52 / 100);
+  EXPECT_GT(float8.frozen_weights, bf16.frozen_weights * 48 / 100);
+  EXPECT_LT(float8.total, int64_t{24} * 1000 * 1000 * 1000);  // a 24 GB card, batch 1 at 1024²
+  EXPECT_GT(bf16.total, int64_t{24} * 1000 * 1000 * 1000);
+}
+
 // Full-size SD3.5 Large and Medium without weights (docs/training.md "Memory"): 1024² (4,096 image tokens) with
 // 333 text tokens (77 CLIP + 256 T5), batch 1, LoRA rank 16 on every Linear of the joint blocks (sd3's default
 // preset), bf16, adamw8bit, on a GPU. Large's bf16 weights alone are 16.3 GB (8.15 B parameters with pos_embed);
