@@ -377,7 +377,8 @@ std::vector<std::string> memory_suggestions(const DiffusionModel& model, const M
       swapped.blocks_to_swap = n;
       const int64_t total = estimate_with(model, parameters, swapped, model.dtype()).total;
       if (total <= capacity || n == static_cast<int64_t>(n_blocks)) {
-        consider("train.blocks_to_swap: " + std::to_string(n) + (in.gradient_checkpointing ? "" : " with train.gradient_checkpointing: true") +
+        consider("train.blocks_to_swap: " + std::to_string(n) +
+                     (in.gradient_checkpointing ? "" : " with train.gradient_checkpointing: true") +
                      " (those blocks' frozen weights in host memory, streamed in as they run)",
                  total);
         break;

@@ -104,9 +104,9 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
                                          .dropout = network.dropout, .dora_axis = dora_axis_for(lora_format)}};
   nn::apply_adapters(*built, adapters);
   if (train.blocks_to_swap > 0) {
-    WICK_CHECK_KIND(Config, train.gradient_checkpointing,
-                    "train.blocks_to_swap: ", train.blocks_to_swap, " needs train.gradient_checkpointing: true (without "
-                    "it backward keeps every streamed block's weights alive, so swapping saves nothing)");
+    WICK_CHECK_KIND(Config, train.gradient_checkpointing, "train.blocks_to_swap: ", train.blocks_to_swap,
+                    " needs train.gradient_checkpointing: true (without it backward keeps every streamed block's "
+                    "weights alive, so swapping saves nothing)");
     attach_block_swapper(*built, train.blocks_to_swap, device);
   }
   return built;

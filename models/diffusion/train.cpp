@@ -59,8 +59,9 @@ TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<Diffusi
     if (!plan.fits) std::fprintf(stderr, "wick train: memory plan: %s\n", refusal(plan, choices).c_str());
   }
   TrainConfig planned = with_plan(config, plan);
+  const auto float8 = [](const TrainConfig& c) { return c.model.quantize == QuantizeMode::Float8; };
   const bool changed = planned.train.gradient_checkpointing != config.train.gradient_checkpointing ||
-                       (planned.model.quantize == QuantizeMode::Float8) != (config.model.quantize == QuantizeMode::Float8) ||
+                       float8(planned) != float8(config) ||
                        planned.train.blocks_to_swap != std::max<int64_t>(0, config.train.blocks_to_swap);
   if (changed) {
     model.reset();  // its memory back before the planned model loads

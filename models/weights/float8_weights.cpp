@@ -63,7 +63,8 @@ Float8Source prepare_float8_layers(Module& model, const WeightSource& source, co
     const std::string module_source = strip_suffix(sources[0], ".weight");
     std::string scale_source;
     for (const char* suffix : {".weight_scale", ".scale_weight"})
-      if (scale_source.empty() && source.contains(prefix + module_source + suffix)) scale_source = module_source + suffix;
+      if (scale_source.empty() && source.contains(prefix + module_source + suffix))
+        scale_source = module_source + suffix;
     Shape scale_shape{1};
     if (!scale_source.empty()) {
       const SafetensorsInfo& info = source.info(prefix + scale_source);

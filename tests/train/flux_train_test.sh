@@ -274,8 +274,9 @@ if [ "$part" = float8 ]; then
     --set train.gradient_checkpointing=auto --max-memory 6MB >"$work/plan6.log" 2>&1
   status=$?
   [ $status = 2 ] || fail "a budget nothing fits exited $status, not 2"
-  grep -m1 "no memory plan fits the 6.0 MB train.max_memory budget: the smallest estimate, with gradient checkpointing on, \
-the base float8 and 4 blocks swapped, is 12.4 MB" "$work/plan6.log" || fail "the refusal does not name the budget and the best plan"
+  grep -m1 "no memory plan fits the 6.0 MB train.max_memory budget: the smallest estimate, with gradient \
+checkpointing on, the base float8 and 4 blocks swapped, is 12.4 MB" "$work/plan6.log" ||
+    fail "the refusal does not name the budget and the best plan"
 fi
 
 if [ "$part" = mpi ]; then
