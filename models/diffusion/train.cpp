@@ -77,6 +77,10 @@ fs::path run_directory(const TrainConfig& config) { return fs::path(config.outpu
 TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   check_supported(requested);
   TrainConfig config = requested;
+  if (config.train.blocks_to_swap > 0 && config.train.gradient_checkpointing_auto) {
+    config.train.gradient_checkpointing = true;  // swapping needs it; auto is the only choice left
+    config.train.gradient_checkpointing_auto = false;
+  }
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));

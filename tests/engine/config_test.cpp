@@ -141,7 +141,8 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   EXPECT_TRUE(saw_train_unet);
   EXPECT_FALSE(saw_width);
   EXPECT_TRUE(saw_walk_seed);
-  // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
+  // train_unet: true and train_text_encoder: false ask for what wick does: notes only (quantize: false is
+  // model.quantize: none).
   // The trigger word cannot reach the cached training captions: a warning.
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:17:21: trigger_word 'p3r5on' replaces [trigger] in the "

@@ -252,6 +252,10 @@ if [ "$part" = float8 ]; then
   grep -m1 "3 blocks swapped (.* of frozen weights in host memory" "$work/f8swap.log" ||
     fail "the blocks_to_swap run did not report its swapped blocks"
   same_run f8 f8swap
+  train f8swap_auto --set model.quantize=true --set train.blocks_to_swap=3 --set train.gradient_checkpointing=auto \
+    --set train.steps=2
+  grep -q "^  gradient_checkpointing: true$" "$work/out/f8swap_auto/config.yaml" ||
+    fail "blocks_to_swap with gradient_checkpointing auto did not turn checkpointing on"
   # (h) The memory plan: with checkpointing, quantization and swapping at auto, --max-memory picks the
   # cheapest that fits (estimates of this tiny run: plain 24.7 MB, checkpointing 17.9 MB, + float8 13.3 MB,
   # + 4 blocks swapped 12.4 MB), writes its choices into the resolved config, and refuses a budget nothing fits.
