@@ -166,11 +166,15 @@ MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& all_pa
       planned_parameters(all_parameters, in, &m.swapped_weights, &m.swap_buffers);
   std::map<DType, int64_t> frozen_by_dtype, trainable_by_dtype;
   std::vector<int64_t> trainable_numels;
-  for (const ParameterInfo& p : parameters) {
+  // Float8 weights dequantize one at a time, swapped ones too (their device copy).
+  MemoryInputs unswapped = in;
+  unswapped.blocks_to_swap = 0;
+  for (const ParameterInfo& p : planned_parameters(all_parameters, unswapped))
     if (p.dtype == DType::U8 && p.shape.size() == 2 && !p.trainable) {
       m.n_float8 += p.numel;
       m.dequantize_workspace = std::max(m.dequantize_workspace, p.numel * dtype_size(in.compute_dtype));
     }
+  for (const ParameterInfo& p : parameters) {
     const int64_t bytes = p.numel * dtype_size(p.dtype);
     if (p.trainable) {
       m.trainable_weights += bytes;
