@@ -1,5 +1,6 @@
 #include "models/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "models/weights/float8_weights.h"
@@ -27,6 +28,23 @@ std::vector<Candidate> candidates(const PlanChoices& c, int64_t n_blocks) {
   // Without checkpointing backward keeps the swapped copies: a fixed swap count needs it.
   std::erase_if(out, [](const Candidate& k) { return k.swap > 0 && !k.checkpointing; });
   return out;
+}
+
+// Step time with checkpointing over the time without: a step is about three forwards' worth (forward,
+// and backward at twice its cost); checkpointing reruns the blocks' forward. From the activation
+// profile's forward FLOPs where the architecture counts them (Flux), else 4/3.
+double checkpointing_slowdown(const DiffusionModel& model, const MemoryInputs& in) {
+  const ActivationProfile profile = model.activation_profile(
+      {.batch = in.batch_size, .latent_height = in.latent_height, .latent_width = in.latent_width,
+       .text_length = in.text_length, .dtype = model.dtype(), .device = in.device},
+      true);
+  const std::vector<std::string> blocks = model.block_paths();
+  int64_t recomputed = 0;
+  for (const ActivationSegment& s : profile.segments)
+    if (std::find(blocks.begin(), blocks.end(), s.name) != blocks.end()) recomputed += s.forward_flops;
+  const int64_t total = profile.forward_flops();
+  if (total <= 0 || recomputed <= 0) return 4.0 / 3.0;
+  return 1.0 + static_cast<double>(recomputed) / (3.0 * static_cast<double>(total));
 }
 
 }  // namespace
@@ -61,7 +79,8 @@ MemoryPlan plan_memory(const DiffusionModel& model, const MemoryInputs& inputs, 
                     .estimate = estimate_training_memory(model, in), .budget = budget,
                     .fits = false, .budget_source = budget_source};
     plan.fits = plan.estimate.total <= budget;
-    if (k.checkpointing && !c.gradient_checkpointing.value_or(false)) plan.slowdown = 4.0 / 3.0;
+    if (k.checkpointing && !c.gradient_checkpointing.value_or(false))
+      plan.slowdown = checkpointing_slowdown(model, inputs);
     plan.bytes_streamed_per_step = 2 * plan.estimate.swapped_weights * inputs.gradient_accumulation;
     if (plan.fits) return plan;
     if (!have || plan.estimate.total < best.estimate.total) best = plan, have = true;

@@ -41,8 +41,9 @@ struct MemoryPlan {
   bool fits = false;
   std::string budget_source;  // "--max-memory / train.max_memory" or the device
   // Expected step time against the configuration with every auto setting off: checkpointing adds one
-  // forward of each block (forward FLOPs over the step's three forwards' worth); float8 and swapping
-  // are not in it (unmeasured: the dequantization and the copies overlap compute on a GPU).
+  // forward of each block (the blocks' forward FLOPs over the step's three forwards' worth, from the
+  // activation profile; 4/3 where the architecture does not count FLOPs); float8 and swapping are not
+  // in it (unmeasured: the dequantization and the copies overlap compute on a GPU).
   double slowdown = 1.0;
   int64_t bytes_streamed_per_step = 0;  // swapped blocks' frozen bytes copied per step (forward + recompute)
 };

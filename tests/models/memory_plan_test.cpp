@@ -54,7 +54,13 @@ TEST(MemoryPlan, CheapestCandidateThatFits) {
     EXPECT_EQ(plan.float8, c.float8) << c.budget;
     EXPECT_EQ(plan.blocks_to_swap, c.swap) << c.budget;
     EXPECT_LE(plan.estimate.total, c.budget);
-    EXPECT_EQ(plan.slowdown, c.checkpointing ? 4.0 / 3.0 : 1.0);
+    // Checkpointing reruns the blocks' forward: nearly all of the tiny Flux's FLOPs.
+    if (c.checkpointing) {
+      EXPECT_GT(plan.slowdown, 1.30);
+      EXPECT_LT(plan.slowdown, 4.0 / 3.0);
+    } else {
+      EXPECT_EQ(plan.slowdown, 1.0);
+    }
     EXPECT_THAT(describe(plan), HasSubstr("of the " + format_bytes(c.budget) + " test budget"));
   }
 }
