@@ -1,5 +1,5 @@
 // `wick train CONFIG.yaml [--set key.path=value ...] [--resume auto|none|PATH] [--steps N]
-// [--stop-after N] [--no-progress]` (docs/training.md).
+// [--stop-after N] [--max-memory SIZE] [--no-progress]` (docs/training.md).
 //
 // Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
 // during training (non-finite losses, a lost rank); 75 stopped on request (SIGTERM or SIGUSR1, e.g.
@@ -29,6 +29,7 @@ struct TrainArgs {
   std::string resume = "auto";
   int64_t steps = 0;
   int64_t stop_after = 0;
+  std::string max_memory;
   bool no_progress = false;
 };
 
@@ -36,6 +37,7 @@ void run_train(const TrainArgs& args) {
   try {
     std::vector<std::string> overrides = args.sets;
     if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
+    if (!args.max_memory.empty()) overrides.push_back("train.max_memory=" + args.max_memory);
     std::vector<std::string> notes, warnings;
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
@@ -75,6 +77,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--stop-after", args->stop_after,
                   "end this process after step N with a checkpoint (continue later with --resume auto)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-memory", args->max_memory,
+                  "the memory the run must fit in per rank, e.g. 24GB (train.max_memory): the memory plan chooses "
+                  "checkpointing, float8 and blocks to swap where they are auto");
   cmd->add_flag("--no-progress", args->no_progress, "no progress display");
   cmd->callback([args] { run_train(*args); });
 }

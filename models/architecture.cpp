@@ -6,6 +6,11 @@
 
 namespace wick {
 
+void DiffusionModel::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  WICK_CHECK_KIND(Config, swapper == nullptr, "train.blocks_to_swap: arch ", arch_name(),
+                  " does not stream its blocks (only architectures with transformer blocks do: flux)");
+}
+
 std::vector<std::string> Architecture::targets(const std::vector<std::string>& configured) const {
   const std::map<std::string, std::vector<std::string>> presets = target_presets();
   if (configured.empty()) return presets.at(default_preset());

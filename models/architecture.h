@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/block_swap.h"
 #include "engine/config/train_config.h"
 #include "engine/module.h"
 #include "models/activation_memory.h"
@@ -75,6 +76,15 @@ class DiffusionModel : public Module {
   // loss), for micro-batches of `shape` with gradient checkpointing on or off, as the model is now
   // (its adapters and trainable parameters decide what backward keeps). models/activation_memory.h.
   virtual ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const = 0;
+  // The model's repeated blocks in execution order, as module paths ("double_blocks.0", ...): what
+  // block swapping streams (train.blocks_to_swap: the last N of them) and what model.quantize
+  // quantizes (their Linears). Empty: the model supports neither.
+  virtual std::vector<std::string> block_paths() const { return {}; }
+  // Streams the frozen weights of `swapper`'s blocks (named by block_paths) around each block's run
+  // (engine/block_swap.h); nullptr turns it off. Models without blocks refuse.
+  virtual void set_block_swapper(std::shared_ptr<BlockSwapper> swapper);
+  // The swapper set_block_swapper attached, or nullptr.
+  virtual const BlockSwapper* block_swapper() const { return nullptr; }
   // The activations' peak bytes: activation_profile(shape, checkpointing).peak_bytes().
   int64_t activation_bytes(const ActivationShape& shape, bool checkpointing) const {
     return activation_profile(shape, checkpointing).peak_bytes();

@@ -41,6 +41,12 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
                                             const DataGeometry& data, Device device);
 std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device);
 
+// Block swapping (train.blocks_to_swap, engine/block_swap.h): the frozen weights of the last `n_blocks`
+// of model.block_paths() move to host memory and are streamed to `device` around each block's run.
+// n_blocks 0 detaches any swapper; more blocks than the model has, or a model without blocks, is a
+// Config error. build_model calls it for train.blocks_to_swap > 0 (which needs gradient checkpointing).
+std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_t n_blocks, Device device);
+
 // Writes `model` (a network.type full run's trained model) in config.save.dtype under `directory` as its
 // architecture exports it (Architecture::export_model: the layout of its base weights, so it loads back as
 // model.name_or_path), named config.name. Metadata: wick_network_type ("full"), wick_step, wick_config (the

@@ -65,6 +65,8 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "arch", c.model.arch.c_str());
   put(out, "name_or_path", c.model.name_or_path);
   put(out, "dtype", dtype_name(c.model.dtype));
+  put(out, "quantize", quantize_mode_name(c.model.quantize));
+  put(out, "quantize_scale", quantize_scale_name(c.model.quantize_scale));
   for (const auto& [name, value] : c.model.options.values())
     std::visit([&out, &name](const auto& v) { put(out, name.c_str(), v); }, value);
   out << YAML::EndMap;
@@ -94,7 +96,10 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "lr_scheduler", t.lr_scheduler.c_str());
   put(out, "warmup", t.warmup);
   put(out, "max_grad_norm", t.max_grad_norm);
-  put(out, "gradient_checkpointing", t.gradient_checkpointing);
+  if (t.gradient_checkpointing_auto && !t.gradient_checkpointing)
+    put(out, "gradient_checkpointing", "auto");
+  else
+    put(out, "gradient_checkpointing", t.gradient_checkpointing);
   put(out, "mixed_precision", mixed_precision_name(t.mixed_precision));
   put(out, "seed", t.seed);
   put(out, "noise_scheduler", noise_scheduler_name(t.noise_scheduler));
@@ -109,6 +114,11 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "noise_offset", t.noise_offset);
   put(out, "max_nonfinite_steps", t.max_nonfinite_steps);
   put(out, "log_every", t.log_every);
+  if (t.blocks_to_swap < 0)
+    put(out, "blocks_to_swap", "auto");
+  else
+    put(out, "blocks_to_swap", t.blocks_to_swap);
+  put(out, "max_memory", t.max_memory);
   out << YAML::EndMap;
 
   key(out, "datasets");

@@ -57,6 +57,15 @@ const EnumTable<CommBackend> backend_table = {
      {"none", CommBackend::None}}};
 const EnumTable<LoraFormat> lora_format_table = {{{"kohya", LoraFormat::Kohya}, {"peft", LoraFormat::Peft}},
                                                  {{"comfyui", LoraFormat::Kohya}, {"diffusers", LoraFormat::Peft}}};
+const EnumTable<QuantizeMode> quantize_table = {
+    {{"auto", QuantizeMode::Auto}, {"none", QuantizeMode::None}, {"float8", QuantizeMode::Float8}},
+    {{"false", QuantizeMode::None}, {"no", QuantizeMode::None}, {"off", QuantizeMode::None},
+     {"true", QuantizeMode::Float8}, {"yes", QuantizeMode::Float8}, {"on", QuantizeMode::Float8},
+     {"fp8", QuantizeMode::Float8}, {"qfloat8", QuantizeMode::Float8}, {"float8_e4m3fn", QuantizeMode::Float8},
+     {"e4m3", QuantizeMode::Float8}}};
+const EnumTable<QuantizeScale> quantize_scale_table = {
+    {{"per_row", QuantizeScale::PerRow}, {"per_tensor", QuantizeScale::PerTensor}},
+    {{"row", QuantizeScale::PerRow}, {"per_channel", QuantizeScale::PerRow}, {"tensor", QuantizeScale::PerTensor}}};
 const EnumTable<LatentSampling> latent_sampling_table = {
     {{"sample", LatentSampling::Sample}, {"mean", LatentSampling::Mean}}, {{"mode", LatentSampling::Mean}}};
 
@@ -176,7 +185,7 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
     m.options = ModelOptions::defaults(arch.keys);
   }
   std::vector<KeyDef> keys = {{"arch", {"architecture"}}, {"name_or_path", {"path", "pretrained_model_name_or_path"}},
-                              {"dtype"}};
+                              {"dtype"}, {"quantize", {"fp8_base"}}, {"quantize_scale"}};
   for (const ArchSchema& other : ctx.schema->archs)
     for (const std::string& flag : arch_flags(other)) keys.push_back({flag});
   for (const OptionKey& key : arch.keys) keys.push_back({key.name, key.aliases});
@@ -203,13 +212,16 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
   std::vector<std::string> ignored = {"quantize_te", "low_vram"};
   ignored.insert(ignored.end(), arch.ignored.begin(), arch.ignored.end());
   Section s(ctx, node, "model", keys, ignored,
-            {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
+            {{"qtype", "wick quantizes the base to float8 e4m3 (model.quantize: float8) only",
+              scalar_in({"qfloat8", "float8", "fp8", "float8_e4m3fn"})}});
   for (const ArchSchema& other : ctx.schema->archs) {  // flags: type-checked; a false one asks for nothing
     bool on = false;
     for (const std::string& flag : arch_flags(other)) s.get_bool(flag, on);
   }
   s.get_string("name_or_path", m.name_or_path);
   s.get_dtype("dtype", m.dtype);
+  s.get_enum("quantize", m.quantize, quantize_table);
+  s.get_enum("quantize_scale", m.quantize_scale, quantize_scale_table);
   for (const OptionKey& key : arch.keys) read_option(s, key, m.options);
 }
 
@@ -240,7 +252,7 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"timestep_sampling", {"timestep_type", "weighting_scheme"}}, {"logit_mean"}, {"logit_std"},
              {"mode_scale"}, {"timestep_shift", {"training_shift"}},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
-             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}},
+             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}, {"blocks_to_swap"}, {"max_memory"}},
             {"skip_first_sample", "disable_sampling", "cache_text_embeddings"},
             {{"loss_type", "wick's loss is always the mean squared error", scalar_in({"mse"})},
              {"ema_config", "wick keeps no EMA of the weights", flag_off("use_ema")},
@@ -266,7 +278,33 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   s.get_choice("lr_scheduler", t.lr_scheduler, lr_schedule_names());
   s.get_int("warmup", t.warmup, Range::at_least(0));
   s.get_float("max_grad_norm", t.max_grad_norm, Range::at_least(0));
-  s.get_bool("gradient_checkpointing", t.gradient_checkpointing);
+  if (s.has("gradient_checkpointing") && s.value("gradient_checkpointing").IsScalar() &&
+      lowercase(s.value("gradient_checkpointing").Scalar()) == "auto") {
+    std::string ignored_text;
+    s.get_string("gradient_checkpointing", ignored_text);  // marks the key as set
+    t.gradient_checkpointing = false;
+    t.gradient_checkpointing_auto = true;
+  } else if (s.get_bool("gradient_checkpointing", t.gradient_checkpointing)) {
+    t.gradient_checkpointing_auto = false;
+  }
+  if (s.has("blocks_to_swap") && s.value("blocks_to_swap").IsScalar() &&
+      lowercase(s.value("blocks_to_swap").Scalar()) == "auto") {
+    std::string ignored_text;
+    s.get_string("blocks_to_swap", ignored_text);
+    t.blocks_to_swap = -1;
+  } else {
+    s.get_int("blocks_to_swap", t.blocks_to_swap, Range::at_least(0));
+  }
+  if (s.has("max_memory")) {
+    std::string text;
+    s.get_string("max_memory", text);
+    std::optional<int64_t> bytes = parse_byte_size(text);
+    if (!bytes)
+      ctx.fail(s.value("max_memory"), "train.max_memory: '" + text +
+                                          "' is not a size; write e.g. 24GB, 24GiB, 800MB or a byte count (0 = the "
+                                          "device's memory)");
+    t.max_memory = *bytes;
+  }
   s.get_enum("mixed_precision", t.mixed_precision, precision_table);
   s.get_int("seed", t.seed, Range::at_least(0));
   s.get_enum("noise_scheduler", t.noise_scheduler, scheduler_table);
@@ -580,6 +618,31 @@ const char* sampler_name(SamplerKind value) { return name_in(sampler_table, valu
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
 const char* lora_format_name(LoraFormat value) { return name_in(lora_format_table, value); }
 const char* latent_sampling_name(LatentSampling value) { return name_in(latent_sampling_table, value); }
+const char* quantize_mode_name(QuantizeMode value) { return name_in(quantize_table, value); }
+const char* quantize_scale_name(QuantizeScale value) { return name_in(quantize_scale_table, value); }
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += char(std::tolower(static_cast<unsigned char>(c)));
+  if (t.empty()) return std::nullopt;
+  size_t digits = 0;
+  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.')) ++digits;
+  if (digits == 0 || std::count(t.begin(), t.begin() + static_cast<ptrdiff_t>(digits), '.') > 1) return std::nullopt;
+  const double value = std::stod(t.substr(0, digits));
+  const std::string unit = t.substr(digits);
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1.0},      {"b", 1.0},      {"kb", 1e3},     {"mb", 1e6},    {"gb", 1e9},
+      {"tb", 1e12},   {"k", 1e3},      {"m", 1e6},      {"g", 1e9},     {"kib", 1024.0},
+      {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) {
+      const double bytes = value * factor;
+      if (!(bytes >= 0.0 && bytes < 9.0e18)) return std::nullopt;
+      return static_cast<int64_t>(bytes + 0.5);
+    }
+  return std::nullopt;
+}
 
 const ArchSchema* ConfigSchema::find(const std::string& name) const {
   const std::string wanted = lowercase(name);

@@ -41,6 +41,11 @@ enum class LoraFormat { Kohya, Peft };
 // mean + exp(logvar / 2) * eps (eps from Philox (seed, sample id, epoch, LatentSample)), or the mean.
 // Files without latents_logvar train on their stored latents either way.
 enum class LatentSampling { Sample, Mean };
+// How the frozen base is stored (docs/models.md "Float8 base"): auto lets `wick train`'s memory plan
+// choose (models/memory_plan.h: none when the run fits); none keeps model.dtype; float8 stores frozen
+// Linear weights of the transformer blocks as e4m3 with f32 scales.
+enum class QuantizeMode { Auto, None, Float8 };
+enum class QuantizeScale { PerRow, PerTensor };  // one f32 scale per output row, or one per weight
 
 // Canonical config spellings ("lora", "bf16", "flowmatch", ...).
 const char* network_type_name(NetworkType value);
@@ -52,6 +57,8 @@ const char* sampler_name(SamplerKind value);
 const char* comm_backend_name(CommBackend value);
 const char* lora_format_name(LoraFormat value);
 const char* latent_sampling_name(LatentSampling value);
+const char* quantize_mode_name(QuantizeMode value);
+const char* quantize_scale_name(QuantizeScale value);
 
 // What an architecture contributes to the config (models/registry.h builds one per registered
 // architecture): its names, the ai-toolkit flag that selects it, the `model:` keys it owns, and the
@@ -90,6 +97,8 @@ struct ModelConfig {
                                      // e.g. is_flux: true)
   std::string name_or_path;          // base weights (file, folder or checkpoint directory); "" = from scratch
   DType dtype = DType::F32;          // storage dtype of the frozen base weights: f32 | bf16 | f16
+  QuantizeMode quantize = QuantizeMode::Auto;        // auto | none | float8 (a float8 checkpoint stays float8)
+  QuantizeScale quantize_scale = QuantizeScale::PerRow;
   ModelOptions options;              // the architecture's own keys, checked, defaults filled
   bool operator==(const ModelConfig&) const = default;
 };
@@ -126,6 +135,15 @@ struct TrainSection {
   int64_t warmup = 0;                  // lr warmup steps
   double max_grad_norm = 1.0;          // 0 = no clipping
   bool gradient_checkpointing = false;
+  // The config left gradient_checkpointing at auto: the memory plan may turn it on (models/memory_plan.h);
+  // the plan then sets gradient_checkpointing and clears this.
+  bool gradient_checkpointing_auto = true;
+  // Transformer blocks whose frozen weights stay in pinned host memory and are streamed to the device
+  // just before they run (engine/block_swap.h); -1 = auto: the memory plan decides (0 when the run fits).
+  int64_t blocks_to_swap = -1;
+  // What the run's tensors must fit in on each rank, in bytes (`wick train --max-memory 24GB`);
+  // 0 = what the device has. The memory plan fits the run into it.
+  int64_t max_memory = 0;
   MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t seed = 42;
   NoiseScheduler noise_scheduler = NoiseScheduler::FlowMatch;  // default ddpm for arch sdxl
@@ -203,6 +221,10 @@ struct TrainConfig {
   DistributedConfig distributed;
   bool operator==(const TrainConfig&) const = default;
 };
+
+// A size in bytes: "24GB" (10^9 bytes per GB, as wick prints sizes), "24GiB" (2^30), "800MB", "1.5 TB",
+// or a plain byte count; nullopt for anything else.
+std::optional<int64_t> parse_byte_size(const std::string& text);
 
 // Parses YAML text. `source` names it in error messages (a file path, or e.g. "<string>").
 // `overrides` are "key.path=value" strings (as given to --set), applied after the text, value parsed

@@ -60,6 +60,7 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
                   .gradient_accumulation = t.gradient_accumulation,
                   .min_snr_weights = t.min_snr_gamma > 0.0,
                   .device = device};
+  in.blocks_to_swap = std::max<int64_t>(0, t.blocks_to_swap);  // a built model's float8 layers count as they are
   for (const auto& [h, w] : data.latent_sizes)
     if (h * w > in.latent_height * in.latent_width) in.latent_height = h, in.latent_width = w;
   // engine/train/step_loop.cpp shards with a communicator on the parameters' device.
@@ -67,11 +68,26 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
   return in;
 }
 
+std::optional<int64_t> memory_budget(const TrainConfig& config, Device device) {
+  std::optional<int64_t> budget;
+  if (config.train.max_memory > 0) {
+    budget = config.train.max_memory;
+  } else if (std::optional<int64_t> available = available_memory_bytes(device)) {
+    const MemoryStats held = memory_stats(device);
+    budget = *available + held.current_bytes + held.cached_bytes;
+  }
+  const std::optional<int64_t> limit = memory_limit_from_environment();
+  if (limit) budget = budget ? std::min(*budget, *limit) : *limit;
+  return budget;
+}
+
 std::optional<std::string> memory_refusal(const MemoryEstimate& estimate, int64_t capacity,
                                           const std::string& device_name, const std::vector<std::string>& suggestions) {
   if (estimate.total <= capacity) return std::nullopt;
   std::string message = "the run needs an estimated " + format_bytes(estimate.total) + " per rank but " + device_name +
-                        " has " + format_bytes(capacity) + " (free now plus what wick holds): " + describe(estimate) +
+                        " has " + format_bytes(capacity) +
+                        (device_name == "train.max_memory" ? "" : " (free now plus what wick holds)") + ": " +
+                        describe(estimate) +
                         ". ";
   if (suggestions.empty()) {
     message += "No setting wick knows lowers the estimate: train on a device with more memory";
@@ -88,14 +104,9 @@ TrainingMemory check_training_memory(const TrainConfig& config, const DiffusionM
   MemoryInputs in = memory_inputs(config, data, group, device);
   const MemoryEstimate whole = estimate_training_memory(model, in);
   const bool rank0 = group.rank() == 0;
-  std::optional<int64_t> available = available_memory_bytes(device);
-  std::optional<int64_t> capacity;
-  if (available) {
-    const MemoryStats held = memory_stats(device);
-    capacity = *available + held.current_bytes + held.cached_bytes;
-  }
+  const std::optional<int64_t> capacity = memory_budget(config, device);
   const std::optional<int64_t> limit = memory_limit_from_environment();
-  if (limit) capacity = capacity ? std::min(*capacity, *limit) : *limit;
+  const std::string where = config.train.max_memory > 0 ? "train.max_memory budget" : device.str() + " has";
 
   // A global batch whose share does not fit: the fewest pieces that do (the most any rank needs).
   TrainingMemory plan{.estimate = whole};
@@ -125,7 +136,7 @@ TrainingMemory check_training_memory(const TrainConfig& config, const DiffusionM
 
   if (rank0) {
     std::string line = "wick train: memory estimate per rank: " + describe(estimate);
-    if (capacity) line += " of the " + format_bytes(*capacity) + " " + device.str() + " has";
+    if (capacity) line += " of the " + format_bytes(*capacity) + " " + where;
     if (limit && capacity == limit) line += " (WICK_MEMORY_LIMIT)";
     std::fprintf(stderr, "%s\n", line.c_str());
     if (plan.share_splits > 1 && capacity && estimate.total <= *capacity)
@@ -142,8 +153,8 @@ TrainingMemory check_training_memory(const TrainConfig& config, const DiffusionM
     const MemoryAdvice advice{.lora_rank = config.network.type == NetworkType::Full ? 0 : config.network.linear,
                               .model_dtype = config.model.dtype};
     if (estimate.total > *capacity)
-      refusal =
-          memory_refusal(estimate, *capacity, device.str(), memory_suggestions(model, in, estimate, advice, *capacity));
+      refusal = memory_refusal(estimate, *capacity, config.train.max_memory > 0 ? "train.max_memory" : device.str(),
+                               memory_suggestions(model, in, estimate, advice, *capacity));
   }
   // Every rank learns whether any rank refuses, so that all of them stop here together.
   const bool any_refuses = all_reduce_sum(group, {refusal ? 1.0 : 0.0})[0] > 0.0;

@@ -34,6 +34,11 @@ namespace wick {
 MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, const comm::ProcessGroup& group,
                            Device device);
 
+// What the run must fit in per rank: train.max_memory (--max-memory) when set, else the device's free
+// memory plus what this process holds; capped by WICK_MEMORY_LIMIT when that is set; nullopt when
+// neither is set and the device cannot tell.
+std::optional<int64_t> memory_budget(const TrainConfig& config, Device device);
+
 // The refusal message for an estimate above `capacity` bytes on `device_name`, with the numbers and
 // the settings that would lower it (memory_suggestions); nullopt when the estimate fits.
 std::optional<std::string> memory_refusal(const MemoryEstimate& estimate, int64_t capacity,

@@ -141,7 +141,8 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   EXPECT_TRUE(saw_train_unet);
   EXPECT_FALSE(saw_width);
   EXPECT_TRUE(saw_walk_seed);
-  // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
+  // train_unet: true and train_text_encoder: false ask for what wick does: notes only (quantize: false is
+  // model.quantize: none).
   // The trigger word cannot reach the cached training captions: a warning.
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:17:21: trigger_word 'p3r5on' replaces [trigger] in the "
@@ -648,6 +649,37 @@ TEST(ConfigResolved, HashIsStableAndSensitive) {
   EXPECT_NE(config_hash(a), config_hash(c));
   // The hash is over the canonical text, which starts with the top-level keys in a fixed order.
   EXPECT_EQ(to_yaml(a).substr(0, 48), "name: \"run\"\noutput_dir: \"output\"\ndevice: \"auto\"\n");
+}
+
+// model.quantize (ai-toolkit's quantize: true is float8), train.blocks_to_swap and train.max_memory.
+TEST(Config, QuantizeSwapAndMemoryBudget) {
+  TrainConfig c = parse(kMinimal + "model:\n  quantize: true\n  quantize_scale: per_tensor\n"
+                                   "train:\n  blocks_to_swap: 8\n  max_memory: 24GB\n");
+  EXPECT_EQ(c.model.quantize, QuantizeMode::Float8);
+  EXPECT_EQ(c.model.quantize_scale, QuantizeScale::PerTensor);
+  EXPECT_EQ(c.train.blocks_to_swap, 8);
+  EXPECT_EQ(c.train.max_memory, 24'000'000'000);
+  expect_round_trip(c);
+  EXPECT_EQ(parse(kMinimal + "model: {quantize: false}\n").model.quantize, QuantizeMode::None);
+  EXPECT_EQ(parse(kMinimal + "model: {fp8_base: float8}\n").model.quantize, QuantizeMode::Float8);  // kohya's name
+  TrainConfig defaults = parse(kMinimal);
+  EXPECT_EQ(defaults.model.quantize, QuantizeMode::Auto);
+  EXPECT_EQ(defaults.train.blocks_to_swap, -1);
+  EXPECT_EQ(defaults.train.max_memory, 0);
+  TrainConfig automatic = parse(kMinimal + "train: {blocks_to_swap: auto, gradient_checkpointing: auto, "
+                                           "max_memory: 1.5GiB}\n");
+  EXPECT_EQ(automatic.train.blocks_to_swap, -1);
+  EXPECT_TRUE(automatic.train.gradient_checkpointing_auto);
+  EXPECT_EQ(automatic.train.max_memory, 1'610'612'736);
+  expect_round_trip(automatic);
+  EXPECT_FALSE(parse(kMinimal + "train: {gradient_checkpointing: false}\n").train.gradient_checkpointing_auto);
+  EXPECT_THAT(error_of(kMinimal + "model: {quantize: int4}\n"), AllOf(HasSubstr("int4"), HasSubstr("float8")));
+  EXPECT_THAT(error_of(kMinimal + "train: {blocks_to_swap: -2}\n"), HasSubstr("train.blocks_to_swap"));
+  EXPECT_THAT(error_of(kMinimal + "train: {max_memory: lots}\n"), HasSubstr("is not a size; write e.g. 24GB"));
+  EXPECT_EQ(parse_byte_size("800 MB"), 800'000'000);
+  EXPECT_EQ(parse_byte_size("1k"), 1000);
+  EXPECT_EQ(parse_byte_size("2.5.1GB"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("GB"), std::nullopt);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@
 #include "models/flux/flux_memory.h"
 #include "models/memory_estimate.h"
 #include "models/model_factory.h"
+#include "models/weights/float8_weights.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"
 #include "models/sd3/sd3.h"
@@ -114,7 +115,7 @@ Tensor random_tensor(const Shape& shape, uint64_t key) { return randn(shape, Rng
 
 // Builds the model, estimates, then runs one training step and measures.
 Measurement measure_step(const std::function<std::shared_ptr<DiffusionModel>()>& build, const StepShape& s,
-                         const std::string& optimizer_name, bool checkpointing) {
+                         const std::string& optimizer_name, bool checkpointing, int64_t blocks_to_swap = 0) {
   const Device cpu = Device::cpu();
   Measurement out;
   const int64_t before = memory_stats(cpu).current_bytes;
@@ -124,6 +125,7 @@ Measurement measure_step(const std::function<std::shared_ptr<DiffusionModel>()>&
                   .text_length = s.text_length, .text_dim = s.text_dim, .latent_channels = s.channels,
                   .pooled_dim = s.pooled_dim, .gradient_checkpointing = checkpointing, .optimizer = optimizer_name,
                   .batches_in_flight = 1};
+  in.blocks_to_swap = blocks_to_swap;
   out.estimate = estimate_training_memory(*model, in);
   out.profile = model->activation_profile({.batch = s.batch, .latent_height = s.size, .latent_width = s.size,
                                            .text_length = s.text_length, .dtype = model->dtype()},
@@ -314,6 +316,39 @@ TEST(MemoryEstimate, SdxlUnetWithinItsTolerance) {
   }
 }
 
+// A float8 base and swapped blocks (docs/models.md "Float8 base, block swapping and the memory plan") on the
+// tiny Flux, LoRA, checkpointing. On the CPU the swapped blocks' weights stay where they were loaded, which
+// memory_stats counts and the estimate puts in host memory: added to the estimate before comparing.
+TEST(MemoryEstimate, Float8AndSwappingMatchTheMeasuredPeak) {
+  struct SwapCase {
+    bool float8;
+    int64_t swap;
+    int64_t size;
+  };
+  for (const SwapCase& c : {SwapCase{true, 0, 16}, SwapCase{true, 0, 32}, SwapCase{true, 2, 16},
+                            SwapCase{false, 4, 16}, SwapCase{true, 4, 32}}) {
+    auto build = [&] {
+      auto model = std::make_shared<flux::FluxTransformer>(tiny_flux(1, DType::F32));
+      model->set_all_trainable(false);  // a frozen base (quantize_linears leaves trainable weights alone)
+      if (c.float8) quantize_linears(*model, {"double_blocks.*", "single_blocks.*"}, Float8Scaling::PerRow);
+      nn::apply_adapters(*model, {.patterns = {"double_blocks.*", "single_blocks.*"}, .options = {.rank = 4}});
+      model->set_gradient_checkpointing(true);
+      attach_block_swapper(*model, c.swap, Device::cpu());
+      return std::shared_ptr<DiffusionModel>(model);
+    };
+    Measurement m = measure_step(build, {.size = c.size}, "adamw", true, c.swap);
+    const int64_t counted = m.estimate.total + m.estimate.swapped_weights;
+    const double ratio = static_cast<double>(counted) / static_cast<double>(m.peak);
+    std::printf("  flux f32 lora ckpt %s, %lld swapped, %lld: measured %lld, estimate %lld + host %lld (%.3f)\n",
+                c.float8 ? "float8" : "f32 base", static_cast<long long>(c.swap), static_cast<long long>(c.size),
+                static_cast<long long>(m.peak), static_cast<long long>(m.estimate.total),
+                static_cast<long long>(m.estimate.swapped_weights), ratio);
+    EXPECT_NEAR(ratio, 1.0, kTolerance) << c.float8 << " " << c.swap << " " << c.size;
+    EXPECT_EQ(m.estimate.dequantize_workspace > 0, c.float8);
+    EXPECT_EQ(m.estimate.swap_buffers > 0, c.swap > 0) << m.estimate.swap_buffers << " " << c.swap << " " << c.size;
+  }
+}
+
 // The optimizer's own allocation (masters, gradient buffer, state) against the estimate's rules,
 // unsharded and cut into zero_partition ranges: 8-bit blocks of 256 with f32 absmax, 32-bit state
 // below 4096 elements, padding to 256 elements included.
@@ -484,6 +519,35 @@ TEST(MemoryEstimate, FullSizeFluxLora) {
   EXPECT_EQ(on.total_other, off.total);
   EXPECT_GT(off.activations, 5 * on.activations);
   EXPECT_GT(full.total, int64_t{120} * 1000 * 1000 * 1000);  // f32 masters, two f32 gradients, 8-bit state
+}
+
+// The same full-size Flux.1-dev LoRA with the memory plan's options (docs/training.md "Memory"): a float8
+// base (per-row scales) and the last N of the 57 blocks' frozen weights in host memory.
+TEST(MemoryEstimate, FullSizeFluxLoraFloat8AndSwapping) {
+  MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 512, .text_dim = 4096,
+                  .latent_channels = 16, .pooled_dim = 768, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
+                  .device = Device::cuda(0)};
+  in.gradient_checkpointing = true;
+  const flux::FluxTrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const MemoryEstimate bf16 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+  in.float8 = true;
+  const MemoryEstimate float8 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+  std::printf("Flux.1-dev LoRA r16, float8 base: %s\n", describe(float8).c_str());
+  int64_t previous = float8.total;
+  for (int64_t n : {8, 16, 28, 38}) {
+    in.blocks_to_swap = n;
+    const MemoryEstimate swapped = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
+    std::printf("Flux.1-dev LoRA r16, float8 base, %2lld blocks swapped: total %s, %s of weights in host memory\n",
+                static_cast<long long>(n), format_bytes(swapped.total).c_str(),
+                format_bytes(swapped.swapped_weights).c_str());
+    EXPECT_LT(swapped.total, previous) << n;  // the last blocks are single blocks: each swapped one saves
+    previous = swapped.total;
+  }
+  // The block Linears (11.8 of the 11.9 B parameters) drop from 2 bytes to 1 plus a scale per row.
+  EXPECT_LT(float8.frozen_weights, bf16.frozen_weights * 52 / 100);
+  EXPECT_GT(float8.frozen_weights, bf16.frozen_weights * 48 / 100);
+  EXPECT_LT(float8.total, int64_t{24} * 1000 * 1000 * 1000);  // a 24 GB card, batch 1 at 1024²
+  EXPECT_GT(bf16.total, int64_t{24} * 1000 * 1000 * 1000);
 }
 
 // Full-size SD3.5 Large and Medium without weights (docs/training.md "Memory"): 1024² (4,096 image tokens) with
