@@ -49,8 +49,11 @@ run_one() {  # target: fuzz a copy of the corpus, then merge it back into the co
   cp "$seeds/$target"/* "$work"/
   cp "$committed"/* "$work"/ 2>/dev/null || true
   # -malloc_limit_mb: no input is over ~20 KB, so an allocation of 64 MiB is one the file cannot justify.
+  # WICK_FUZZ_FLAGS: more libFuzzer flags, e.g. "-fork=1 -ignore_crashes=1" to go on past a crash
+  # shellcheck disable=SC2086
   (cd "$out" && nice -n 19 "$program" -max_total_time=$((minutes * 60)) -timeout=30 -rss_limit_mb=2048 \
-    -malloc_limit_mb=64 -print_final_stats=1 -artifact_prefix="$out/$target-" "$work") >"$out/$target.log" 2>&1 || true
+    -malloc_limit_mb=64 -print_final_stats=1 ${WICK_FUZZ_FLAGS:-} -artifact_prefix="$out/$target-" "$work") \
+    >"$out/$target.log" 2>&1 || true
   merge_into_corpus "$target"
 }
 # target: minimize committed + work into the committed corpus (-use_counters=0: one input per new
@@ -62,12 +65,13 @@ merge_into_corpus() {
   (cd "$out" && nice -n 19 "$program" -merge=1 -use_counters=0 -timeout=30 -rss_limit_mb=2048 -malloc_limit_mb=64 \
     "$merged" "$committed" "$out/$target.work") >"$out/$target.merge.log" 2>&1 &&
     [ -n "$(ls "$merged")" ] || { echo "fuzz.sh: merging $target failed: $out/$target.merge.log" >&2; return 1; }
-  rm -f "$committed"/*
+  # crash-<what>: inputs that once crashed a parser stay whatever the merge keeps (regression tests)
+  find "$committed" -maxdepth 1 -type f ! -name 'crash-*' -delete
   cp "$merged"/* "$committed"/
 }
 export -f run_one merge_into_corpus
 export out fuzz_build seeds minutes
-printf '%s\n' "${targets[@]}" | xargs -P "$parallel" -I{} bash -c 'run_one {}'
+printf '%s\n' "${targets[@]}" | xargs -P "$parallel" -I{} bash -c 'run_one {}' || true  # findings: below
 
 status=0
 for target in "${targets[@]}"; do
