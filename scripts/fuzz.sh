@@ -19,6 +19,7 @@ while getopts "t:j:" option; do
   esac
 done
 shift $((OPTIND - 1))
+[[ $minutes =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: -t takes whole minutes, at least 1" >&2; exit 2; }
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors config latent_dataset manifest lora idx)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/install_deps.sh --fuzz)" >&2; exit 2; }
@@ -77,7 +78,8 @@ status=0
 for target in "${targets[@]}"; do
   runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || echo "?")
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$out/$target.log" | tail -1 || true)
-  findings=$(cd "$out" && ls "$target"-crash-* "$target"-leak-* "$target"-oom-* "$target"-timeout-* 2>/dev/null | wc -l)
+  findings=$(cd "$out" && { ls "$target"-crash-* "$target"-leak-* "$target"-oom-* "$target"-timeout-* 2>/dev/null || true; } |
+    wc -l)
   files=$(ls "tests/fuzz/corpus/$target" | wc -l) bytes=$(du -sb "tests/fuzz/corpus/$target" | cut -f1)
   echo "$target: $runs runs in $minutes min, $cov, corpus $files files / $bytes bytes, $findings findings"
   [ "$findings" -eq 0 ] || status=1
