@@ -25,16 +25,24 @@
 
 namespace wick::fuzz {
 
-// A folder of this process's own (on /dev/shm when there is one: the targets write every input).
+// A folder of this process's own (on /dev/shm when there is one: the targets write every input),
+// removed at exit.
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    namespace fs = std::filesystem;
+  namespace fs = std::filesystem;
+  struct Scratch {
+    fs::path dir;
+    ~Scratch() {
+      std::error_code error;
+      fs::remove_all(dir, error);
+    }
+  };
+  static const Scratch scratch{[] {
     fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-    std::filesystem::path d = base / ("wick-fuzz-" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
+    fs::path d = base / ("wick-fuzz-" + std::to_string(getpid()));
+    fs::create_directories(d);
     return d;
-  }();
-  return dir;
+  }()};
+  return scratch.dir;
 }
 
 // Writes data[0, size) to <scratch>/<name> (replacing it) and returns the path.
