@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -450,6 +452,53 @@ void parse_root(ConfigContext& ctx, const YAML::Node& root, TrainConfig& c) {
   parse_top(ctx, process[0], c, wrapper.value("name"));
 }
 
+// Offset of the first byte of `text` that does not begin a well-formed UTF-8 sequence (no overlong
+// forms, surrogates or code points past U+10FFFF), or npos. yaml-cpp reads other bytes as they are
+// but writes them back escaped, so a config holding them would not survive to_yaml (nor config_hash).
+size_t invalid_utf8_at(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int n = 0;
+    uint32_t code = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1, code = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, code = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3, code = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + n >= text.size()) return i;
+    for (int k = 1; k <= n; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return i;
+      code = (code << 6) | (next & 0x3F);
+    }
+    const bool overlong_or_surrogate = n == 2 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF));
+    if (overlong_or_surrogate || (n == 3 && (code < 0x10000 || code > 0x10FFFF))) return i;
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
+void check_utf8(const std::string& text, const std::string& where) {
+  const size_t at = invalid_utf8_at(text);
+  if (at == std::string::npos) return;
+  const size_t line_start = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+  const size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const size_t column = at - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[at]));
+  throw WickError(ErrorKind::Config, where + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                                         ": not valid UTF-8 (byte " + byte + "); a config is UTF-8 text");
+}
+
 // One --set argument, "key.path=value": the value is parsed as YAML and applied like the file's keys.
 void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig& c) {
   ctx.override_arg = argument;
@@ -457,6 +506,7 @@ void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig
   if (equals == std::string::npos || equals == 0)
     throw WickError(ErrorKind::Config, "--set " + argument + ": expected key.path=value");
   std::string key = argument.substr(0, equals);
+  check_utf8(argument, "--set " + key);
   YAML::Node value;
   try {
     value = YAML::Load(argument.substr(equals + 1));
@@ -664,6 +714,7 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
                                 const std::vector<std::string>& overrides, std::vector<std::string>* notes,
                                 std::vector<std::string>* warnings) {
   ConfigContext ctx{.source = source, .schema = &schema, .notes = notes, .warnings = warnings};
+  check_utf8(text, source);
   YAML::Node root;
   try {
     root = YAML::Load(text);
