@@ -2,12 +2,13 @@
 # The main job, from a fresh Debian 12 machine: installs the packages wick needs, builds, packs the
 # Fashion-MNIST latents, trains the quickstart DiT from scratch (without "Ankle boot"), trains a LoRA
 # that teaches it "Ankle boot", evaluates both with `wick eval`, and prints where the outputs are.
-# Extra arguments go to cmake (scripts/build.sh). Running it again continues or skips finished steps
+# It builds only the `wick` binary (and the library it links); scripts/test.sh builds the tests and
+# benchmarks. Extra arguments go to cmake (scripts/build.sh). Running it again continues or skips finished steps
 # (`wick train` resumes from the newest checkpoint; a finished run has nothing left to do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
-scripts/build.sh "$@"
+WICK_BUILD_TARGETS=wick_cli scripts/build.sh "$@"   # only the `wick` binary; scripts/test.sh builds the rest
 build_dir=${WICK_BUILD_DIR:-build}
 wick="$build_dir/wick"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}

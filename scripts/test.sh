@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --tests
-scripts/build.sh "$@"
+WICK_BUILD_TARGETS= scripts/build.sh "$@"   # every target: tests, benchmarks, fixtures
 build_dir=${WICK_BUILD_DIR:-build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 # Tests run two at a time on few cores: idle OpenMP threads sleep instead of spinning.
