@@ -6,9 +6,14 @@
 //   std::vector<int64_t> batch;
 //   while (sampler.next(batch)) { ... }          // runs forever, epoch after epoch
 //   SamplerState saved = sampler.state();        // {epoch, position}; restore with load_state
+//
+// With regularization ids (a second constructor), the last reg_per_batch ids of every rank batch come
+// from them, the rest from `ids`; an epoch is a pass over `ids`, and the regularization ids cycle
+// through their own shuffled epochs, their position following from the state alone.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace wick {
@@ -18,6 +23,7 @@ struct SamplerOptions {
   int rank = 0;
   int world = 1;
   int64_t batch_size = 1;  // per rank
+  int64_t reg_per_batch = 0;  // per rank, of batch_size: regularization ids (needs the second constructor)
 };
 
 struct SamplerState {
@@ -30,13 +36,19 @@ class DistributedSampler {
  public:
   // ids: the eligible sample ids; bucket_of[i]: the bucket of ids[i] (any integer key). ids non-empty.
   DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, const SamplerOptions& options);
+  // Mixes regularization ids into every batch: options.reg_per_batch in [1, batch_size - 1], reg_ids
+  // non-empty, and every id of both sets in one bucket (a Config error otherwise).
+  DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, std::vector<int64_t> reg_ids,
+                     std::vector<int64_t> reg_bucket_of, const SamplerOptions& options);
 
   const SamplerOptions& options() const { return options_; }
   // Batches per epoch, the same on every rank.
   int64_t batches_per_epoch() const;
-  // Global order of an epoch: batches_per_epoch() global batches of world * batch_size ids each.
+  // Global order of an epoch of `ids`: batches_per_epoch() global batches of world * (batch_size -
+  // reg_per_batch) ids each.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
-  // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch.
+  // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch, then
+  // (with regularization ids) this rank's reg_per_batch regularization ids.
   std::vector<int64_t> rank_batch(int64_t epoch, int64_t index) const;
 
   // Writes the next batch of this rank and advances (to the next epoch at the end). Always true.
@@ -49,6 +61,8 @@ class DistributedSampler {
 
   std::vector<int64_t> ids_, bucket_of_;
   SamplerOptions options_;
+  int64_t per_batch_ = 1;  // ids of `ids_` per rank batch: batch_size - reg_per_batch
+  std::shared_ptr<const DistributedSampler> reg_;  // the regularization ids' sampler (null without)
   SamplerState state_;
   int64_t n_batches_ = 0;
   mutable int64_t cached_epoch_ = -1;

@@ -99,9 +99,13 @@ void StepLoop::setup() {
   if (communicator && setup_.distributed.shard_optimizer) shard_optimizer(*optimizer_, *group_);
   if (communicator && !scaler_)
     buckets_ = std::make_unique<GradientBuckets>(*optimizer_, *group_, setup_.distributed.bucket_mb << 20);
-  DistributedSampler sampler(setup_.ids, setup_.bucket_of,
-                             {.seed = static_cast<uint64_t>(t_.seed), .rank = group_->rank(), .world = group_->size(),
-                              .batch_size = t_.batch_size});
+  const SamplerOptions sampling{.seed = static_cast<uint64_t>(t_.seed), .rank = group_->rank(),
+                                .world = group_->size(), .batch_size = t_.batch_size,
+                                .reg_per_batch = setup_.reg_per_batch};
+  DistributedSampler sampler = setup_.reg_per_batch > 0
+                                   ? DistributedSampler(setup_.ids, setup_.bucket_of, setup_.reg_ids,
+                                                        setup_.reg_bucket_of, sampling)
+                                   : DistributedSampler(setup_.ids, setup_.bucket_of, sampling);
   if (resume) restore(*resume, sampler);
   loader_ = std::make_unique<Prefetcher>(setup_.dataset, std::move(sampler),
                                          PrefetchOptions{.depth = 2, .device = setup_.device});
@@ -267,8 +271,14 @@ void StepLoop::announce(int64_t last) {
                   bytes >= 1e9 ? "GB" : "MB");
     estimate = text;
   }
-  std::fprintf(stderr, "wick train: %s: %s, %zu samples of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
-               setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), setup_.dataset->path().c_str(),
+  std::string regularization;
+  if (setup_.reg_per_batch > 0)
+    regularization = " (+ " + std::to_string(setup_.reg_ids.size()) + " regularization samples, " +
+                     std::to_string(setup_.reg_per_batch) + " of every " + std::to_string(t_.batch_size) + " per rank)";
+  std::fprintf(stderr,
+               "wick train: %s: %s, %zu samples%s of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
+               setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), regularization.c_str(),
+               setup_.dataset->path().c_str(),
                setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
                static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                static_cast<long long>(global_batch() * t_.gradient_accumulation), estimate.c_str());

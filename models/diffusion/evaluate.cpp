@@ -167,13 +167,15 @@ ImageScores score_images(FashionClassifier& classifier, const Tensor& images, co
 std::vector<int64_t> trained_labels(const TrainConfig& config, const LatentDataset& dataset) {
   const int64_t n_classes = static_cast<int64_t>(dataset.attributes().label_names.size());
   std::set<int64_t> labels;
-  for (const DatasetConfig& d : config.datasets)
+  for (const DatasetConfig& d : config.datasets) {
+    if (d.is_reg) continue;  // regularization data keeps classes, it does not teach them
     for (int64_t k = 0; k < n_classes; ++k) {
       bool included = d.include_labels.empty() ||
                       std::find(d.include_labels.begin(), d.include_labels.end(), k) != d.include_labels.end();
       bool excluded = std::find(d.exclude_labels.begin(), d.exclude_labels.end(), k) != d.exclude_labels.end();
       if (included && !excluded) labels.insert(k);
     }
+  }
   return {labels.begin(), labels.end()};
 }
 

@@ -128,7 +128,8 @@ inline constexpr double lora_max_other_drop = 0.05;
 std::vector<TargetCheck> check_targets(const ModelScores& base, const ModelScores* lora,
                                        const std::vector<int64_t>& seen_labels, const std::vector<int64_t>& new_labels);
 
-// The labels a config's datasets train on (include/exclude filters over the dataset's labels).
+// The labels a config's training datasets teach (include/exclude filters over the dataset's labels;
+// a regularization dataset, is_reg, is not counted).
 std::vector<int64_t> trained_labels(const TrainConfig& config, const LatentDataset& dataset);
 
 // ---- the report ----

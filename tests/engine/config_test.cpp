@@ -581,6 +581,42 @@ TEST(ConfigResolved, RoundTripOfNonDefaultValues) {
   expect_round_trip(c);
 }
 
+// A regularization dataset: listed first or second it is datasets[1] once parsed; the mix and the
+// loss factor round-trip, and the keys act only with it.
+TEST(Config, RegularizationDataset) {
+  const std::string two = "name: run\ntrain:\n  batch_size: 8\n  reg_ratio: 0.25\n  prior_loss_weight: 0.5\n"
+                          "datasets:\n  - path: f.h5\n    include_labels: [0, 1]\n    is_reg: true\n"
+                          "  - path: f.h5\n    include_labels: [9]\n";
+  TrainConfig c = parse(two);
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_FALSE(c.datasets[0].is_reg);
+  EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
+  EXPECT_TRUE(c.datasets[1].is_reg);
+  EXPECT_EQ(reg_per_batch(c), 2);
+  EXPECT_EQ(c.train.prior_loss_weight, 0.5);
+  expect_round_trip(c);
+  // kohya's default: half of every batch, loss weight 1; reg_weight is accepted for prior_loss_weight.
+  TrainConfig half = parse(two, {"train.reg_ratio=0.5"});
+  EXPECT_EQ(reg_per_batch(half), 4);
+  EXPECT_EQ(parse("name: run\ntrain:\n  batch_size: 2\n  reg_weight: 3\ndatasets:\n  - path: f.h5\n  - path: f.h5\n"
+                  "    is_reg: true\n").train.prior_loss_weight, 3.0);
+  // Without a regularization dataset: nothing of it in the canonical text (existing hashes stay), and
+  // its keys are refused.
+  EXPECT_EQ(reg_per_batch(parse(kMinimal)), 0);
+  EXPECT_EQ(to_yaml(parse(kMinimal)).find("reg"), std::string::npos);
+  EXPECT_EQ(error_of(kMinimal + "train:\n  prior_loss_weight: 2\n"),
+            "cfg.yaml:5:22: train.prior_loss_weight is set but no dataset is marked is_reg: true (regularization "
+            "data); remove it or add the regularization dataset");
+  EXPECT_NE(error_of(two, {"datasets.1.path=g.h5"}).find("wick reads both from one file"), std::string::npos);
+  EXPECT_NE(error_of(two, {"train.reg_ratio=0.01"}).find("gives 0 regularization samples per batch"),
+            std::string::npos);
+  EXPECT_NE(error_of(two, {"train.reg_ratio=1"}).find("train.reg_ratio"), std::string::npos);
+  EXPECT_NE(error_of(two, {"datasets.1.is_reg=true"}).find("more than one dataset is marked is_reg"),
+            std::string::npos);
+  EXPECT_NE(error_of(two, {"datasets.0.caption_dropout=0.2"}).find("caption_dropout and latent_sampling"),
+            std::string::npos);
+}
+
 TEST(ConfigResolved, HashIsStableAndSensitive) {
   TrainConfig a = parse(kMinimal);
   TrainConfig b = parse("# the same config, other spelling\nname: run\ndatasets:\n  - folder_path: data/fashion.h5\n");
