@@ -62,7 +62,9 @@ class DistributedSampler {
   std::vector<int64_t> ids_, bucket_of_;
   SamplerOptions options_;
   int64_t per_batch_ = 1;  // ids of `ids_` per rank batch: batch_size - reg_per_batch
-  std::shared_ptr<const DistributedSampler> reg_;  // the regularization ids' sampler (null without)
+  // The regularization ids' sampler (null without). Copies of this sampler share it and its order
+  // cache: like one sampler, use them from one thread at a time.
+  std::shared_ptr<const DistributedSampler> reg_;
   SamplerState state_;
   int64_t n_batches_ = 0;
   mutable int64_t cached_epoch_ = -1;
