@@ -92,6 +92,19 @@ TEST(Config, QuickstartLoraParses) {
   expect_round_trip(c);
 }
 
+TEST(Config, QuickstartLoraRegParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora_reg.yaml", config_schema());
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_TRUE(c.network.target.empty());  // the default preset
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
+  EXPECT_FALSE(c.datasets[0].is_reg);
+  EXPECT_EQ(c.datasets[1].exclude_labels, std::vector<int64_t>{9});
+  EXPECT_TRUE(c.datasets[1].is_reg);
+  EXPECT_EQ(reg_per_batch(c), 16);
+  expect_round_trip(c);
+}
+
 TEST(Config, FluxLoraInAiToolkitShapeParses) {
   std::vector<std::string> notes, warnings;
   TrainConfig c = parse_config_file(kConfigsDir + "/flux_lora.yaml", config_schema(), {}, &notes, &warnings);
