@@ -1,9 +1,12 @@
 // `wick train CONFIG.yaml [--set key.path=value ...] [--resume auto|none|PATH] [--steps N]
-// [--stop-after N] [--no-progress]` (docs/training.md).
+// [--stop-after N] [--max-memory SIZE] [--no-progress]` (docs/training.md).
 //
 // Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
-// during training (non-finite losses, a lost rank). Under mpirun a failing rank ends the whole job with
-// its status (comm::exit_after_failure), so no rank waits forever for it.
+// during training (non-finite losses, a lost rank); 75 stopped on request (SIGTERM or SIGUSR1, e.g.
+// preemption) after a step, with a checkpoint there: requeue and continue with --resume auto. Under
+// mpirun a failing rank ends the whole job with its status (comm::exit_after_failure), so no rank
+// waits forever for it.
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "comm/launch_env.h"
 #include "engine/config/train_config.h"
+#include "engine/train/preemption.h"
 #include "launch/commands.h"
 #include "models/diffusion/train.h"
 #include "models/registry.h"
@@ -25,6 +29,7 @@ struct TrainArgs {
   std::string resume = "auto";
   int64_t steps = 0;
   int64_t stop_after = 0;
+  std::string max_memory;
   bool no_progress = false;
 };
 
@@ -32,11 +37,22 @@ void run_train(const TrainArgs& args) {
   try {
     std::vector<std::string> overrides = args.sets;
     if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
+    if (!args.max_memory.empty()) overrides.push_back("train.max_memory=" + args.max_memory);
     std::vector<std::string> notes, warnings;
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
     for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
-    train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+    const TrainResult result =
+        train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+    if (result.preempted) {
+      // Every rank, after the checkpoint: through MPI_Abort under a launcher, since Open MPI's mpirun
+      // with orte_abort_on_non_zero_status 0 (docs/distributed.md) exits 0 when ranks exit non-zero.
+      if (comm::mpi_initialized()) {
+        std::signal(SIGTERM, SIG_IGN);  // mpirun's SIGTERM to the other ranks now is no failure to report
+        comm::exit_after_failure(kExitPreempted);
+      }
+      set_exit_status(kExitPreempted);
+    }
   } catch (const WickError& error) {
     std::fprintf(stderr, "wick: error: %s\n", error.what());
     if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));
@@ -61,6 +77,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--stop-after", args->stop_after,
                   "end this process after step N with a checkpoint (continue later with --resume auto)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-memory", args->max_memory,
+                  "the memory the run must fit in per rank, e.g. 24GB (train.max_memory): the memory plan chooses "
+                  "checkpointing, float8 and blocks to swap where they are auto");
   cmd->add_flag("--no-progress", args->no_progress, "no progress display");
   cmd->callback([args] { run_train(*args); });
 }

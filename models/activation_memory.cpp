@@ -19,6 +19,12 @@ int64_t ActivationProfile::peak_bytes() const {
   return peak;
 }
 
+int64_t ActivationProfile::forward_flops() const {
+  int64_t total = 0;
+  for (const ActivationSegment& s : segments) total += s.forward_flops;
+  return total;
+}
+
 int64_t ActivationProfile::kept_bytes() const {
   int64_t total = 0;
   for (const ActivationSegment& s : segments) total += s.kept;
@@ -84,6 +90,7 @@ LinearActivations linear_activations(const LayerTraining& training, int64_t rows
     a.transient = y + staging(rows, in, out);
   }
   a.adapter = training.rank > 0;
+  a.flops = 2 * rows * in * out + (training.rank > 0 ? 2 * rows * training.rank * (in + out) : 0);
   a.output_requires_grad = input_requires_grad || training.trains();
   return a;
 }
@@ -98,6 +105,7 @@ void ActivationCount::note(int64_t transient) { forward_peak = std::max(forward_
 void ActivationCount::linear(const LinearActivations& a) {
   adapted = adapted || a.adapter;
   internal += a.kept;
+  flops += a.flops;
   note(a.transient);
 }
 

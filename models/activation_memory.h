@@ -50,6 +50,9 @@ struct ActivationSegment {
   // Bytes held only for a moment at the worst point of its forward or backward (gradients in
   // flight, partial sums), above `kept` + `recomputed`.
   int64_t workspace = 0;
+  // Multiply-adds x 2 of its forward (its Linears and attention); 0 where the profile does not count
+  // them. The memory plan's time estimates (models/memory_plan.h) read them.
+  int64_t forward_flops = 0;
 };
 
 struct ActivationProfile {
@@ -59,6 +62,8 @@ struct ActivationProfile {
   // The activations' high-water mark: at segment k (forward or backward) every earlier segment's
   // `kept`, plus its own kept, recomputed and workspace.
   int64_t peak_bytes() const;
+  // Every segment's forward_flops.
+  int64_t forward_flops() const;
   // Every segment's kept bytes: what the forward leaves for backward.
   int64_t kept_bytes() const;
 };
@@ -95,6 +100,7 @@ struct LinearActivations {
   bool output_requires_grad = false;
   int64_t kept = 0;                  // bytes kept besides its input
   int64_t transient = 0;             // bytes alive when its output is made, the output included
+  int64_t flops = 0;                 // 2·rows·in·out, plus the adapter's low-rank products
 };
 LinearActivations linear_activations(const LayerTraining& training, int64_t rows, int64_t in, int64_t out, DType dtype,
                                      Device device, bool input_requires_grad);
@@ -111,6 +117,7 @@ int64_t math_bytes(DType dtype, Device device);
 // mark of internal + held + a moment's transients.
 struct ActivationCount {
   int64_t input = 0, internal = 0, held = 0, forward_peak = 0;
+  int64_t flops = 0;     // the forward's multiply-adds x 2 (Linears; attention added by the profile)
   bool adapted = false;  // one of its Linears carries an adapter
   void keep(bool kept, int64_t bytes);
   void hold(int64_t bytes) { held += bytes; }

@@ -1,8 +1,15 @@
 #include "models/architecture.h"
 
+#include "engine/autograd/node.h"
 #include "runtime/error.h"
+#include "runtime/safetensors.h"
 
 namespace wick {
+
+void DiffusionModel::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  WICK_CHECK_KIND(Config, swapper == nullptr, "train.blocks_to_swap: arch ", arch_name(),
+                  " does not stream its blocks (only architectures with transformer blocks do: flux)");
+}
 
 std::vector<std::string> Architecture::targets(const std::vector<std::string>& configured) const {
   const std::map<std::string, std::vector<std::string>> presets = target_presets();
@@ -24,6 +31,20 @@ std::vector<std::string> Architecture::targets(const std::vector<std::string>& c
     patterns.push_back(entry);
   }
   return patterns;
+}
+
+std::filesystem::path Architecture::export_model(const DiffusionModel& model, const std::filesystem::path& directory,
+                                                const std::string& name, DType dtype,
+                                                const std::map<std::string, std::string>& metadata) const {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [param, tensor] : model.named_parameters())
+    tensors.emplace_back(param, autograd::detach(tensor).to(dtype));
+  WICK_CHECK(!tensors.empty(), "export_model: the model has no parameters");
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  const std::filesystem::path file = directory / (name + ".safetensors");
+  save_safetensors(file.string(), tensors, metadata);
+  return file;
 }
 
 }  // namespace wick

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/block_swap.h"
 #include "engine/config/train_config.h"
 #include "engine/module.h"
 #include "models/activation_memory.h"
@@ -74,6 +76,15 @@ class DiffusionModel : public Module {
   // loss), for micro-batches of `shape` with gradient checkpointing on or off, as the model is now
   // (its adapters and trainable parameters decide what backward keeps). models/activation_memory.h.
   virtual ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const = 0;
+  // The model's repeated blocks in execution order, as module paths ("double_blocks.0", ...): what
+  // block swapping streams (train.blocks_to_swap: the last N of them) and what model.quantize
+  // quantizes (their Linears). Empty: the model supports neither.
+  virtual std::vector<std::string> block_paths() const { return {}; }
+  // Streams the frozen weights of `swapper`'s blocks (named by block_paths) around each block's run
+  // (engine/block_swap.h); nullptr turns it off. Models without blocks refuse.
+  virtual void set_block_swapper(std::shared_ptr<BlockSwapper> swapper);
+  // The swapper set_block_swapper attached, or nullptr.
+  virtual const BlockSwapper* block_swapper() const { return nullptr; }
   // The activations' peak bytes: activation_profile(shape, checkpointing).peak_bytes().
   int64_t activation_bytes(const ActivationShape& shape, bool checkpointing) const {
     return activation_profile(shape, checkpointing).peak_bytes();
@@ -102,6 +113,16 @@ class Architecture {
   // LoRA target presets: name -> glob patterns over module paths; the default preset's name.
   virtual std::map<std::string, std::vector<std::string>> target_presets() const = 0;
   virtual std::string default_preset() const = 0;
+  // LoCon (network.conv > 0, kohya's conv_dim): glob patterns over the module paths of the blocks whose convolutions
+  // larger than 1x1 take network.conv's rank and alpha, while their Linear and 1x1 layers take network.linear's (as
+  // kohya adds them with conv_dim). Empty: the architecture has no such convolutions (network.conv is refused).
+  virtual std::vector<std::string> conv_targets() const { return {}; }
+  // Writes a full fine-tune's trained model (network.type full) in `dtype` with `metadata` under `directory`, in the
+  // layout its base weights came in, so that it loads where the base does; returns the file or folder written. The
+  // default: every parameter under the model's own names in <directory>/<name>.safetensors.
+  virtual std::filesystem::path export_model(const DiffusionModel& model, const std::filesystem::path& directory,
+                                             const std::string& name, DType dtype,
+                                             const std::map<std::string, std::string>& metadata) const;
   // LoRA file naming for `model` (it may depend on the variant: Flux dev or schnell).
   virtual LoraNaming lora_naming(const DiffusionModel& model) const = 0;
   // What makes sample images for a run of this architecture (models/image_sampler.h): everything it needs

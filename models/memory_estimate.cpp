@@ -85,7 +85,54 @@ int64_t step_peak(const std::vector<ParameterInfo>& parameters, const Activation
   return fixed + peak;
 }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
+
+std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& parameters, const MemoryInputs& in,
+                                              int64_t* swapped_bytes, int64_t* buffer_bytes) {
+  const auto n_blocks = static_cast<int64_t>(in.block_paths.size());
+  WICK_CHECK_KIND(Config, in.blocks_to_swap <= n_blocks, "train.blocks_to_swap ", in.blocks_to_swap,
+                  " is more than the model's ", n_blocks, " blocks");
+  auto block_of = [&](const std::string& name) -> int64_t {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const std::string& path = in.block_paths[static_cast<size_t>(b)];
+      if (name.size() > path.size() && name.compare(0, path.size(), path) == 0 && name[path.size()] == '.') return b;
+    }
+    return -1;
+  };
+  const int64_t first_swapped = n_blocks - std::max<int64_t>(0, in.blocks_to_swap);
+  std::vector<int64_t> host_bytes(static_cast<size_t>(n_blocks), 0);
+  std::vector<ParameterInfo> out;
+  auto place = [&](const ParameterInfo& p, int64_t block) {
+    if (block >= first_swapped && block >= 0 && !p.trainable)
+      host_bytes[static_cast<size_t>(block)] += p.numel * dtype_size(p.dtype);
+    else
+      out.push_back(p);
+  };
+  for (const ParameterInfo& p : parameters) {
+    const int64_t block = block_of(p.name);
+    if (in.float8 && block >= 0 && !p.trainable && is_floating(p.dtype) && p.shape.size() == 2 &&
+        ends_with(p.name, ".weight")) {
+      ParameterInfo codes = p;
+      codes.dtype = DType::U8;
+      const int64_t n_scales = in.float8_per_row ? p.shape[0] : 1;
+      ParameterInfo scale{.name = p.name.substr(0, p.name.size() - 7) + ".weight_scale", .numel = n_scales,
+                          .dtype = DType::F32, .trainable = false, .shape = {n_scales}};
+      place(codes, block);
+      place(scale, block);
+    } else {
+      place(p, block);
+    }
+  }
+  int64_t swapped = 0, largest = 0;
+  for (int64_t bytes : host_bytes) swapped += bytes, largest = std::max(largest, bytes);
+  if (swapped_bytes) *swapped_bytes = swapped;
+  if (buffer_bytes) *buffer_bytes = in.blocks_to_swap > 0 ? 2 * largest : 0;
+  return out;
+}
 
 int64_t optimizer_state_bytes(const std::vector<int64_t>& trainable_numels, const std::string& optimizer,
                               bool sgd_momentum, int world_size, bool sharded) {
@@ -108,15 +155,25 @@ int64_t optimizer_state_bytes(const std::vector<int64_t>& trainable_numels, cons
   return most;
 }
 
-MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& parameters,
+MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& all_parameters,
                                         const ActivationProfile& with_checkpointing,
                                         const ActivationProfile& without_checkpointing, const MemoryInputs& in) {
   WICK_CHECK_KIND(Config, in.batch_size > 0 && in.world_size > 0 && in.gradient_accumulation > 0,
                   "memory estimate: batch size, ranks and gradient accumulation must be positive");
   MemoryEstimate m;
   m.checkpointing = in.gradient_checkpointing;
+  const std::vector<ParameterInfo> parameters =
+      planned_parameters(all_parameters, in, &m.swapped_weights, &m.swap_buffers);
   std::map<DType, int64_t> frozen_by_dtype, trainable_by_dtype;
   std::vector<int64_t> trainable_numels;
+  // Float8 weights dequantize one at a time, swapped ones too (their device copy).
+  MemoryInputs unswapped = in;
+  unswapped.blocks_to_swap = 0;
+  for (const ParameterInfo& p : planned_parameters(all_parameters, unswapped))
+    if (p.dtype == DType::U8 && p.shape.size() == 2 && !p.trainable) {
+      m.n_float8 += p.numel;
+      m.dequantize_workspace = std::max(m.dequantize_workspace, p.numel * dtype_size(in.compute_dtype));
+    }
   for (const ParameterInfo& p : parameters) {
     const int64_t bytes = p.numel * dtype_size(p.dtype);
     if (p.trainable) {
@@ -169,7 +226,7 @@ MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& parame
   m.activations = chosen.peak_bytes();
   m.activations_other = other.peak_bytes();
   const int64_t fixed = m.frozen_weights + m.trainable_weights + m.master_weights + m.gradient_buffer +
-                        m.optimizer_state + m.shard_buffers + m.inputs;
+                        m.optimizer_state + m.shard_buffers + m.inputs + m.swap_buffers + m.dequantize_workspace;
   m.total = step_peak(parameters, chosen, in, fixed, m.gradient_store, m.step_workspace);
   m.total_other = step_peak(parameters, other, in, fixed, m.gradient_store, m.step_workspace);
   return m;
@@ -180,7 +237,7 @@ namespace {
 std::vector<ParameterInfo> model_parameters(const DiffusionModel& model) {
   std::vector<ParameterInfo> parameters;
   for (const auto& [name, tensor] : model.named_parameters())
-    parameters.push_back({name, tensor.numel(), tensor.dtype(), autograd::requires_grad(tensor)});
+    parameters.push_back({name, tensor.numel(), tensor.dtype(), autograd::requires_grad(tensor), tensor.shape()});
   return parameters;
 }
 
@@ -188,6 +245,7 @@ std::vector<ParameterInfo> model_parameters(const DiffusionModel& model) {
 MemoryEstimate estimate_with(const DiffusionModel& model, const std::vector<ParameterInfo>& parameters, MemoryInputs in,
                              DType dtype) {
   in.compute_dtype = dtype;
+  if (in.block_paths.empty()) in.block_paths = model.block_paths();
   ActivationShape shape{.batch = in.batch_size,
                         .latent_height = in.latent_height,
                         .latent_width = in.latent_width,
@@ -224,7 +282,7 @@ std::string format_bytes(int64_t bytes) {
 std::string describe(const MemoryEstimate& m) {
   std::string line = "weights " + format_bytes(m.frozen_weights + (m.adapters ? 0 : m.trainable_weights));
   if (m.n_frozen > 0 && (m.adapters || m.n_trainable == 0)) {
-    line += std::string(" (frozen ") + dtype_name(m.frozen_dtype) + ")";
+    line += std::string(" (frozen ") + (m.frozen_dtype == DType::U8 ? "float8" : dtype_name(m.frozen_dtype)) + ")";
   } else if (m.n_frozen == 0) {
     line += std::string(" (trainable ") + dtype_name(m.trainable_dtype) + ")";
   } else {
@@ -238,8 +296,13 @@ std::string describe(const MemoryEstimate& m) {
   line += " + activations " + format_bytes(m.activations) + " (checkpointing " + (m.checkpointing ? "on; " : "off; ") +
           format_bytes(m.activations_other) + (m.checkpointing ? " off)" : " on)");
   line += " + batches and workspace " + format_bytes(m.inputs + m.step_workspace);
+  if (m.swap_buffers > 0)
+    line += " + swapped-block buffers " + format_bytes(m.swap_buffers) + " (" + format_bytes(m.swapped_weights) +
+            " of block weights in host memory)";
+  if (m.dequantize_workspace > 0) line += " + float8 dequantization " + format_bytes(m.dequantize_workspace);
   const int64_t sum = m.frozen_weights + m.trainable_weights + m.master_weights + m.gradient_buffer + m.gradient_store +
-                      m.optimizer_state + m.shard_buffers + m.activations + m.inputs + m.step_workspace;
+                      m.optimizer_state + m.shard_buffers + m.activations + m.inputs + m.step_workspace +
+                      m.swap_buffers + m.dequantize_workspace;
   line += " = " + format_bytes(m.total);
   if (static_cast<double>(m.total) < 0.98 * static_cast<double>(sum))
     line += " at the peak (below the sum: backward frees activations as it makes gradients)";
@@ -302,6 +365,29 @@ std::vector<std::string> memory_suggestions(const DiffusionModel& model, const M
         p.numel = p.numel / advice.lora_rank * rank;
     consider("network.linear: " + std::to_string(rank) + " (a lower LoRA rank)",
              estimate_with(model, lower, in, model.dtype()).total);
+  }
+  const size_t n_blocks = model.block_paths().size();
+  if (n_blocks > 0 && !in.float8) {
+    MemoryInputs float8 = in;
+    float8.float8 = true;
+    consider("model.quantize: float8 (the blocks' frozen weights as e4m3 with f32 scales)",
+             estimate_with(model, parameters, float8, model.dtype()).total);
+  }
+  if (n_blocks > 0 && in.blocks_to_swap < static_cast<int64_t>(n_blocks)) {
+    // The fewest swapped blocks that fit (swapping needs checkpointing), else all of them.
+    MemoryInputs swapped = in;
+    swapped.gradient_checkpointing = true;
+    for (auto n = std::max<int64_t>(1, in.blocks_to_swap + 1); n <= static_cast<int64_t>(n_blocks); ++n) {
+      swapped.blocks_to_swap = n;
+      const int64_t total = estimate_with(model, parameters, swapped, model.dtype()).total;
+      if (total <= capacity || n == static_cast<int64_t>(n_blocks)) {
+        consider("train.blocks_to_swap: " + std::to_string(n) +
+                     (in.gradient_checkpointing ? "" : " with train.gradient_checkpointing: true") +
+                     " (those blocks' frozen weights in host memory, streamed in as they run)",
+                 total);
+        break;
+      }
+    }
   }
   std::stable_sort(options.begin(), options.end(), [&](const Option& a, const Option& b) {
     const bool a_fits = a.total <= capacity, b_fits = b.total <= capacity;

@@ -50,6 +50,16 @@ struct MemoryInputs {
   bool min_snr_weights = false;        // train.min_snr_gamma > 0: the loss keeps one more latent-sized tensor
   Device device = Device::cpu();       // CUDA: the optimizer's norm and clipping run fused, without temporaries
   int64_t batches_in_flight = 4;       // the prefetcher's two ready batches, the one it loads, the one in use
+  // The memory plan's choices (models/memory_plan.h), applied to the parameters as counted:
+  // float8: every frozen floating 2-d `.weight` inside a block counts as U8 codes plus f32 scales (one
+  // per row, or one); weights already float8 stay. blocks_to_swap: the frozen parameters of the last N
+  // of `block_paths` count in host memory, and two of those blocks' worth of device buffers are added
+  // (engine/block_swap.h).
+  bool float8 = false;
+  bool float8_per_row = true;
+  int64_t blocks_to_swap = 0;
+  std::vector<std::string> block_paths = {};  // the blocks in execution order; a built model's estimate
+                                              // takes its DiffusionModel::block_paths when empty
 };
 
 // A parameter as the estimate sees it (from a model, or from shapes alone).
@@ -58,6 +68,7 @@ struct ParameterInfo {
   int64_t numel = 0;
   DType dtype = DType::F32;
   bool trainable = false;
+  Shape shape = {};  // (a float8 weight's scales are one per row of a 2-d weight)
 };
 
 // Bytes per rank.
@@ -75,6 +86,10 @@ struct MemoryEstimate {
   int64_t step_workspace = 0;        // the optimizer step's temporaries
   int64_t total = 0;                 // the step's high-water mark
   int64_t total_other = 0;           // ... with the other checkpointing setting
+  int64_t swapped_weights = 0;       // frozen block weights in host memory (block swapping; not in total)
+  int64_t swap_buffers = 0;          // the device copies of two swapped blocks
+  int64_t dequantize_workspace = 0;  // the largest float8 weight dequantized to the compute dtype
+  int64_t n_float8 = 0;              // float8 weights (elements)
   bool checkpointing = false;        // the setting `activations` and `total` are for
   DType frozen_dtype = DType::F32;   // the dtype most frozen bytes are in ("frozen bf16")
   DType trainable_dtype = DType::F32;
@@ -91,6 +106,12 @@ MemoryEstimate estimate_training_memory(const DiffusionModel& model, const Memor
 MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& parameters,
                                         const ActivationProfile& with_checkpointing,
                                         const ActivationProfile& without_checkpointing, const MemoryInputs& in);
+
+// The parameters as `in` counts them: float8 and host placement applied (see MemoryInputs), every
+// swapped parameter's name under one of the last in.blocks_to_swap block paths. `swapped_bytes`
+// receives the host bytes, `buffer_bytes` the two blocks' device buffers.
+std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& parameters, const MemoryInputs& in,
+                                              int64_t* swapped_bytes = nullptr, int64_t* buffer_bytes = nullptr);
 
 // Bytes of optimizer state `optimizer` allocates for these trainable parameter sizes (in the order
 // the optimizer receives them) on the rank holding the most of it: engine/optim's layout (8-bit

@@ -1,17 +1,20 @@
 // Building the model a training config describes, through the architecture registry: the base
 // (loaded and frozen, or initialized), then network.type: `full` trains every parameter, `lora` /
 // `dora` wrap the target layers (network.target patterns or the architecture's presets) with adapters
-// and train only those.
+// and train only those; with network.conv > 0 the architecture's conv targets get LoCon adapters too
+// (convolutions larger than 1x1 at network.conv's rank and conv_alpha, their blocks' Linear and 1x1 layers
+// at network.linear's).
 //
 //   auto ds = LatentDataset::open(config.datasets[0].path);
 //   std::shared_ptr<DiffusionModel> model = build_model(config, dataset_geometry(*ds), Device::cpu());
-//   save_model_weights(*model, config, "output/run/model/run.safetensors", step);   // network.type full
+//   save_model_weights(*model, config, "output/run/model", step);   // network.type full: model/run.safetensors
 //
 // Parameters are initialized from train.seed (the same model on every rank and device); the
 // parameter dtype is compute_dtype(config).
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -38,10 +41,17 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
                                             const DataGeometry& data, Device device);
 std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device);
 
-// Writes every parameter of `model` (a network.type full run's trained model) as safetensors in
-// config.save.dtype under the model's own parameter names, so the file loads back as
-// model.name_or_path. Metadata: wick_network_type ("full"), wick_step, wick_config (the resolved
-// YAML). Written through a temporary file and a rename.
-void save_model_weights(const Module& model, const TrainConfig& config, const std::string& path, int64_t step);
+// Block swapping (train.blocks_to_swap, engine/block_swap.h): the frozen weights of the last `n_blocks`
+// of model.block_paths() move to host memory and are streamed to `device` around each block's run.
+// n_blocks 0 detaches any swapper; more blocks than the model has, or a model without blocks, is a
+// Config error. build_model calls it for train.blocks_to_swap > 0 (which needs gradient checkpointing).
+std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_t n_blocks, Device device);
+
+// Writes `model` (a network.type full run's trained model) in config.save.dtype under `directory` as its
+// architecture exports it (Architecture::export_model: the layout of its base weights, so it loads back as
+// model.name_or_path), named config.name. Metadata: wick_network_type ("full"), wick_step, wick_config (the
+// resolved YAML). Written through a temporary file and a rename; returns the file or folder written.
+std::filesystem::path save_model_weights(const DiffusionModel& model, const TrainConfig& config,
+                                         const std::filesystem::path& directory, int64_t step);
 
 }  // namespace wick

@@ -3,6 +3,7 @@
 #include "models/dit/dit_architecture.h"
 #include "models/flux/flux_architecture.h"
 #include "models/sd3/sd3_architecture.h"
+#include "models/sdxl/sdxl_architecture.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -13,6 +14,7 @@ const std::vector<const Architecture*>& architectures() {
       &dit_architecture(),
       &flux_architecture(),
       &sd3_architecture(),
+      &sdxl_architecture(),
   };
   return registered;
 }

@@ -61,4 +61,46 @@ void synchronize(Device device) {
   if (device.is_cuda()) cuda::synchronize_device(device.index);
 }
 
+Event::Event(Device device) : device_(device) {
+  if (device.is_cuda()) handle_ = cuda::create_event(device.index);
+}
+
+Event::~Event() { release(); }
+
+Event::Event(Event&& other) noexcept : device_(other.device_), handle_(other.handle_), recorded_(other.recorded_) {
+  other.handle_ = nullptr;
+  other.recorded_ = false;
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    handle_ = other.handle_;
+    recorded_ = other.recorded_;
+    other.handle_ = nullptr;
+    other.recorded_ = false;
+  }
+  return *this;
+}
+
+void Event::release() {
+  if (handle_) cuda::destroy_event(device_.index, handle_);
+  handle_ = nullptr;
+}
+
+void Event::record(const Stream& stream) {
+  if (!handle_) return;
+  cuda::record_event(device_.index, handle_, stream.handle);
+  recorded_ = true;
+}
+
+void Event::wait(const Stream& stream) const {
+  if (handle_ && recorded_) cuda::stream_wait_event(device_.index, stream.handle, handle_);
+}
+
+void Event::synchronize() const {
+  if (handle_ && recorded_) cuda::synchronize_event(device_.index, handle_);
+}
+
 }  // namespace wick

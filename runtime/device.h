@@ -4,6 +4,7 @@
 //   if (cuda_device_count() == 0) ...    // 0 when built without CUDA or no GPU is visible
 //   Stream s = current_stream(d);        // ops launch on the current stream of their device
 //   { StreamGuard guard(other); ... }    // temporarily make `other` current on this thread
+//   Event ready(d);  ready.record(copy_stream);  ready.wait(compute_stream);   // cross-stream order
 //
 // A Stream is a plain handle (cudaStream_t on CUDA, nothing on the CPU); it does not own the stream.
 #pragma once
@@ -56,6 +57,32 @@ void destroy_stream(const Stream& stream);
 // Waits for all work queued on the stream (no-op on the CPU).
 void synchronize(const Stream& stream);
 void synchronize(Device device);
+
+// A CUDA event without timing (cudaEventDisableTiming); on the CPU every call is a no-op (CPU work
+// is synchronous). Move-only; the destructor destroys the event (never throws).
+class Event {
+ public:
+  Event() = default;
+  explicit Event(Device device);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Marks the point in `stream` after everything queued on it so far.
+  void record(const Stream& stream);
+  // Makes `stream` wait (on the device) for the work before the last record; no-op if never recorded.
+  void wait(const Stream& stream) const;
+  // Blocks the host until the work before the last record is done.
+  void synchronize() const;
+
+ private:
+  void release();
+  Device device_;
+  void* handle_ = nullptr;
+  bool recorded_ = false;
+};
 
 class StreamGuard {
  public:

@@ -6,6 +6,7 @@
 #   scripts/install_deps.sh --tests    # also what only tests use: python3-h5py (reads packed datasets),
 #                                      # real photographs (python-matplotlib-data's grace_hopper.jpg,
 #                                      # xplanet-images' earth.jpg, night.jpg, sun.jpg)
+#   scripts/install_deps.sh --fuzz     # also clang (libFuzzer) for scripts/fuzz.sh; the build itself is gcc's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +20,8 @@ packages=(
 for option in "$@"; do
   case $option in
     --tests) packages+=(python3-h5py python-matplotlib-data xplanet-images) ;;
-    *) echo "install_deps: unknown option $option (valid: --tests)" >&2; exit 2 ;;
+    --fuzz) packages+=(clang) ;;
+    *) echo "install_deps: unknown option $option (valid: --tests, --fuzz)" >&2; exit 2 ;;
   esac
 done
 missing=()

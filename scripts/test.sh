@@ -1,13 +1,48 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs the packages wick and its tests
-# need (python3-h5py for interop.h5py_dataset), configures and builds (warnings are errors), then
-# runs every ctest label. CUDA tests skip with a visible message where no GPU is present.
+# need (python3-h5py for interop.h5py_dataset), configures and builds every target (warnings are errors),
+# then runs every ctest label but `long` (ctest -L long: the 50-kill test, ~13 minutes). CUDA tests skip
+# with a visible message where no GPU is present.
+#   scripts/test.sh                           # CI (.ci/run): the build in $WICK_BUILD_DIR (default build/)
+#   scripts/test.sh [cmake options]           # the same with these options
+#   WICK_TEST_SANITIZED=1 scripts/test.sh     # the plain build's install and interop labels, and every CPU
+#                                             # label in an ASan+UBSan build (build-asan/; docs/testing.md)
+# The sanitized form is not CI's yet: on 2 cores it takes well over CI's time (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --tests
-WICK_BUILD_TARGETS= scripts/build.sh "$@"   # every target: tests, benchmarks, fixtures
-build_dir=${WICK_BUILD_DIR:-build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 # Tests run two at a time on few cores: idle OpenMP threads sleep instead of spinning.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-ctest --test-dir "$build_dir" --output-on-failure --timeout 600 -j "$(nproc)"
+run_ctest() {  # run_ctest BUILD_DIR [ctest options]
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -j "$(nproc)" -LE long "$@"
+}
+build_dir=${WICK_BUILD_DIR:-build}
+if [ $# -gt 0 ] || [ "${WICK_TEST_SANITIZED:-0}" = 0 ]; then
+  WICK_BUILD_TARGETS= scripts/build.sh "$@"   # every target: tests, benchmarks, fixtures
+  run_ctest "$build_dir"
+  exit
+fi
+
+# Both builds. Every CPU label runs once, in the sanitized build: a memory error, a leak or undefined behaviour
+# fails the run, and no test runs twice on two cores. The plain build (the one users install) runs the labels
+# about that build itself: install (find_package and the relocatable bundle of the real library) and interop
+# (its files read by h5py, TensorBoard, diffusers); where a GPU is visible it runs everything, since the CUDA
+# tests live in runtime, engine, models and cli and the sanitized build has no CUDA.
+sanitized_dir=${WICK_SANITIZE_BUILD_DIR:-build-asan}
+sanitized_labels='^(runtime|engine|models|mpi|cli|example|bench|build|install|sanitizers|fuzz)$'
+plain_labels='^(install|interop)$'
+WICK_BUILD_TARGETS= scripts/build.sh
+WICK_BUILD_TARGETS= WICK_BUILD_DIR=$sanitized_dir scripts/build.sh -DWICK_CUDA=OFF -DWICK_SANITIZE=ON \
+  -DCMAKE_BUILD_TYPE=Debug
+status=0
+if nvidia-smi -L >/dev/null 2>&1; then
+  run_ctest "$build_dir" || status=1
+else
+  run_ctest "$build_dir" -L "$plain_labels" || status=1
+fi
+echo "test.sh: the sanitized build $sanitized_dir, labels $sanitized_labels"
+run_ctest "$sanitized_dir" -L "$sanitized_labels" || status=1
+exit $status

@@ -9,6 +9,16 @@
 namespace wick::autograd {
 namespace {
 
+thread_local int recomputation_depth = 0;
+
+// Marks the recomputation for recomputing().
+struct RecomputationScope {
+  RecomputationScope() { ++recomputation_depth; }
+  ~RecomputationScope() { --recomputation_depth; }
+  RecomputationScope(const RecomputationScope&) = delete;
+  RecomputationScope& operator=(const RecomputationScope&) = delete;
+};
+
 class CheckpointNode : public Node {
  public:
   CheckpointNode(CheckpointFunction fn, std::vector<Tensor> inputs, std::vector<bool> input_needs_grad,
@@ -33,6 +43,7 @@ class CheckpointNode : public Node {
     std::vector<Tensor> outputs;
     {
       RngCursorGuard replay(rng_before_);  // the same random numbers as the first run
+      RecomputationScope scope;
       outputs = fn_(leaves);
     }
     WICK_CHECK(outputs.size() == grad_outputs.size(), "checkpoint: the recomputation returned ", outputs.size(),
@@ -92,6 +103,8 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
   record(node, all, output_slots);
   return outputs;
 }
+
+bool recomputing() { return recomputation_depth > 0; }
 
 Tensor checkpoint(Module& module, const Tensor& x) {
   std::vector<Tensor> parameters;

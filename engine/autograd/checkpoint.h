@@ -31,4 +31,9 @@ std::vector<Tensor> checkpoint(const CheckpointFunction& fn, const std::vector<T
 // module.forward(x), checkpointed, with the module's trainable parameters.
 Tensor checkpoint(Module& module, const Tensor& x);
 
+// True on this thread while a checkpoint's backward reruns its function (the recomputation), for
+// code that acts differently then: block swapping (engine/block_swap.h) prefetches the previous block
+// instead of the next.
+bool recomputing();
+
 }  // namespace wick::autograd

@@ -66,6 +66,8 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "arch", c.model.arch.c_str());
   put(out, "name_or_path", c.model.name_or_path);
   put(out, "dtype", dtype_name(c.model.dtype));
+  put(out, "quantize", quantize_mode_name(c.model.quantize));
+  put(out, "quantize_scale", quantize_scale_name(c.model.quantize_scale));
   for (const auto& [name, value] : c.model.options.values())
     std::visit([&out, &name](const auto& v) { put(out, name.c_str(), v); }, value);
   out << YAML::EndMap;
@@ -76,11 +78,15 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "linear_alpha", c.network.linear_alpha);
   put(out, "dropout", c.network.dropout);
   put(out, "target", c.network.target);
+  put(out, "conv", c.network.conv);
+  put(out, "conv_alpha", c.network.conv_alpha);
   out << YAML::EndMap;
 
   const TrainSection& t = c.train;
   begin(out, "train");
   put(out, "batch_size", t.batch_size);
+  // Only when set, so that the resolved config (and its hash) of a batch_size-only run is unchanged.
+  if (t.global_batch_size > 0) put(out, "global_batch_size", t.global_batch_size);
   put(out, "steps", t.steps);
   put(out, "gradient_accumulation", t.gradient_accumulation);
   put(out, "lr", t.lr);
@@ -91,10 +97,14 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "lr_scheduler", t.lr_scheduler.c_str());
   put(out, "warmup", t.warmup);
   put(out, "max_grad_norm", t.max_grad_norm);
-  put(out, "gradient_checkpointing", t.gradient_checkpointing);
+  if (t.gradient_checkpointing_auto && !t.gradient_checkpointing)
+    put(out, "gradient_checkpointing", "auto");
+  else
+    put(out, "gradient_checkpointing", t.gradient_checkpointing);
   put(out, "mixed_precision", mixed_precision_name(t.mixed_precision));
   put(out, "seed", t.seed);
   put(out, "noise_scheduler", noise_scheduler_name(t.noise_scheduler));
+  put(out, "prediction_type", prediction_type_name(t.prediction_type));
   put(out, "timestep_sampling", timestep_sampling_name(t.timestep_sampling));
   put(out, "logit_mean", t.logit_mean);
   put(out, "logit_std", t.logit_std);
@@ -109,6 +119,11 @@ std::string to_yaml(const TrainConfig& c) {
     put(out, "reg_ratio", t.reg_ratio);  // only with regularization data: other configs keep their hash
     put(out, "prior_loss_weight", t.prior_loss_weight);
   }
+  if (t.blocks_to_swap < 0)
+    put(out, "blocks_to_swap", "auto");
+  else
+    put(out, "blocks_to_swap", t.blocks_to_swap);
+  put(out, "max_memory", t.max_memory);
   out << YAML::EndMap;
 
   key(out, "datasets");

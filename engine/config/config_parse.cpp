@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -41,6 +43,10 @@ const EnumTable<NoiseScheduler> scheduler_table = {
     {{"flowmatch", NoiseScheduler::FlowMatch}, {"ddpm", NoiseScheduler::Ddpm}},
     {{"flow_match", NoiseScheduler::FlowMatch}, {"rectified_flow", NoiseScheduler::FlowMatch},
      {"epsilon", NoiseScheduler::Ddpm}}};
+const EnumTable<PredictionType> prediction_table = {
+    {{"epsilon", PredictionType::Epsilon}, {"v_prediction", PredictionType::V}},
+    {{"eps", PredictionType::Epsilon}, {"v", PredictionType::V}, {"v_pred", PredictionType::V},
+     {"v-prediction", PredictionType::V}}};
 const EnumTable<TimestepSampling> timestep_table = {
     {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
      {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}, {"mode", TimestepSampling::Mode}},
@@ -54,6 +60,15 @@ const EnumTable<CommBackend> backend_table = {
      {"none", CommBackend::None}}};
 const EnumTable<LoraFormat> lora_format_table = {{{"kohya", LoraFormat::Kohya}, {"peft", LoraFormat::Peft}},
                                                  {{"comfyui", LoraFormat::Kohya}, {"diffusers", LoraFormat::Peft}}};
+const EnumTable<QuantizeMode> quantize_table = {
+    {{"auto", QuantizeMode::Auto}, {"none", QuantizeMode::None}, {"float8", QuantizeMode::Float8}},
+    {{"false", QuantizeMode::None}, {"no", QuantizeMode::None}, {"off", QuantizeMode::None},
+     {"true", QuantizeMode::Float8}, {"yes", QuantizeMode::Float8}, {"on", QuantizeMode::Float8},
+     {"fp8", QuantizeMode::Float8}, {"qfloat8", QuantizeMode::Float8}, {"float8_e4m3fn", QuantizeMode::Float8},
+     {"e4m3", QuantizeMode::Float8}}};
+const EnumTable<QuantizeScale> quantize_scale_table = {
+    {{"per_row", QuantizeScale::PerRow}, {"per_tensor", QuantizeScale::PerTensor}},
+    {{"row", QuantizeScale::PerRow}, {"per_channel", QuantizeScale::PerRow}, {"tensor", QuantizeScale::PerTensor}}};
 const EnumTable<LatentSampling> latent_sampling_table = {
     {{"sample", LatentSampling::Sample}, {"mean", LatentSampling::Mean}}, {{"mode", LatentSampling::Mean}}};
 
@@ -73,6 +88,14 @@ std::string lowercase(std::string text) {
   return text;
 }
 
+// An architecture's ai-toolkit booleans: its flag and the flag's other spellings.
+std::vector<std::string> arch_flags(const ArchSchema& arch) {
+  std::vector<std::string> flags;
+  if (!arch.flag.empty()) flags.push_back(arch.flag);
+  flags.insert(flags.end(), arch.flag_aliases.begin(), arch.flag_aliases.end());
+  return flags;
+}
+
 // The architecture a `model:` mapping selects: model.arch (or its alias `architecture`), else a
 // true ai-toolkit flag (is_flux, ...), else `current` (the arch chosen so far: the file's, when an
 // override names no arch). Contradictions and unknown names fail with the registered names.
@@ -90,17 +113,21 @@ const ArchSchema& select_arch(ConfigContext& ctx, const YAML::Node& node, const 
     chosen_at = value;
   }
   const ArchSchema* by_flag = nullptr;
+  std::string by_flag_key;
   for (const ArchSchema& arch : schema.archs) {
-    if (arch.flag.empty() || !node.IsMap()) continue;
-    YAML::Node value = node[arch.flag];
-    if (!value.IsDefined() || !value.IsScalar()) continue;
-    const std::string text = lowercase(value.Scalar());
-    if (text != "true" && text != "yes" && text != "on") continue;
-    if (by_flag) ctx.fail(value, "model." + by_flag->flag + " and model." + arch.flag + " are both true");
-    if (chosen && chosen != &arch)
-      ctx.fail(value, "model." + arch.flag + ": true contradicts model.arch '" + chosen->name + "'");
-    chosen = by_flag = &arch;
-    chosen_at = value;
+    if (!node.IsMap()) continue;
+    for (const std::string& flag : arch_flags(arch)) {
+      YAML::Node value = node[flag];
+      if (!value.IsDefined() || !value.IsScalar()) continue;
+      const std::string text = lowercase(value.Scalar());
+      if (text != "true" && text != "yes" && text != "on") continue;
+      if (by_flag && by_flag != &arch) ctx.fail(value, "model." + by_flag_key + " and model." + flag + " are both true");
+      if (chosen && chosen != &arch)
+        ctx.fail(value, "model." + flag + ": true contradicts model.arch '" + chosen->name + "'");
+      chosen = by_flag = &arch;
+      by_flag_key = flag;
+      chosen_at = value;
+    }
   }
   if (chosen) {
     ctx.set_at["model.arch"] = ctx.where(chosen_at);
@@ -161,9 +188,9 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
     m.options = ModelOptions::defaults(arch.keys);
   }
   std::vector<KeyDef> keys = {{"arch", {"architecture"}}, {"name_or_path", {"path", "pretrained_model_name_or_path"}},
-                              {"dtype"}};
+                              {"dtype"}, {"quantize", {"fp8_base"}}, {"quantize_scale"}};
   for (const ArchSchema& other : ctx.schema->archs)
-    if (!other.flag.empty()) keys.push_back({other.flag});
+    for (const std::string& flag : arch_flags(other)) keys.push_back({flag});
   for (const OptionKey& key : arch.keys) keys.push_back({key.name, key.aliases});
   // A key of another architecture gets a message that says so (rather than "unknown key").
   if (node.IsMap())
@@ -188,13 +215,16 @@ void parse_model(ConfigContext& ctx, const YAML::Node& node, ModelConfig& m) {
   std::vector<std::string> ignored = {"quantize_te", "low_vram"};
   ignored.insert(ignored.end(), arch.ignored.begin(), arch.ignored.end());
   Section s(ctx, node, "model", keys, ignored,
-            {{"quantize", "wick keeps the frozen base in model.dtype, unquantized", is_false()}});
+            {{"qtype", "wick quantizes the base to float8 e4m3 (model.quantize: float8) only",
+              scalar_in({"qfloat8", "float8", "fp8", "float8_e4m3fn"})}});
   for (const ArchSchema& other : ctx.schema->archs) {  // flags: type-checked; a false one asks for nothing
     bool on = false;
-    if (!other.flag.empty()) s.get_bool(other.flag, on);
+    for (const std::string& flag : arch_flags(other)) s.get_bool(flag, on);
   }
   s.get_string("name_or_path", m.name_or_path);
   s.get_dtype("dtype", m.dtype);
+  s.get_enum("quantize", m.quantize, quantize_table);
+  s.get_enum("quantize_scale", m.quantize_scale, quantize_scale_table);
   for (const OptionKey& key : arch.keys) read_option(s, key, m.options);
 }
 
@@ -202,29 +232,31 @@ void parse_network(ConfigContext& ctx, const YAML::Node& node, NetworkConfig& n)
   Section s(ctx, node, "network",
             {{"type", {"adapter_type"}}, {"linear", {"rank", "network_dim"}},
              {"linear_alpha", {"alpha", "network_alpha"}}, {"dropout", {"network_dropout"}},
-             {"target", {"target_modules"}}},
-            {"conv_alpha"},
-            {{"conv", "wick adapts Linear layers only (no conv adapters)", number_is(0)},
-             {"network_kwargs", "wick chooses the adapted modules by network.target alone", is_empty()}});
+             {"target", {"target_modules"}}, {"conv", {"conv_dim", "conv_rank"}}, {"conv_alpha"}},
+            {},
+            {{"network_kwargs", "wick chooses the adapted modules by network.target alone", is_empty()}});
   s.get_enum("type", n.type, network_table);
   s.get_int("linear", n.linear, Range::above(0));
   s.get_float("linear_alpha", n.linear_alpha, Range::above(0));
   s.get_float("dropout", n.dropout, Range::between(0, 1, true));
   s.get_string_list("target", n.target);
+  s.get_int("conv", n.conv, Range::at_least(0));
+  s.get_float("conv_alpha", n.conv_alpha, Range::at_least(0));  // 0 with conv 0 (written back that way)
 }
 
 void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   Section s(ctx, node, "train",
-            {{"batch_size", {"train_batch_size"}}, {"steps", {"max_train_steps"}},
+            {{"batch_size", {"train_batch_size"}}, {"global_batch_size"}, {"steps", {"max_train_steps"}},
              {"gradient_accumulation", {"gradient_accumulation_steps"}}, {"lr", {"learning_rate"}},
              {"optimizer"}, {"weight_decay", {"adam_weight_decay"}}, {"betas"}, {"eps", {"adam_epsilon"}},
              {"lr_scheduler"}, {"warmup", {"lr_warmup_steps", "warmup_steps"}}, {"max_grad_norm"},
              {"gradient_checkpointing"}, {"mixed_precision", {"dtype"}}, {"seed"}, {"noise_scheduler"},
+             {"prediction_type", {"prediction"}},
              {"timestep_sampling", {"timestep_type", "weighting_scheme"}}, {"logit_mean"}, {"logit_std"},
              {"mode_scale"}, {"timestep_shift", {"training_shift"}},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
-             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}, {"reg_ratio"},
-             {"prior_loss_weight", {"reg_weight"}}},
+             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}, {"blocks_to_swap"}, {"max_memory"},
+             {"reg_ratio"}, {"prior_loss_weight", {"reg_weight"}}},
             {"skip_first_sample", "disable_sampling", "cache_text_embeddings"},
             {{"loss_type", "wick's loss is always the mean squared error", scalar_in({"mse"})},
              {"ema_config", "wick keeps no EMA of the weights", flag_off("use_ema")},
@@ -233,7 +265,11 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"linear_timesteps", "wick draws timesteps by train.timestep_sampling alone", is_false()},
              {"train_unet", "wick always trains the denoiser", scalar_in({"true", "yes", "on", "1"})},
              {"train_text_encoder", "wick never trains the text encoder (captions are cached embeddings)", is_false()}});
-  s.get_int("batch_size", t.batch_size, Range::above(0));
+  const bool has_batch_size = s.get_int("batch_size", t.batch_size, Range::above(0));
+  if (s.get_int("global_batch_size", t.global_batch_size, Range::above(0)) && has_batch_size)
+    ctx.warn_key("train.batch_size", "train.batch_size is ignored: train.global_batch_size (" +
+                                         std::to_string(t.global_batch_size) +
+                                         ") sets the samples per micro-step over all ranks");
   s.get_int("steps", t.steps, Range::above(0));
   s.get_int("gradient_accumulation", t.gradient_accumulation, Range::above(0));
   s.get_float("lr", t.lr, Range::above(0));
@@ -246,10 +282,37 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   s.get_choice("lr_scheduler", t.lr_scheduler, lr_schedule_names());
   s.get_int("warmup", t.warmup, Range::at_least(0));
   s.get_float("max_grad_norm", t.max_grad_norm, Range::at_least(0));
-  s.get_bool("gradient_checkpointing", t.gradient_checkpointing);
+  if (s.has("gradient_checkpointing") && s.value("gradient_checkpointing").IsScalar() &&
+      lowercase(s.value("gradient_checkpointing").Scalar()) == "auto") {
+    std::string ignored_text;
+    s.get_string("gradient_checkpointing", ignored_text);  // marks the key as set
+    t.gradient_checkpointing = false;
+    t.gradient_checkpointing_auto = true;
+  } else if (s.get_bool("gradient_checkpointing", t.gradient_checkpointing)) {
+    t.gradient_checkpointing_auto = false;
+  }
+  if (s.has("blocks_to_swap") && s.value("blocks_to_swap").IsScalar() &&
+      lowercase(s.value("blocks_to_swap").Scalar()) == "auto") {
+    std::string ignored_text;
+    s.get_string("blocks_to_swap", ignored_text);
+    t.blocks_to_swap = -1;
+  } else {
+    s.get_int("blocks_to_swap", t.blocks_to_swap, Range::at_least(0));
+  }
+  if (s.has("max_memory")) {
+    std::string text;
+    s.get_string("max_memory", text);
+    std::optional<int64_t> bytes = parse_byte_size(text);
+    if (!bytes)
+      ctx.fail(s.value("max_memory"), "train.max_memory: '" + text +
+                                          "' is not a size; write e.g. 24GB, 24GiB, 800MB or a byte count (0 = the "
+                                          "device's memory)");
+    t.max_memory = *bytes;
+  }
   s.get_enum("mixed_precision", t.mixed_precision, precision_table);
   s.get_int("seed", t.seed, Range::at_least(0));
   s.get_enum("noise_scheduler", t.noise_scheduler, scheduler_table);
+  s.get_enum("prediction_type", t.prediction_type, prediction_table);
   s.get_enum("timestep_sampling", t.timestep_sampling, timestep_table);
   s.get_float("logit_mean", t.logit_mean);
   s.get_float("logit_std", t.logit_std, Range::above(0));
@@ -301,6 +364,12 @@ void check_regularization(const ConfigContext& ctx, TrainConfig& c) {
     return;
   }
   const std::string at = "datasets[" + std::to_string(reg_index) + "]";
+  // The regularization share is a count per rank of train.batch_size; uneven global-batch shares
+  // (and their automatic accumulation, which splits a rank's batch) are not combined with it yet.
+  if (c.train.global_batch_size > 0)
+    ctx.fail_key("train.global_batch_size",
+                 "train.global_batch_size cannot be combined with regularization data (" + at +
+                     ".is_reg: true, train.reg_ratio) yet; use train.batch_size (per rank) with train.reg_ratio");
   if (n_reg > 1) ctx.fail_key(at, "more than one dataset is marked is_reg: true; wick mixes one regularization set");
   if (c.datasets.size() != 2)
     ctx.fail_key(at, "a regularization dataset (is_reg: true) needs exactly one training dataset beside it, got " +
@@ -437,6 +506,53 @@ void parse_root(ConfigContext& ctx, const YAML::Node& root, TrainConfig& c) {
   parse_top(ctx, process[0], c, wrapper.value("name"));
 }
 
+// Offset of the first byte of `text` that does not begin a well-formed UTF-8 sequence (no overlong
+// forms, surrogates or code points past U+10FFFF), or npos. yaml-cpp reads other bytes as they are
+// but writes them back escaped, so a config holding them would not survive to_yaml (nor config_hash).
+size_t invalid_utf8_at(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int n = 0;
+    uint32_t code = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1, code = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, code = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3, code = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + n >= text.size()) return i;
+    for (int k = 1; k <= n; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return i;
+      code = (code << 6) | (next & 0x3F);
+    }
+    const bool overlong_or_surrogate = n == 2 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF));
+    if (overlong_or_surrogate || (n == 3 && (code < 0x10000 || code > 0x10FFFF))) return i;
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
+void check_utf8(const std::string& text, const std::string& where) {
+  const size_t at = invalid_utf8_at(text);
+  if (at == std::string::npos) return;
+  const size_t line_start = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+  const size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const size_t column = at - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[at]));
+  throw WickError(ErrorKind::Config, where + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                                         ": not valid UTF-8 (byte " + byte + "); a config is UTF-8 text");
+}
+
 // One --set argument, "key.path=value": the value is parsed as YAML and applied like the file's keys.
 void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig& c) {
   ctx.override_arg = argument;
@@ -444,6 +560,7 @@ void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig
   if (equals == std::string::npos || equals == 0)
     throw WickError(ErrorKind::Config, "--set " + argument + ": expected key.path=value");
   std::string key = argument.substr(0, equals);
+  check_utf8(argument, "--set " + key);
   YAML::Node value;
   try {
     value = YAML::Load(argument.substr(equals + 1));
@@ -491,6 +608,7 @@ void apply_override(ConfigContext& ctx, const std::string& argument, TrainConfig
 // Defaults that depend on other keys, then checks that span several keys.
 void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (!ctx.set_at.count("network.linear_alpha")) c.network.linear_alpha = double(c.network.linear);
+  if (!ctx.set_at.count("network.conv_alpha")) c.network.conv_alpha = double(c.network.conv);
   const ArchSchema* arch = ctx.schema->find(c.model.arch);
   WICK_CHECK(arch != nullptr, "config: model.arch '", c.model.arch, "' is not in the schema");
   if (!ctx.set_at.count("train.noise_scheduler")) c.train.noise_scheduler = arch->default_noise_scheduler;
@@ -510,6 +628,24 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   // neutral kohya, which names no LoRA format to refuse).
   if (!ctx.set_at.count("save.format") && c.network.type != NetworkType::Full)
     c.save.format = arch->default_lora_format;
+  if (c.train.prediction_type == PredictionType::V && c.train.noise_scheduler != NoiseScheduler::Ddpm)
+    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction is a DDPM target (noise_scheduler ddpm); "
+                                          "a flowmatch model predicts its velocity ε − x0 already");
+  if (c.train.prediction_type == PredictionType::V && c.sample.every > 0)
+    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction trains a v target, but wick's DDIM "
+                                          "sample images take the model's output as ε: set sample.every to 0");
+  if (c.network.conv > 0 && !(c.network.conv_alpha > 0))
+    ctx.fail_key("network.conv_alpha", "network.conv_alpha must be > 0 with network.conv " +
+                                           std::to_string(c.network.conv) +
+                                           " (it scales the LoCon update by alpha / rank)");
+  if (c.network.conv > 0 && c.network.type == NetworkType::Dora)
+    ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
+                                     ": wick's DoRA wraps Linear layers only; LoCon needs network.type lora (set "
+                                     "network.conv to 0 for DoRA)");
+  if (c.network.conv > 0 && c.network.type == NetworkType::Full)
+    ctx.fail_key("network.conv", "network.conv " + std::to_string(c.network.conv) +
+                                     " sets the rank of convolution adapters, but network.type full trains every "
+                                     "weight itself (no adapters)");
   if (c.sample.sampler == SamplerKind::Auto)
     c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)
@@ -581,6 +717,7 @@ TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::ve
 const char* network_type_name(NetworkType value) { return name_in(network_table, value); }
 const char* mixed_precision_name(MixedPrecision value) { return name_in(precision_table, value); }
 const char* noise_scheduler_name(NoiseScheduler value) { return name_in(scheduler_table, value); }
+const char* prediction_type_name(PredictionType value) { return name_in(prediction_table, value); }
 const char* timestep_sampling_name(TimestepSampling value) { return name_in(timestep_table, value); }
 const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
@@ -592,6 +729,31 @@ int64_t reg_per_batch(const TrainConfig& config) {
 }
 
 const char* latent_sampling_name(LatentSampling value) { return name_in(latent_sampling_table, value); }
+const char* quantize_mode_name(QuantizeMode value) { return name_in(quantize_table, value); }
+const char* quantize_scale_name(QuantizeScale value) { return name_in(quantize_scale_table, value); }
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += char(std::tolower(static_cast<unsigned char>(c)));
+  if (t.empty()) return std::nullopt;
+  size_t digits = 0;
+  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.')) ++digits;
+  if (digits == 0 || std::count(t.begin(), t.begin() + static_cast<ptrdiff_t>(digits), '.') > 1) return std::nullopt;
+  const double value = std::stod(t.substr(0, digits));
+  const std::string unit = t.substr(digits);
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1.0},      {"b", 1.0},      {"kb", 1e3},     {"mb", 1e6},    {"gb", 1e9},
+      {"tb", 1e12},   {"k", 1e3},      {"m", 1e6},      {"g", 1e9},     {"kib", 1024.0},
+      {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) {
+      const double bytes = value * factor;
+      if (!(bytes >= 0.0 && bytes < 9.0e18)) return std::nullopt;
+      return static_cast<int64_t>(bytes + 0.5);
+    }
+  return std::nullopt;
+}
 
 const ArchSchema* ConfigSchema::find(const std::string& name) const {
   const std::string wanted = lowercase(name);
@@ -613,6 +775,7 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
                                 const std::vector<std::string>& overrides, std::vector<std::string>* notes,
                                 std::vector<std::string>* warnings) {
   ConfigContext ctx{.source = source, .schema = &schema, .notes = notes, .warnings = warnings};
+  check_utf8(text, source);
   YAML::Node root;
   try {
     root = YAML::Load(text);

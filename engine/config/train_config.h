@@ -30,6 +30,9 @@ namespace wick {
 enum class NetworkType { Lora, Dora, Full };
 enum class MixedPrecision { No, BF16, FP16 };
 enum class NoiseScheduler { FlowMatch, Ddpm };
+// What a DDPM model predicts: the noise ε (SDXL base, SD 1.x) or v = √ᾱ·ε − √(1 − ᾱ)·x0 (SD 2.x 768-v, v-pred
+// fine-tunes). Flow matching always predicts its velocity.
+enum class PredictionType { Epsilon, V };
 enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, Mode };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
@@ -38,16 +41,24 @@ enum class LoraFormat { Kohya, Peft };
 // mean + exp(logvar / 2) * eps (eps from Philox (seed, sample id, epoch, LatentSample)), or the mean.
 // Files without latents_logvar train on their stored latents either way.
 enum class LatentSampling { Sample, Mean };
+// How the frozen base is stored (docs/models.md "Float8 base"): auto lets `wick train`'s memory plan
+// choose (models/memory_plan.h: none when the run fits); none keeps model.dtype; float8 stores frozen
+// Linear weights of the transformer blocks as e4m3 with f32 scales.
+enum class QuantizeMode { Auto, None, Float8 };
+enum class QuantizeScale { PerRow, PerTensor };  // one f32 scale per output row, or one per weight
 
 // Canonical config spellings ("lora", "bf16", "flowmatch", ...).
 const char* network_type_name(NetworkType value);
 const char* mixed_precision_name(MixedPrecision value);
 const char* noise_scheduler_name(NoiseScheduler value);
+const char* prediction_type_name(PredictionType value);
 const char* timestep_sampling_name(TimestepSampling value);
 const char* sampler_name(SamplerKind value);
 const char* comm_backend_name(CommBackend value);
 const char* lora_format_name(LoraFormat value);
 const char* latent_sampling_name(LatentSampling value);
+const char* quantize_mode_name(QuantizeMode value);
+const char* quantize_scale_name(QuantizeScale value);
 
 // What an architecture contributes to the config (models/registry.h builds one per registered
 // architecture): its names, the ai-toolkit flag that selects it, the `model:` keys it owns, and the
@@ -56,6 +67,7 @@ struct ArchSchema {
   std::string name;                          // "dit", "flux"
   std::vector<std::string> aliases = {};     // accepted spellings of model.arch ("flux1")
   std::string flag = {};                     // ai-toolkit's boolean that selects it ("is_flux"), or ""
+  std::vector<std::string> flag_aliases = {};  // other spellings of that boolean ("is_xl")
   std::vector<OptionKey> keys = {};          // model.<key>
   std::vector<std::string> ignored = {};     // model.<key> accepted with a note (no meaning for it)
   bool needs_base_weights = false;           // model.name_or_path required
@@ -85,6 +97,8 @@ struct ModelConfig {
                                      // e.g. is_flux: true)
   std::string name_or_path;          // base weights (file, folder or checkpoint directory); "" = from scratch
   DType dtype = DType::F32;          // storage dtype of the frozen base weights: f32 | bf16 | f16
+  QuantizeMode quantize = QuantizeMode::Auto;        // auto | none | float8 (a float8 checkpoint stays float8)
+  QuantizeScale quantize_scale = QuantizeScale::PerRow;
   ModelOptions options;              // the architecture's own keys, checked, defaults filled
   bool operator==(const ModelConfig&) const = default;
 };
@@ -94,6 +108,9 @@ struct NetworkConfig {
   int64_t linear = 16;                 // rank
   double linear_alpha = 16.0;          // defaults to `linear` when not given
   double dropout = 0.0;                // on the adapter's input, [0, 1)
+  int64_t conv = 0;                    // LoCon: the rank of adapters on convolutions larger than 1x1 (0 = none); the
+                                       // architecture's conv targets (kohya's conv_dim set) take it
+  double conv_alpha = 0.0;             // their alpha; defaults to `conv` when not given
   std::vector<std::string> target;     // glob patterns over module paths, or the arch's preset names
                                        // (attention, attention_mlp, all); empty = the arch's default
   bool operator==(const NetworkConfig&) const = default;
@@ -104,7 +121,9 @@ struct NetworkConfig {
 inline constexpr double kDefaultTimestepShift = 3.0;
 
 struct TrainSection {
-  int64_t batch_size = 1;              // per rank, per micro-step
+  int64_t batch_size = 1;              // per rank, per micro-step (when global_batch_size is 0)
+  int64_t global_batch_size = 0;       // samples per micro-step over all ranks (0 = batch_size x ranks);
+                                       // each rank takes floor or ceil of it / ranks (docs/distributed.md)
   int64_t steps = 1000;                // optimizer steps
   int64_t gradient_accumulation = 1;
   double lr = 1e-4;
@@ -116,9 +135,19 @@ struct TrainSection {
   int64_t warmup = 0;                  // lr warmup steps
   double max_grad_norm = 1.0;          // 0 = no clipping
   bool gradient_checkpointing = false;
+  // The config left gradient_checkpointing at auto: the memory plan may turn it on (models/memory_plan.h);
+  // the plan then sets gradient_checkpointing and clears this.
+  bool gradient_checkpointing_auto = true;
+  // Transformer blocks whose frozen weights stay in pinned host memory and are streamed to the device
+  // just before they run (engine/block_swap.h); -1 = auto: the memory plan decides (0 when the run fits).
+  int64_t blocks_to_swap = -1;
+  // What the run's tensors must fit in on each rank, in bytes (`wick train --max-memory 24GB`);
+  // 0 = what the device has. The memory plan fits the run into it.
+  int64_t max_memory = 0;
   MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t seed = 42;
   NoiseScheduler noise_scheduler = NoiseScheduler::FlowMatch;  // default ddpm for arch sdxl
+  PredictionType prediction_type = PredictionType::Epsilon;    // ddpm: ε or v; flowmatch: epsilon (unused)
   TimestepSampling timestep_sampling = TimestepSampling::LogitNormal;
   double logit_mean = 0.0;             // logit_normal: sigma = sigmoid(N(logit_mean, logit_std))
   double logit_std = 1.0;
@@ -200,6 +229,10 @@ struct TrainConfig {
   DistributedConfig distributed;
   bool operator==(const TrainConfig&) const = default;
 };
+
+// A size in bytes: "24GB" (10^9 bytes per GB, as wick prints sizes), "24GiB" (2^30), "800MB", "1.5 TB",
+// or a plain byte count; nullopt for anything else.
+std::optional<int64_t> parse_byte_size(const std::string& text);
 
 // Parses YAML text. `source` names it in error messages (a file path, or e.g. "<string>").
 // `overrides` are "key.path=value" strings (as given to --set), applied after the text, value parsed

@@ -29,6 +29,12 @@ void shuffle(std::vector<T>& values, const RngStream& stream) {
 
 }  // namespace
 
+int64_t rank_share(int64_t global, int rank, int world) {
+  WICK_CHECK(world >= 1 && rank >= 0 && rank < world && global >= 0, "rank_share: rank ", rank, " of world ", world,
+             ", global batch ", global);
+  return global / world + (rank < global % world ? 1 : 0);
+}
+
 DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
                                        const SamplerOptions& options)
     : ids_(std::move(ids)), bucket_of_(std::move(bucket_of)), options_(options) {
@@ -40,11 +46,13 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
   WICK_CHECK(options.batch_size >= 1, "DistributedSampler: batch_size ", options.batch_size);
   WICK_CHECK(options.reg_per_batch == 0, "DistributedSampler: reg_per_batch ", options.reg_per_batch,
              " without regularization ids");
-  per_batch_ = options.batch_size;
-  int64_t global = options.world * per_batch_;
+  WICK_CHECK(options.global_batch_size >= 0, "DistributedSampler: global_batch_size ", options.global_batch_size);
+  global_ = options.global_batch_size > 0 ? options.global_batch_size : options.world * options.batch_size;
+  WICK_CHECK_KIND(Config, global_ >= options.world, "DistributedSampler: a global batch of ", global_,
+                  " cannot give each of ", options.world, " ranks a sample");
   std::map<int64_t, int64_t> per_bucket;
   for (int64_t b : bucket_of_) ++per_bucket[b];
-  for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global - 1) / global;
+  for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global_ - 1) / global_;
 }
 
 DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
@@ -55,6 +63,9 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
                                         .batch_size = options.batch_size - options.reg_per_batch}) {
   WICK_CHECK(options.reg_per_batch >= 1 && options.reg_per_batch < options.batch_size, "DistributedSampler: ",
              options.reg_per_batch, " regularization ids in batches of ", options.batch_size);
+  WICK_CHECK_KIND(Config, options.global_batch_size == 0, "DistributedSampler: regularization ids with "
+                  "global_batch_size ", options.global_batch_size, " (train.global_batch_size cannot be combined with "
+                  "regularization data)");
   WICK_CHECK_KIND(Data, !reg_ids.empty(), "DistributedSampler: no regularization samples (empty class filter?)");
   for (const std::vector<int64_t>* buckets : {&bucket_of_, &reg_bucket_of})
     for (int64_t b : *buckets)
@@ -73,7 +84,7 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
 int64_t DistributedSampler::batches_per_epoch() const { return n_batches_; }
 
 std::vector<int64_t> DistributedSampler::epoch_order(int64_t epoch) const {
-  int64_t global = options_.world * per_batch_;
+  const int64_t global = global_;
   std::map<int64_t, std::vector<int64_t>> groups;  // bucket -> ids, in bucket order
   for (size_t i = 0; i < ids_.size(); ++i) groups[bucket_of_[i]].push_back(ids_[i]);
   std::vector<std::vector<int64_t>> batches;
@@ -107,7 +118,7 @@ const std::vector<int64_t>& DistributedSampler::cached_order(int64_t epoch) cons
 std::vector<int64_t> DistributedSampler::rank_batch(int64_t epoch, int64_t index) const {
   WICK_CHECK(index >= 0 && index < n_batches_, "DistributedSampler: batch ", index, " of ", n_batches_);
   const std::vector<int64_t>& order = cached_order(epoch);
-  int64_t global = options_.world * per_batch_, begin = index * global;
+  const int64_t global = global_, begin = index * global;
   std::vector<int64_t> batch;
   for (int64_t k = options_.rank; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
   if (reg_) {  // the regularization batch with the same running number, over the reg set's epochs

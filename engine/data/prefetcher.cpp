@@ -1,6 +1,7 @@
 #include "engine/data/prefetcher.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/memory.h"
@@ -154,6 +155,33 @@ int Prefetcher::ready() const {
 
 int64_t batch_epoch(const Batch& batch) {
   return batch.after.position == 0 ? batch.after.epoch - 1 : batch.after.epoch;
+}
+
+Batch slice_batch(const Batch& batch, int64_t begin, int64_t count) {
+  const int64_t n = static_cast<int64_t>(batch.ids.size());
+  WICK_CHECK(begin >= 0 && count >= 1 && begin + count <= n, "slice_batch: samples [", begin, ", ", begin + count,
+             ") of a batch of ", n);
+  auto cut = [&](const Tensor& t) { return t.defined() ? t.narrow(0, begin, count) : Tensor(); };
+  auto part = [&](const auto& values) {
+    using Values = std::decay_t<decltype(values)>;
+    if (static_cast<int64_t>(values.size()) != n) return values;  // empty: the file has none
+    return Values(values.begin() + begin, values.begin() + begin + count);
+  };
+  Batch out;
+  out.latents = cut(batch.latents);
+  out.latents_logvar = cut(batch.latents_logvar);
+  out.text_embeds = cut(batch.text_embeds);
+  out.text_pooled = cut(batch.text_pooled);
+  out.text_mask = cut(batch.text_mask);
+  out.labels = cut(batch.labels);
+  out.original_size = cut(batch.original_size);
+  out.crop = cut(batch.crop);
+  out.flipped = cut(batch.flipped);
+  out.sources = part(batch.sources);
+  out.ids = part(batch.ids);
+  out.captions = part(batch.captions);
+  out.after = batch.after;
+  return out;
 }
 
 }  // namespace wick

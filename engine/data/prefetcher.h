@@ -45,6 +45,11 @@ struct Batch {
 // The epoch a batch was drawn from (Batch::after is the state after it, possibly the next epoch's start).
 int64_t batch_epoch(const Batch& batch);
 
+// Samples [begin, begin + count) of `batch`: every defined tensor narrowed along its first (batch)
+// dimension (views, on the batch's device), ids, captions and sources cut alike, `after` kept. How
+// a rank's share of a global batch is trained in several micro-batches (automatic accumulation).
+Batch slice_batch(const Batch& batch, int64_t begin, int64_t count);
+
 struct PrefetchOptions {
   int depth = 2;                  // batches kept ready (at least 2)
   Device device = Device::cpu();  // where latents, embeds, pooled and mask are placed

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/grad_sync.h"
+#include "engine/train/preemption.h"
 #include "engine/train/train_checkpoint.h"
 #include "engine/train/train_log.h"
 #include "engine/train/train_setup.h"
@@ -46,13 +48,19 @@ class StepLoop {
   // Runs one optimizer step; false when it was skipped for a non-finite loss.
   bool train_step(int64_t step);
   void save(int64_t step);
+  // After a stop request (SIGTERM / SIGUSR1 on some rank) ended the loop at `step`, its checkpoint
+  // written when `saved`: records it in the result, and rank 0 says so.
+  void preempted(int64_t step, bool saved);
   // Rank 0, before step 1: the checkpoints folder is writable, `latest` replaceable, space free.
   void preflight();
   void announce(int64_t last);
   bool rank0() const { return group_->rank() == 0; }
   // Ends the progress bar's line before a message when the bar is drawn in place.
   const char* line_break() const { return options_.progress && ::isatty(::fileno(stderr)) ? "\n" : ""; }
-  int64_t global_batch() const { return t_.batch_size * group_->size(); }
+  // Samples per micro-step over all ranks: train.global_batch_size, or batch_size x ranks.
+  int64_t global_batch() const {
+    return t_.global_batch_size > 0 ? t_.global_batch_size : t_.batch_size * group_->size();
+  }
 
   TrainingTask& task_;
   const StepLoopSetup& setup_;
@@ -68,6 +76,9 @@ class StepLoop {
   std::unique_ptr<RunLog> log_;
   autograd::GradientStore grads_;
   int64_t start_step_ = 0, skipped_ = 0, nonfinite_in_a_row_ = 0;
+  bool uniform_ = true;  // every rank takes the same share in one piece: batch_size-only arithmetic
+  std::optional<PreemptionWatch> watch_;
+  int64_t stopping_ranks_ = 0;  // ranks that asked to stop (SIGTERM / SIGUSR1), summed with the step's loss
   LoopResult result_;
 };
 
@@ -99,13 +110,23 @@ void StepLoop::setup() {
   if (communicator && setup_.distributed.shard_optimizer) shard_optimizer(*optimizer_, *group_);
   if (communicator && !scaler_)
     buckets_ = std::make_unique<GradientBuckets>(*optimizer_, *group_, setup_.distributed.bucket_mb << 20);
-  const SamplerOptions sampling{.seed = static_cast<uint64_t>(t_.seed), .rank = group_->rank(),
-                                .world = group_->size(), .batch_size = t_.batch_size,
+  WICK_CHECK_KIND(Config, global_batch() >= group_->size(), "train.global_batch_size ", global_batch(),
+                  " is smaller than the number of ranks (", group_->size(), "): every rank needs at least one sample");
+  WICK_CHECK(setup_.share_splits >= 1, "step loop: share_splits ", setup_.share_splits);
+  // The task weighs the last reg_per_batch samples of each batch: whole, equal per-rank batches only.
+  WICK_CHECK_KIND(Config, setup_.reg_per_batch == 0 || (t_.global_batch_size == 0 && setup_.share_splits == 1),
+                  "train.global_batch_size cannot be combined with regularization data (is_reg, train.reg_ratio)");
+  const SamplerOptions sampling{.seed = static_cast<uint64_t>(t_.seed),
+                                .rank = group_->rank(),
+                                .world = group_->size(),
+                                .batch_size = t_.batch_size,
+                                .global_batch_size = t_.global_batch_size,
                                 .reg_per_batch = setup_.reg_per_batch};
   DistributedSampler sampler = setup_.reg_per_batch > 0
                                    ? DistributedSampler(setup_.ids, setup_.bucket_of, setup_.reg_ids,
                                                         setup_.reg_bucket_of, sampling)
                                    : DistributedSampler(setup_.ids, setup_.bucket_of, sampling);
+  uniform_ = global_batch() % group_->size() == 0 && setup_.share_splits == 1;
   if (resume) restore(*resume, sampler);
   loader_ = std::make_unique<Prefetcher>(setup_.dataset, std::move(sampler),
                                          PrefetchOptions{.depth = 2, .device = setup_.device});
@@ -122,9 +143,21 @@ void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler
   WICK_CHECK_KIND(Config, state.seed == static_cast<uint64_t>(t_.seed), dir.string(),
                   ": the checkpoint was trained with seed ", state.seed, " but train.seed is ", t_.seed);
   const int64_t saved_batch = state.global_batch > 0 ? state.global_batch : global_batch();
+  if (saved_batch != global_batch() && t_.global_batch_size > 0)
+    WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
+              " samples per micro-step over all ranks, but train.global_batch_size is ", t_.global_batch_size,
+              "; set train.global_batch_size: ", saved_batch, " to continue it (on any number of ranks)");
+  if (saved_batch != global_batch() && setup_.reg_per_batch > 0)  // global_batch_size is no way out with it
+    WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
+              " samples per micro-step over all ranks, this run has ", global_batch(),
+              " (batch_size x ranks must stay the same to resume a run with regularization data)");
   WICK_CHECK_KIND(Config, saved_batch == global_batch(), dir.string(), ": the checkpoint was trained with ",
                   saved_batch, " samples per micro-step over all ranks, this run has ", global_batch(),
-                  " (batch_size x ranks must stay the same to resume)");
+                  " (batch_size x ranks must stay the same to resume; to continue on ", group_->size(), " rank",
+                  group_->size() == 1 ? "" : "s", ", set train.global_batch_size: ", saved_batch,
+                  " instead of train.batch_size, and each rank takes ", saved_batch / group_->size(),
+                  saved_batch % group_->size() == 0 ? "" : (" or " + std::to_string(saved_batch / group_->size() + 1)),
+                  " samples)");
   WICK_CHECK_KIND(Data, state.step == optimizer_->steps_taken(), dir.string(), ": training_state step ", state.step,
                   " but the optimizer state has ", optimizer_->steps_taken(), " steps");
   sampler.load_state({.epoch = state.epoch, .position = state.sample_cursor / global_batch()});
@@ -155,34 +188,50 @@ bool StepLoop::train_step(int64_t step) {
   autograd::current_rng() = {derive_stream(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(group_->rank()),
                                            RngPurpose::StepDropout), 0};
   grads_.clear();
+  // The step's gradient is the mean over its global batches' samples whatever the split: a piece of
+  // n samples (its loss a mean over them) weighs n x ranks / (global batch x accumulation), and the
+  // reduction divides by the ranks. With equal shares in one piece that is 1 / accumulation.
+  const int64_t accumulation = t_.gradient_accumulation, world = group_->size();
   double local_sum = 0.0, local_bad = 0.0;
-  for (int64_t micro = 0; micro < t_.gradient_accumulation; ++micro) {
-    if (buckets_) buckets_->arm(micro == t_.gradient_accumulation - 1);  // only the last micro-step sends
+  for (int64_t micro = 0; micro < accumulation; ++micro) {
     Batch batch = loader_->next();
     check_batch_finite(batch.latents, batch.ids, setup_.dataset->path());
-    autograd::set_sample_streams(autograd::per_sample_streams(seed, batch.ids, static_cast<uint64_t>(batch_epoch(batch)),
-                                                              RngPurpose::Dropout));
-    Tensor loss = task_.micro_batch_loss(batch);
-    const double value = loss.item();
-    if (!std::isfinite(value)) {
-      local_bad += 1.0;  // keep drawing this step's batches: every rank's loader stays in step
-      continue;
+    const int64_t n = static_cast<int64_t>(batch.ids.size());
+    const int64_t pieces = std::min(setup_.share_splits, n);
+    for (int64_t piece = 0, begin = 0; piece < pieces; ++piece) {
+      const int64_t count = n / pieces + (piece < n % pieces ? 1 : 0);
+      // Only the last piece of the last micro-step sends.
+      if (buckets_) buckets_->arm(micro == accumulation - 1 && piece == pieces - 1);
+      const Batch part = pieces == 1 ? std::move(batch) : slice_batch(batch, begin, count);
+      begin += count;
+      autograd::set_sample_streams(
+          autograd::per_sample_streams(seed, part.ids, static_cast<uint64_t>(batch_epoch(part)), RngPurpose::Dropout));
+      Tensor loss = task_.micro_batch_loss(part);
+      const double value = loss.item();
+      if (!std::isfinite(value)) {
+        local_bad += 1.0;  // keep drawing this step's batches: every rank's loader stays in step
+        continue;
+      }
+      local_sum += uniform_ ? value : value * static_cast<double>(count);
+      const double weight =
+          uniform_ ? 1.0 / static_cast<double>(accumulation)
+                   : static_cast<double>(count * world) / static_cast<double>(global_batch() * accumulation);
+      Tensor scaled = weight != 1.0 ? autograd::mul(loss, weight) : loss;
+      autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
+                         scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
     }
-    local_sum += value;
-    Tensor scaled = t_.gradient_accumulation > 1
-                        ? autograd::mul(loss, 1.0 / static_cast<double>(t_.gradient_accumulation))
-                        : loss;
-    autograd::backward(scaled, grads_, autograd::GradientMode::Accumulate,
-                       scaler_ ? scaler_->loss_gradient(scaled) : Tensor());
   }
   autograd::set_sample_streams({});
   // Every rank finishes the buckets' collectives before any other one (docs/distributed.md).
   BucketReport reduced;
   if (buckets_) reduced = buckets_->finish(grads_);
-  std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad});
-  const double n_micro = static_cast<double>(t_.gradient_accumulation * group_->size());
-  StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : totals[0] / n_micro, .lr = lr,
-                .samples = global_batch() * t_.gradient_accumulation};
+  // A stop request rides on the step's one small collective, so every rank stops after this step.
+  std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad, watch_->requested() ? 1.0 : 0.0});
+  stopping_ranks_ = static_cast<int64_t>(totals[2]);
+  // The mean loss over the step's samples (equal shares: the mean of the micro-batches' means).
+  const double mean = uniform_ ? totals[0] / static_cast<double>(accumulation * world)
+                               : totals[0] / static_cast<double>(accumulation * global_batch());
+  StepLog entry{.step = step, .loss = totals[1] > 0 ? kNaN : mean, .lr = lr, .samples = global_batch() * accumulation};
   if (!std::isfinite(entry.loss)) {
     ++skipped_;
     ++nonfinite_in_a_row_;
@@ -249,6 +298,30 @@ void StepLoop::save(int64_t step) {
   if (rank0()) task_.after_checkpoint(step);
 }
 
+void StepLoop::preempted(int64_t step, bool saved) {
+  result_.preempted = true;
+  if (!rank0()) return;
+  const std::string who = group_->size() == 1 ? stop_signal_name(watch_->signal_number())
+                                              : "a stop signal on " + std::to_string(stopping_ranks_) + " of " +
+                                                    std::to_string(group_->size()) + " ranks";
+  std::string checkpoint;
+  if (saved && result_.last_checkpoint) {
+    checkpoint = "checkpoint " + result_.last_checkpoint->string();
+  } else {
+    checkpoint = "step " + std::to_string(step) + " was skipped (non-finite loss), so no checkpoint was written for it";
+    try {
+      if (std::optional<fs::path> named = read_latest(checkpoints_dir(setup_.run_dir)).checkpoint)
+        checkpoint += "; `latest` names " + named->string();
+    } catch (const WickError&) {
+    }
+  }
+  std::fprintf(stderr,
+               "%swick train: %s: stopped after step %lld of %lld on request (%s): %s; exit status %d, continue "
+               "with --resume auto\n",
+               line_break(), setup_.name.c_str(), static_cast<long long>(step), static_cast<long long>(t_.steps),
+               who.c_str(), checkpoint.c_str(), kExitPreempted);
+}
+
 void StepLoop::preflight() {
   uint64_t estimate = 0;  // model.safetensors + the optimizer state over all ranks + f32 masters
   for (const auto& [name, p] : trainable_) {
@@ -282,6 +355,21 @@ void StepLoop::announce(int64_t last) {
                setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
                static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                static_cast<long long>(global_batch() * t_.gradient_accumulation), estimate.c_str());
+  if (t_.global_batch_size > 0 || setup_.share_splits > 1) {
+    const int64_t world = group_->size(), most = rank_share(global_batch(), 0, world),
+                  fewest = rank_share(global_batch(), world - 1, world);
+    std::string shares = std::to_string(most);
+    if (fewest != most)
+      shares = std::to_string(most) + " (" + std::to_string(global_batch() % world) + " rank" +
+               (global_batch() % world == 1 ? "" : "s") + ") or " + std::to_string(fewest);
+    std::string pieces;
+    if (setup_.share_splits > 1)
+      pieces = ", each share trained in " + std::to_string(setup_.share_splits) +
+               " micro-batches with their gradients accumulated (chosen from the memory estimate)";
+    std::fprintf(stderr, "wick train: global batch of %lld samples over %d rank%s: %s samples per rank%s\n",
+                 static_cast<long long>(global_batch()), group_->size(), group_->size() == 1 ? "" : "s", shares.c_str(),
+                 pieces.c_str());
+  }
   if (group_->size() > 1 || buckets_) {
     std::string gradients = "gradients averaged after backward";
     if (buckets_)
@@ -300,6 +388,7 @@ void StepLoop::announce(int64_t last) {
 }
 
 LoopResult StepLoop::run() {
+  watch_.emplace(group_->rank(), group_->size());  // SIGTERM / SIGUSR1: stop after a step, with a checkpoint
   setup();
   const int64_t last = options_.stop_after_step > 0 ? std::min(options_.stop_after_step, t_.steps) : t_.steps;
   result_.first_step = start_step_ + 1;
@@ -322,7 +411,12 @@ LoopResult StepLoop::run() {
   for (int64_t step = start_step_ + 1; step <= last; ++step) {
     // A skipped step changed nothing: no checkpoint for it (the previous one holds the same weights).
     const bool stepped = train_step(step);
-    if (stepped && ((setup_.save.every > 0 && step % setup_.save.every == 0) || step == last)) save(step);
+    const bool stop = stopping_ranks_ > 0 && step < last;
+    if (stepped && ((setup_.save.every > 0 && step % setup_.save.every == 0) || step == last || stop)) save(step);
+    if (stop) {
+      preempted(step, stepped);
+      break;
+    }
     if (rank0()) task_.after_step(step, step == t_.steps, log_.get());
   }
   if (log_) log_->finish();

@@ -12,6 +12,8 @@
 // (resharded to this world size), the data position and the counters, and continues bitwise: the
 // same losses as an uninterrupted run at the same world size. max_nonfinite_steps non-finite losses
 // in a row end the run with a Training error (exit status 4), the last checkpoint untouched.
+// SIGTERM or SIGUSR1 on any rank stops every rank after the current step with a checkpoint
+// (LoopResult::preempted; engine/train/preemption.h).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,10 @@ struct StepLoopSetup {
   std::vector<int64_t> reg_ids, reg_bucket_of;
   int64_t reg_per_batch = 0;
   int64_t memory_estimate_bytes = 0;    // the task's estimate of a step's peak per rank (0 = none), in messages
+  // Micro-batches each rank's share of a global batch is trained in, with their gradients
+  // accumulated (1 = the whole share at once): chosen from the memory estimate when
+  // train.global_batch_size is set and the share would not fit. The same on every rank.
+  int64_t share_splits = 1;
 };
 
 struct LoopResult {
@@ -66,6 +72,10 @@ struct LoopResult {
   std::optional<std::filesystem::path> last_checkpoint;
   int world_size = 1;
   int rank = 0;
+  // SIGTERM or SIGUSR1 reached a rank: every rank stopped after step last_step, with a checkpoint
+  // there (unless that step was skipped for a non-finite loss); `wick train` exits with status 75
+  // (kExitPreempted, engine/train/preemption.h).
+  bool preempted = false;
 };
 
 // Runs the loop on this process's rank (every rank of setup.group calls it). Rank 0 writes the

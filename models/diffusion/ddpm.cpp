@@ -35,7 +35,7 @@ int64_t sample_timestep(uint64_t seed, uint64_t sample_id, uint64_t epoch, int64
 }
 
 std::vector<double> min_snr_weights(const DdpmSchedule& schedule, const std::vector<int64_t>& timesteps,
-                                    double gamma) {
+                                    double gamma, bool v_prediction) {
   WICK_CHECK(gamma > 0.0, "min_snr_weights: gamma must be > 0, got ", gamma);
   std::vector<double> w;
   w.reserve(timesteps.size());
@@ -43,7 +43,7 @@ std::vector<double> min_snr_weights(const DdpmSchedule& schedule, const std::vec
     WICK_CHECK(t >= 0 && t < schedule.n_steps(), "min_snr_weights: timestep ", t, " outside [0, ",
                schedule.n_steps(), ")");
     double snr = schedule.snr(t);
-    w.push_back(std::min(snr, gamma) / snr);
+    w.push_back(std::min(snr, gamma) / (v_prediction ? snr + 1.0 : snr));
   }
   return w;
 }
@@ -66,7 +66,7 @@ DdpmBatch make_ddpm_batch(const Tensor& x0, const std::vector<uint64_t>& sample_
     b_f[i] = static_cast<float>(std::sqrt(1.0 - abar));
   }
   if (config.min_snr_gamma > 0.0) {
-    std::vector<double> w = min_snr_weights(schedule, ts, config.min_snr_gamma);
+    std::vector<double> w = min_snr_weights(schedule, ts, config.min_snr_gamma, config.v_prediction);
     for (size_t i = 0; i < w.size(); ++i) w_f[i] = static_cast<float>(w[i]);
   }
   DdpmBatch batch;
@@ -76,6 +76,7 @@ DdpmBatch make_ddpm_batch(const Tensor& x0, const std::vector<uint64_t>& sample_
   Tensor a = per_sample_view(Tensor::from_vector<float>(a_f, {n}, x0.device()), x0.dim()).to(x0.dtype());
   Tensor b = per_sample_view(Tensor::from_vector<float>(b_f, {n}, x0.device()), x0.dim()).to(x0.dtype());
   batch.x_t = add(mul(a, x0), mul(b, batch.target));  // √ᾱ_t·x0 + √(1 − ᾱ_t)·ε
+  if (config.v_prediction) batch.target = sub(mul(a, batch.target), mul(b, x0));  // v = √ᾱ_t·ε − √(1 − ᾱ_t)·x0
   return batch;
 }
 

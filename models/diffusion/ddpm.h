@@ -1,4 +1,5 @@
-// DDPM ε-prediction training targets (SDXL): scaled-linear β, x_t = √ᾱ_t·x0 + √(1 − ᾱ_t)·ε, min-SNR-γ.
+// DDPM training targets (SDXL, SD 1.x / 2.x): scaled-linear β, x_t = √ᾱ_t·x0 + √(1 − ᾱ_t)·ε, the target ε
+// (ε-prediction) or v = √ᾱ_t·ε − √(1 − ᾱ_t)·x0 (v-prediction), min-SNR-γ.
 //
 //   DdpmSchedule sched = DdpmSchedule::scaled_linear();          // 1000 steps, β 0.00085 .. 0.012
 //   DdpmConfig cfg; cfg.min_snr_gamma = 5.0; cfg.noise_offset = 0.0357;
@@ -30,20 +31,24 @@ struct DdpmSchedule {
 struct DdpmConfig {
   double min_snr_gamma = 0.0;  // > 0: weights min(SNR, γ)/SNR; 0: all weights 1
   double noise_offset = 0.0;   // ε += k·N(0, 1)[B, C, 1, 1]; needs x0 of rank >= 2
+  // The target v = √ᾱ·ε − √(1 − ᾱ)·x0 instead of ε; min-SNR-γ then weights min(SNR, γ)/(SNR + 1), the v-space
+  // form of the same ε-space weight (diffusers' and kohya's v-prediction rule).
+  bool v_prediction = false;
 };
 
 struct DdpmBatch {
   Tensor x_t;        // x0's shape and dtype
   Tensor timesteps;  // F32 [B], integer values in [0, n_steps)
-  Tensor target;     // ε (with the offset added), x0's shape and dtype
+  Tensor target;     // ε (with the offset added), or v from that ε; x0's shape and dtype
   Tensor weights;    // F32 [B]: min-SNR-γ weights, or ones
 };
 
 // Timestep for one sample from its Timestep stream.
 int64_t sample_timestep(uint64_t seed, uint64_t sample_id, uint64_t epoch, int64_t n_steps);
 
-// min(SNR_t, γ) / SNR_t for each t (γ > 0).
-std::vector<double> min_snr_weights(const DdpmSchedule& schedule, const std::vector<int64_t>& timesteps, double gamma);
+// min(SNR_t, γ) / SNR_t for each t (γ > 0); min(SNR_t, γ) / (SNR_t + 1) with v_prediction.
+std::vector<double> min_snr_weights(const DdpmSchedule& schedule, const std::vector<int64_t>& timesteps, double gamma,
+                                    bool v_prediction = false);
 
 // x0 [B, ...] floating on any device; sample_ids.size() == B.
 DdpmBatch make_ddpm_batch(const Tensor& x0, const std::vector<uint64_t>& sample_ids, uint64_t epoch, uint64_t seed,

@@ -19,6 +19,9 @@ struct Conditioning {
   Tensor context_mask;  // [B, L] 1 = attend, 0 = padding
   Tensor pooled;        // [B, P] pooled text embedding (adaLN / vector conditioning)
   Tensor guidance;      // F32 [B] distilled-guidance input (Flux dev); undefined = the model's default
+  // F32 [B, 6] SDXL's micro-conditioning: (original height, width, crop top, left, target height, width) in
+  // pixels; undefined = each sample at its latents' size x 8, uncropped.
+  Tensor size_ids;
 };
 
 using Denoiser = std::function<Tensor(const Tensor& x_t, const Tensor& t, const Conditioning& cond)>;

@@ -6,7 +6,9 @@
 
 #include "models/diffusion/sample_grid.h"
 #include "models/lora_files.h"
+#include "models/memory_estimate.h"
 #include "models/model_factory.h"
+#include "models/weights/float8_weights.h"
 #include "runtime/ops/creation.h"
 
 namespace fs = std::filesystem;
@@ -51,8 +53,17 @@ void DiffusionTask::weigh_regularization(ObjectiveBatch& ob, int64_t n) const {
 }
 
 std::string DiffusionTask::describe() const {
+  const int64_t n_float8 = count_float8_layers(*model_);
+  std::string swap_text;
+  if (const BlockSwapper* swapper = model_->block_swapper()) {
+    int64_t host = 0;
+    for (int k = 0; k < swapper->n_blocks(); ++k) host += swapper->block_bytes(k);
+    swap_text = ", " + std::to_string(swapper->n_blocks()) + " blocks swapped (" + format_bytes(host) +
+                " of frozen weights in host memory, streamed to " + swapper->device().str() + " as each block runs)";
+  }
   return model_->summary() + " with " + std::to_string(model_->n_parameters()) + " parameters (" +
-         std::to_string(model_->n_parameters(true)) + " trainable, " + network_type_name(config_.network.type) + ")";
+         std::to_string(model_->n_parameters(true)) + " trainable, " + network_type_name(config_.network.type) + ")" +
+         (n_float8 > 0 ? ", " + std::to_string(n_float8) + " frozen Linears in float8 e4m3" : "") + swap_text;
 }
 
 std::map<std::string, std::string> DiffusionTask::checkpoint_metadata() const {
@@ -65,9 +76,7 @@ void DiffusionTask::after_checkpoint(int64_t step) {
     save_lora(*model_, config_, lora.string(), step, base_hash_);
     lora_file_ = lora;
   } else {  // the trained model in save.dtype (the checkpoint keeps the exact weights)
-    fs::path exported = run_dir_ / "model" / (config_.name + ".safetensors");
-    save_model_weights(*model_, config_, exported.string(), step);
-    model_file_ = exported;
+    model_file_ = save_model_weights(*model_, config_, run_dir_ / "model", step);
   }
 }
 

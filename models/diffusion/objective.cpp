@@ -11,6 +11,8 @@
 namespace wick {
 namespace {
 
+constexpr int64_t kLatentToPixels = 8;  // every VAE of wick's models (SDXL's, SD3's, Flux's) halves 3 times
+
 std::vector<uint64_t> as_unsigned(const std::vector<int64_t>& ids) {
   return std::vector<uint64_t>(ids.begin(), ids.end());
 }
@@ -46,6 +48,7 @@ Objective::Objective(const TrainSection& train)
       ddpm_schedule_(diffusion::DdpmSchedule::scaled_linear()) {
   ddpm_.min_snr_gamma = train.min_snr_gamma;
   ddpm_.noise_offset = train.noise_offset;
+  ddpm_.v_prediction = train.prediction_type == PredictionType::V;
 }
 
 Tensor Objective::scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes) {
@@ -88,6 +91,7 @@ Tensor Objective::loss(const Tensor& pred, const ObjectiveBatch& batch) const {
 
 diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch) {
   diffusion::Conditioning cond{batch.text_embeds, batch.text_mask, batch.text_pooled};
+  cond.size_ids = size_conditioning(batch);
   if (p <= 0.0) return cond;
   const auto n = static_cast<int64_t>(batch.ids.size());
   std::vector<float> keep(static_cast<size_t>(n));
@@ -105,6 +109,27 @@ diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t see
   cond.pooled = mul(batch.text_pooled, keep_t.view({n, 1}));
   cond.context_mask = mul(batch.text_mask.to(DType::F32), keep_t.view({n, 1})).to(DType::U8);
   return cond;
+}
+
+Tensor size_conditioning(const Batch& batch) {
+  if (!batch.original_size.defined()) return Tensor();
+  const auto n = static_cast<int64_t>(batch.ids.size());
+  WICK_CHECK(batch.latents.dim() == 4 && batch.latents.size(0) == n, "size_conditioning: latents ",
+             batch.latents.describe(), " for ", n, " samples");
+  const bool crop_fits = !batch.crop.defined() || batch.crop.shape() == Shape({n, 2});
+  WICK_CHECK(batch.original_size.shape() == Shape({n, 2}) && crop_fits,
+             "size_conditioning: original_size ", batch.original_size.describe(), " and crop ",
+             batch.crop.defined() ? batch.crop.describe() : std::string("(none)"), " are not [", n, ", 2]");
+  const std::vector<int64_t> original = batch.original_size.to(DType::I64).to_vector<int64_t>();
+  const std::vector<int64_t> crop =
+      batch.crop.defined() ? batch.crop.to(DType::I64).to_vector<int64_t>() : std::vector<int64_t>(original.size(), 0);
+  const auto target_h = static_cast<float>(batch.latents.size(2) * kLatentToPixels);
+  const auto target_w = static_cast<float>(batch.latents.size(3) * kLatentToPixels);
+  std::vector<float> rows;
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i)
+    rows.insert(rows.end(), {static_cast<float>(original[2 * i]), static_cast<float>(original[2 * i + 1]),
+                             static_cast<float>(crop[2 * i]), static_cast<float>(crop[2 * i + 1]), target_h, target_w});
+  return Tensor::from_vector<float>(rows, {n, 6}, batch.latents.device());
 }
 
 Tensor training_latents(const Batch& batch, LatentSampling sampling, uint64_t seed, int64_t epoch) {

@@ -68,11 +68,17 @@ diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& train);
 // applied to the ε error (1 − σ)·Δv.
 double flow_min_snr_weight(double sigma, double gamma);
 
-// The conditioning of a batch with each sample's caption dropped with probability p: a dropped
-// sample's token embeddings, mask and pooled vector are all zero (the empty caption of the hashed
-// word encoder; the unconditional input for classifier-free guidance). Sample i is dropped when
+// The conditioning of a batch with each sample's caption dropped with probability p (size_ids: size_conditioning,
+// never dropped): a dropped sample's token embeddings, mask and pooled vector are all zero (the empty caption of
+// the hashed word encoder; the unconditional input for classifier-free guidance). Sample i is dropped when
 // stream_uniform(derive_stream(seed, id_i, epoch, CaptionDropout), 0) < p.
 diffusion::Conditioning drop_captions(const Batch& batch, double p, uint64_t seed, int64_t epoch);
+
+// SDXL's micro-conditioning of a batch, F32 [B, 6] on the latents' device: (original height, width, crop top,
+// left, target height, width) in pixels, the target the latents' size x 8 and the crop (0, 0) when the file has
+// original_size but no crop; undefined when it has no original_size (the model then takes each sample uncropped
+// at its target size).
+Tensor size_conditioning(const Batch& batch);
 
 // The latents a step trains on. A batch with latents_logvar (the file stores the VAE's distribution) and
 // LatentSampling::Sample gives, row by row, mean + exp(logvar / 2) · ε with ε = randn([C, H, W]) from

@@ -1,6 +1,8 @@
 #include "models/diffusion/train.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "comm/launch_env.h"
 #include "engine/checkpoint/latest_pointer.h"
@@ -9,6 +11,7 @@
 #include "models/diffusion/diffusion_task.h"
 #include "models/diffusion/memory_check.h"
 #include "models/diffusion/sample_grid.h"
+#include "models/memory_plan.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
 
@@ -40,12 +43,45 @@ std::string base_weights_hash(const std::string& name_or_path) {
   return sha256_file(path.string());
 }
 
+// The memory plan (models/memory_plan.h) where the config leaves checkpointing, quantization or
+// swapping at auto and a budget is known; `model` (built with every auto setting off) is rebuilt
+// when the plan turns one on. Returns the config with the plan's choices written in.
+TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<DiffusionModel>& model,
+                              const DataGeometry& geometry, comm::ProcessGroup& group, Device device) {
+  const PlanChoices choices = choices_of(config);
+  if (choices.gradient_checkpointing && choices.float8 && choices.blocks_to_swap) return config;
+  const std::optional<int64_t> budget = memory_budget(config, device);
+  if (!budget) return config;
+  const std::string source = config.train.max_memory > 0 ? "train.max_memory budget" : device.str() + " has";
+  const MemoryPlan plan =
+      plan_memory(*model, memory_inputs(config, geometry, group, device), choices, *budget, source);
+  if (group.rank() == 0) {
+    std::fprintf(stderr, "%s\n", describe(plan).c_str());
+    if (!plan.fits) std::fprintf(stderr, "wick train: memory plan: %s\n", refusal(plan, choices).c_str());
+  }
+  TrainConfig planned = with_plan(config, plan);
+  const auto float8 = [](const TrainConfig& c) { return c.model.quantize == QuantizeMode::Float8; };
+  const bool changed = planned.train.gradient_checkpointing != config.train.gradient_checkpointing ||
+                       float8(planned) != float8(config) ||
+                       planned.train.blocks_to_swap != std::max<int64_t>(0, config.train.blocks_to_swap);
+  if (changed) {
+    model.reset();  // its memory back before the planned model loads
+    model = build_model(planned, geometry, device);
+  }
+  return planned;
+}
+
 }  // namespace
 
 fs::path run_directory(const TrainConfig& config) { return fs::path(config.output_dir) / config.name; }
 
-TrainResult train(const TrainConfig& config, const TrainOptions& options) {
-  check_supported(config);
+TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
+  check_supported(requested);
+  TrainConfig config = requested;
+  if (config.train.blocks_to_swap > 0 && config.train.gradient_checkpointing_auto) {
+    config.train.gradient_checkpointing = true;  // swapping needs it; auto is the only choice left
+    config.train.gradient_checkpointing_auto = false;
+  }
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
@@ -63,9 +99,10 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
   if (rank0 && sampler) std::fprintf(stderr, "wick train: sample images: %s\n", sampler->describe().c_str());
   const DataGeometry geometry = dataset_geometry(*data.dataset);
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
+  config = apply_memory_plan(config, model, geometry, *group, device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
-  const MemoryEstimate memory = check_training_memory(config, *model, geometry, *group, device);
+  const TrainingMemory memory = check_training_memory(config, *model, geometry, *group, device);
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 
@@ -85,7 +122,8 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
                       .reg_ids = reg_data.ids,
                       .reg_bucket_of = reg_data.bucket_of,
                       .reg_per_batch = n_reg_per_batch,
-                      .memory_estimate_bytes = memory.total};
+                      .memory_estimate_bytes = memory.estimate.total,
+                      .share_splits = memory.share_splits};
   TrainResult result;
   static_cast<LoopResult&>(result) = run_step_loop(task, setup, options);
   result.lora_file = task.lora_file();
@@ -98,6 +136,9 @@ TrainResult train(const TrainConfig& config, const TrainOptions& options) {
     if (result.model_file) std::fprintf(stderr, ", model %s", result.model_file->string().c_str());
     std::fprintf(stderr, "%s\n", result.last_checkpoint ? ")" : "");
   }
+  // Stopped on request: `wick train` ends the job (exit status 75) as soon as a rank returns, so
+  // every rank waits here until rank 0 has written its files and messages.
+  if (result.preempted) group->barrier();
   return result;
 }
 

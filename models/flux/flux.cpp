@@ -1,9 +1,11 @@
 #include "models/flux/flux.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
@@ -147,30 +149,34 @@ Tensor FluxTransformer::forward(const Tensor& latents, const Tensor& timesteps, 
 
   const RopeTables rope = rope_tables(n_txt, grid_h, grid_w, device);
 
+  // Each block runs between its swapper's acquire and release (when it is swapped), in forward and
+  // in its checkpoint's recomputation.
+  BlockSwapper* swapper = swapper_.get();
+  if (swapper) swapper->begin_forward(autograd::grad_enabled() && c.gradient_checkpointing);
+  size_t position = 0;
   for (const auto& [name, module] : child("double_blocks")->children()) {
     auto* block = static_cast<DoubleStreamBlock*>(module.get());
-    if (!c.gradient_checkpointing) {
-      std::tie(img, txt) = block->run(img, txt, silu_vec, rope);
-      continue;
-    }
-    std::vector<Tensor> out = autograd::checkpoint(
-        [block, rope](const std::vector<Tensor>& in) {
-          auto [img_out, txt_out] = block->run(in[0], in[1], in[2], rope);
-          return std::vector<Tensor>{img_out, txt_out};
-        },
-        {img, txt, silu_vec}, trainable_tensors(*block));
+    const int swapped = swap_index(position++);
+    auto run = [block, rope, swapper, swapped](const std::vector<Tensor>& in) {
+      SwappedBlock resident(swapper, swapped);
+      auto [img_out, txt_out] = block->run(in[0], in[1], in[2], rope);
+      return std::vector<Tensor>{img_out, txt_out};
+    };
+    std::vector<Tensor> out = c.gradient_checkpointing
+                                  ? autograd::checkpoint(run, {img, txt, silu_vec}, trainable_tensors(*block))
+                                  : run({img, txt, silu_vec});
     img = out[0], txt = out[1];
   }
   Tensor x = autograd::concat({txt, img}, 1);
   for (const auto& [name, module] : child("single_blocks")->children()) {
     auto* block = static_cast<SingleStreamBlock*>(module.get());
-    if (!c.gradient_checkpointing) {
-      x = block->run(x, silu_vec, rope);
-      continue;
-    }
-    x = autograd::checkpoint(
-        [block, rope](const std::vector<Tensor>& in) { return std::vector<Tensor>{block->run(in[0], in[1], rope)}; },
-        {x, silu_vec}, trainable_tensors(*block))[0];
+    const int swapped = swap_index(position++);
+    auto run = [block, rope, swapper, swapped](const std::vector<Tensor>& in) {
+      SwappedBlock resident(swapper, swapped);
+      return std::vector<Tensor>{block->run(in[0], in[1], rope)};
+    };
+    x = (c.gradient_checkpointing ? autograd::checkpoint(run, {x, silu_vec}, trainable_tensors(*block))
+                                  : run({x, silu_vec}))[0];
   }
   img = autograd::narrow(x, 1, n_txt, grid_h * grid_w);
   Tensor out = static_cast<LastLayer*>(child("final_layer").get())->run(img, silu_vec);
@@ -193,6 +199,22 @@ std::string FluxTransformer::summary() const {
   return std::string("Flux.1-") + (c.guidance_embed ? "dev" : "schnell") + " (" + std::to_string(c.depth) +
          " double + " + std::to_string(c.depth_single) + " single blocks, hidden " + std::to_string(c.hidden_size) +
          ", " + dtype_name(c.dtype) + ")";
+}
+
+std::vector<std::string> FluxTransformer::block_paths() const { return flux::block_paths(config_); }
+
+void FluxTransformer::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  const std::vector<std::string> paths = block_paths();
+  std::vector<int> index(paths.size(), -1);
+  if (swapper) {
+    for (int k = 0; k < swapper->n_blocks(); ++k) {
+      auto at = std::find(paths.begin(), paths.end(), swapper->block_name(k));
+      WICK_CHECK(at != paths.end(), "Flux: the swapper's block '", swapper->block_name(k), "' is not a Flux block");
+      index[static_cast<size_t>(at - paths.begin())] = k;
+    }
+  }
+  swapper_ = std::move(swapper);
+  swap_index_ = swapper_ ? index : std::vector<int>{};
 }
 
 ActivationProfile FluxTransformer::activation_profile(const ActivationShape& shape, bool checkpointing) const {

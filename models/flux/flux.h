@@ -8,6 +8,7 @@
 //   Tensor v = model->forward(latents, sigmas, t5, clip_pooled, guidance);   // [B, 16, H, W]
 //   nn::apply_adapters(*model, {.patterns = {"double_blocks.*", "single_blocks.*"}});   // LoRA
 //   model->set_gradient_checkpointing(true);                     // recompute each block in backward
+//   model->set_block_swapper(swapper);                           // stream the last blocks' frozen weights
 //
 // Parameter names and shapes: models/flux/flux_config.h (parameter_shapes) and docs/models.md.
 // Time and guidance: sigma in [0, 1] and the raw guidance value (e.g. 3.5); the model multiplies
@@ -68,6 +69,12 @@ class FluxTransformer : public DiffusionModel {
   // The guidance value predict() feeds a dev model when the conditioning carries none (training:
   // model.guidance, 1.0 by default).
   void set_default_guidance(double value) { default_guidance_ = value; }
+  // "double_blocks.0" ... "double_blocks.<depth-1>", "single_blocks.0" ... (execution order).
+  std::vector<std::string> block_paths() const override;
+  // The swapper's blocks must be some of block_paths (engine/block_swap.h); each runs between an
+  // acquire and a release, in forward and in its checkpoint recomputation.
+  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
   double default_guidance() const { return default_guidance_; }
 
  private:
@@ -80,8 +87,13 @@ class FluxTransformer : public DiffusionModel {
     Device device;
     RopeTables tables;
   };
+  // The swapper index of block `position` in execution order, or -1 (not swapped).
+  int swap_index(size_t position) const { return position < swap_index_.size() ? swap_index_[position] : -1; }
+
   FluxConfig config_;
   double default_guidance_ = 1.0;
+  std::shared_ptr<BlockSwapper> swapper_;
+  std::vector<int> swap_index_;
   RopeCache rope_cache_;
 };
 

@@ -2,11 +2,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "models/flux/flux.h"
 #include "models/flux/flux_sampler.h"
 #include "models/flux/flux_weights.h"
+#include "models/weights/float8_weights.h"
 #include "models/weights/key_map.h"
 #include "runtime/error.h"
 
@@ -106,15 +108,18 @@ class FluxArchitecture : public Architecture {
     WICK_CHECK_KIND(Config, !path.empty(), "model.arch flux needs model.name_or_path (the base weights)");
     WeightSource source = WeightSource::open(path, "transformer");
     DetectedFormat format = flux::detect_weight_format(source);
-    flux::FluxConfig config =
-        flux::config_from_shapes(mapped_shapes(source, format), rope_axes(request.model.options, source));
+    std::map<std::string, Shape> shapes = mapped_shapes(source, format);
+    std::erase_if(shapes, [](const auto& entry) { return is_float8_companion(entry.first); });
+    flux::FluxConfig config = flux::config_from_shapes(shapes, rope_axes(request.model.options, source));
     check_data(config, request.data, path);
     config.dtype = request.dtype;
     config.device = request.device;
     config.gradient_checkpointing = request.gradient_checkpointing;
     config.initialize = false;  // every parameter comes from the file
     auto model = std::make_shared<flux::FluxTransformer>(config);
-    load_mapped(*model, source, format, {.trainable = false});
+    // A float8 checkpoint (F8_E4M3 Linear weights, with or without scales) stays float8.
+    Float8Source float8 = prepare_float8_layers(*model, source, format);
+    load_mapped(*model, source, float8.format, {.trainable = false, .prefilled = float8.prefilled});
     model->set_default_guidance(request.model.options.get_float("guidance"));
     return model;
   }

@@ -89,6 +89,13 @@ void validate(const FluxConfig& c) {
                   " heads)");
 }
 
+std::vector<std::string> block_paths(const FluxConfig& config) {
+  std::vector<std::string> paths;
+  for (int64_t i = 0; i < config.depth; ++i) paths.push_back("double_blocks." + std::to_string(i));
+  for (int64_t i = 0; i < config.depth_single; ++i) paths.push_back("single_blocks." + std::to_string(i));
+  return paths;
+}
+
 std::map<std::string, Shape> parameter_shapes(const FluxConfig& c) {
   const int64_t hidden = c.hidden_size, head = c.head_dim(), mlp = c.mlp_hidden();
   std::map<std::string, Shape> out;

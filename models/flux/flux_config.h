@@ -65,6 +65,8 @@ FluxConfig config_from_shapes(const std::map<std::string, Shape>& shapes,
 
 // The parameters a FluxTransformer with `config` has, by BFL name, with their shapes.
 std::map<std::string, Shape> parameter_shapes(const FluxConfig& config);
+// The blocks in execution order: "double_blocks.0" ... "double_blocks.<depth-1>", "single_blocks.0" ...
+std::vector<std::string> block_paths(const FluxConfig& config);
 
 // Every tensor's shape in a safetensors file (no data is read).
 std::map<std::string, Shape> tensor_shapes(const SafetensorsFile& file);

@@ -82,6 +82,7 @@ Count double_block(const Sizes& z, Stream& img, Stream& txt, bool vec_grad, cons
   // Joint attention over [txt; img]: q and k after RoPE and v joined (copies), the output, the
   // logsumexp; q and k joined before RoPE live for a moment.
   const int64_t rows = z.all_rows();
+  c.flops += 4 * rows * (rows / z.batch) * h;  // q k^T and the weighted sum of v, per batch element
   c.note(2 * rows * h * e);
   c.keep(attention_grad, 3 * rows * h * e);
   c.note(attention_transient(rows, rows, h, shape.dtype, shape.device) + rows * h * e);
@@ -146,6 +147,7 @@ Count single_block(const Sizes& z, Stream& x, bool vec_grad, const LayerTraining
   c.hold(2 * rows * h * e);  // the normalized q and k
   c.hold(rows * m * e);      // GELU's output, held until the block returns
   // q and k after RoPE, the attention output and logsumexp.
+  c.flops += 4 * rows * (rows / z.batch) * h;
   c.keep(fused_grad, 2 * rows * h * e);
   c.note(attention_transient(rows, rows, h, shape.dtype, shape.device) + rows * h * e);
   c.keep(fused_grad, rows * h * e + 4 * rows * z.heads);
@@ -226,14 +228,15 @@ ActivationProfile flux_activation_profile(const FluxConfig& config, const Activa
   profile.segments.push_back({.name = "embedders",
                               .parameter_prefixes = {"img_in.", "time_in.", "guidance_in.", "vector_in.", "txt_in."},
                               .kept = embed.internal,
-                              .workspace = embed.forward_excess()});
+                              .workspace = embed.forward_excess(),
+                              .forward_flops = embed.flops});
 
   // A block: without checkpointing it keeps its inputs (when its norms keep them) and its
   // internals; with checkpointing the checkpoint node keeps only its inputs, and the recomputation
   // in backward keeps the internals and makes the outputs again, while the outputs' gradients wait.
   auto add_block = [&](const std::string& name, const Count& c, int64_t input_bytes, int64_t output_bytes,
                        int64_t widest) {
-    ActivationSegment s{.name = name, .parameter_prefixes = {name + "."}};
+    ActivationSegment s{.name = name, .parameter_prefixes = {name + "."}, .forward_flops = c.flops};
     const WorkspaceRows& kind = name.rfind("single", 0) == 0 ? kSingleWorkspace : kDoubleWorkspace;
     const double rows = c.adapted ? kind.adapted : kind.plain;
     const auto backward = static_cast<int64_t>(rows * static_cast<double>(widest));
@@ -280,7 +283,8 @@ ActivationProfile flux_activation_profile(const FluxConfig& config, const Activa
   profile.segments.push_back({.name = "final_layer",
                               .parameter_prefixes = {"final_layer."},
                               .kept = final_layer.internal,
-                              .workspace = std::max(moment, final_layer.forward_excess())});
+                              .workspace = std::max(moment, final_layer.forward_excess()),
+                              .forward_flops = final_layer.flops});
   return profile;
 }
 
@@ -289,7 +293,7 @@ std::vector<ParameterInfo> flux_parameters(const FluxConfig& config, const FluxT
   const bool dora = plan.network == "dora";
   std::vector<ParameterInfo> out;
   for (const auto& [name, shape] : parameter_shapes(config)) {
-    out.push_back({name, numel(shape), config.dtype, full});
+    out.push_back({name, numel(shape), config.dtype, full, shape});
     const std::string suffix = ".weight";
     if (full || shape.size() != 2 || name.size() <= suffix.size() ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
@@ -299,9 +303,9 @@ std::vector<ParameterInfo> flux_parameters(const FluxConfig& config, const FluxT
     for (const std::string& pattern : plan.patterns) matched = matched || glob_match(pattern, path);
     if (!matched) continue;
     const int64_t out_features = shape[0], in_features = shape[1];
-    out.push_back({path + ".lora_down.weight", plan.rank * in_features, DType::F32, true});
-    out.push_back({path + ".lora_up.weight", out_features * plan.rank, DType::F32, true});
-    if (dora) out.push_back({path + ".dora_scale", in_features, DType::F32, true});
+    out.push_back({path + ".lora_down.weight", plan.rank * in_features, DType::F32, true, {plan.rank, in_features}});
+    out.push_back({path + ".lora_up.weight", out_features * plan.rank, DType::F32, true, {out_features, plan.rank}});
+    if (dora) out.push_back({path + ".dora_scale", in_features, DType::F32, true, {1, in_features}});
   }
   return out;
 }
@@ -321,7 +325,9 @@ LayerTrainingOf flux_layer_training(const FluxConfig& config, const FluxTraining
   };
 }
 
-MemoryEstimate estimate_flux_memory(const FluxConfig& config, const FluxTrainingPlan& plan, const MemoryInputs& in) {
+MemoryEstimate estimate_flux_memory(const FluxConfig& config, const FluxTrainingPlan& plan, const MemoryInputs& given) {
+  MemoryInputs in = given;
+  if (in.block_paths.empty()) in.block_paths = block_paths(config);
   ActivationShape shape{.batch = in.batch_size,
                         .latent_height = in.latent_height,
                         .latent_width = in.latent_width,

@@ -42,7 +42,7 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
     // A layer inside an adapter (lora_down/lora_up) is never wrapped again.
     if (path.find("lora_down") != std::string::npos || path.find("lora_up") != std::string::npos) continue;
     const std::string kind_name = adaptable_kind(*module);
-    if (kind_name.empty()) continue;
+    if (kind_name.empty() || (config.accepts && !config.accepts(*module))) continue;
     const AdapterKind* kind = type.kind_for(*module);
     if (kind) candidate_paths.push_back(path);
     bool match = false;
@@ -79,7 +79,12 @@ AdapterReport apply_adapters(Module& model, const AdapterConfig& config) {
               " layer (the model has ", candidate_paths.size(), " ", joined(kinds, "/"), " layers, e.g. ",
               examples.empty() ? "none" : joined(examples, ", "), ")");
   }
+  // The base is frozen; adapters added by an earlier call (LoCon's second pass) keep training.
+  std::vector<std::string> earlier;
+  for (const auto& [path, adapter] : find_adapters(model))
+    for (const auto& [name, tensor] : adapter->trainable_parameters()) earlier.push_back(path + "." + name);
   model.set_all_trainable(false);
+  if (!earlier.empty()) model.set_trainable(earlier, true);
   AdapterReport report;
   for (const auto& [path, module, kind] : plan) {
     replace_module(model, path, kind->wrap(module, config.options));

@@ -3,7 +3,7 @@
 //   AdapterReport r = apply_adapters(*model, {.type = "lora", .patterns = {"*attn*"}, .options = {.rank = 16}});
 //   // every module whose dotted path matches a pattern and whose kind the type wraps (lora: Linear,
 //   // Conv2d; dora: Linear) is replaced in place by its adapter; the whole base model is frozen,
-//   // only the adapters train.
+//   // only the adapters train (those of an earlier call too: LoCon wraps in two calls).
 //   for (auto& [path, adapter] : find_adapters(*model)) adapter->merge();
 //
 // The types come from the registry (models/nn/adapter_registry.h). Errors, all WickError (Config):
@@ -12,6 +12,7 @@
 // wraps, with a hint listing some of the model's.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +30,8 @@ struct AdapterConfig {
   std::string type = "lora";            // a registered adapter type: lora | dora
   std::vector<std::string> patterns;    // glob patterns over module paths ("blocks.*.attn.qkv")
   AdapterOptions options;
+  // Only layers for which this holds are considered (LoCon's two passes: k x k convolutions, the rest); empty: all.
+  std::function<bool(const Module&)> accepts = {};
 };
 
 struct AdapterReport {

@@ -31,6 +31,7 @@ LoRALinear::LoRALinear(std::shared_ptr<Linear> base, AdapterOptions options)
   Device device = base_->weight_.device();
   register_parameter_slot("weight", &base_->weight_);
   if (base_->has_bias()) register_parameter_slot("bias", &base_->bias_);
+  if (base_->is_float8()) register_parameter_slot("weight_scale", &base_->weight_scale_);
   autograd::set_requires_grad(base_->weight_, false);
   if (base_->has_bias()) autograd::set_requires_grad(base_->bias_, false);
   down_ = register_module("lora_down", std::make_shared<Linear>(
@@ -56,8 +57,18 @@ Tensor LoRALinear::forward(const Tensor& x) {
   return autograd::add(y, autograd::mul(update, scale()));
 }
 
+namespace {
+
+void check_mergeable(const Linear& base, const char* what) {
+  WICK_CHECK(!base.is_float8(), what, ": the base weight is float8 (", base.weight_.describe(),
+             "); merging would requantize it: merge into a bf16/f32 copy of the base instead");
+}
+
+}  // namespace
+
 void LoRALinear::merge() {
   if (merged_) return;
+  check_mergeable(*base_, "LoRALinear::merge");
   autograd::NoGradGuard no_grad;
   Tensor& w = base_->weight_;
   w.copy_from(wick::add(w.to(DType::F32), wick::mul(wick::matmul(up_->weight_, down_->weight_), scale())));
@@ -77,7 +88,7 @@ DoRALinear::DoRALinear(std::shared_ptr<Linear> base, AdapterOptions options) : L
              "DoRALinear: dropout is supported only with the output-axis magnitude (PEFT's); set network.dropout "
              "to 0 for the input-axis (kohya) DoRA");
   autograd::NoGradGuard no_grad;
-  Tensor w = base_->weight_.to(DType::F32);
+  Tensor w = base_->dense_weight(DType::F32);
   if (options.dora_axis == DoraAxis::Input) {
     Tensor column_norm = wick::sqrt(wick::sum(wick::square(w), {0}, /*keepdim=*/true));  // [1, in]
     register_parameter("dora_scale", &dora_scale_, column_norm.contiguous().clone());
@@ -89,7 +100,7 @@ DoRALinear::DoRALinear(std::shared_ptr<Linear> base, AdapterOptions options) : L
 
 Tensor DoRALinear::effective_weight(DType dtype) const {
   if (options_.dora_axis == DoraAxis::Input) {
-    Tensor combined = autograd::add(autograd::detach(base_->weight_).to(DType::F32), delta_weight(DType::F32));
+    Tensor combined = autograd::add(base_->dense_weight(DType::F32), delta_weight(DType::F32));
     Tensor norm;
     {
       autograd::NoGradGuard no_grad;  // ||Wc|| is a constant in backward
@@ -100,7 +111,7 @@ Tensor DoRALinear::effective_weight(DType dtype) const {
   }
   // Output axis: W' = (m / ||Wc||_row) ⊙ Wc; dW'/dm = Wc / ||Wc||_row, dW'/dWc = m / ||Wc||_row (norm constant).
   const DType work = dtype == DType::F64 ? DType::F64 : DType::F32;
-  Tensor combined = autograd::add(in_dtype(autograd::detach(base_->weight_), work), delta_weight(work));
+  Tensor combined = autograd::add(base_->dense_weight(work), delta_weight(work));
   Tensor norm;
   {
     autograd::NoGradGuard no_grad;
@@ -115,7 +126,7 @@ Tensor DoRALinear::forward(const Tensor& x) {
   if (options_.dora_axis == DoraAxis::Output && options_.dropout > 0.0 && is_training()) {
     // PEFT: base(x) + (m/n - 1) ⊙ (x_d W^T) + (m/n) ⊙ s·(x_d A^T B^T) = base(x) + x_d (W' - W)^T.
     const DType work = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
-    Tensor change = autograd::sub(effective_weight(work), in_dtype(autograd::detach(base_->weight_), work));
+    Tensor change = autograd::sub(effective_weight(work), base_->dense_weight(work));
     Tensor dropped = autograd::dropout(x, options_.dropout, true);
     return autograd::add(base_->forward(x), autograd::linear(dropped, in_dtype(change, x.dtype())));
   }
@@ -124,6 +135,7 @@ Tensor DoRALinear::forward(const Tensor& x) {
 
 void DoRALinear::merge() {
   if (merged_) return;
+  check_mergeable(*base_, "DoRALinear::merge");
   autograd::NoGradGuard no_grad;
   original_weight_ = base_->weight_.clone();
   base_->weight_.copy_from(effective_weight(DType::F32));

@@ -1,8 +1,10 @@
-// The 256-wide sinusoidal timestep features of Flux and SD3 (BFL's timestep_embedding, SAI's
-// TimestepEmbedder, diffusers' Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0)), computed
-// as torch computes them on the CPU, so that f32 parity with the reference holds to a few ulps.
+// The sinusoidal timestep features of Flux, SD3 and the SDXL UNet (BFL's timestep_embedding, SAI's
+// TimestepEmbedder and sgm's timestep_embedding, diffusers' Timesteps(dim, flip_sin_to_cos=True,
+// downscale_freq_shift=0)), computed as torch computes them on the CPU, so that f32 parity with the
+// reference holds to a few ulps.
 //
-//   Tensor features = nn::timestep_features(sigmas, 1000.0, DType::BF16);   // [B] -> [B, 256]
+//   Tensor features = nn::timestep_features(sigmas, 1000.0, DType::BF16);          // [B] -> [B, 256]
+//   Tensor unet = nn::timestep_features(timesteps, 1.0, DType::F32, 320);        // SDXL's time_embed input
 //
 // The model's time convention decides `scale`: Flux and SD3 take σ in [0, 1] and embed σ · 1000.
 #pragma once
@@ -14,5 +16,7 @@ namespace wick::nn {
 // values F32/F64/BF16/F16 [B] (any device, not differentiated) -> [B, 256] in `dtype`:
 // [cos(scale · v · f_i), sin(scale · v · f_i)], f_i = 10000^(-i / 128), with scale · v computed in f32.
 Tensor timestep_features(const Tensor& values, double scale, DType dtype);
+// The same with `dim` (even) features: [cos(scale · v · f_i), sin(scale · v · f_i)], f_i = 10000^(-i / (dim / 2)).
+Tensor timestep_features(const Tensor& values, double scale, DType dtype, int64_t dim);
 
 }  // namespace wick::nn

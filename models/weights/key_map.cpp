@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/autograd/node.h"
+#include "runtime/ops/float8.h"
 
 namespace wick {
 namespace {
@@ -55,7 +56,8 @@ struct Plan {
   int64_t part = 0, n_parts = 1;     // SplitRows
   int64_t rank = 0;                  // Reshape
   Shape shape;
-  std::optional<DType> dtype;  // the first source's DType
+  std::optional<DType> dtype;  // the first source's DType (U8 for F8_E4M3 codes)
+  bool float8 = false;         // the sources are F8_E4M3: U8 codes, decoded into a floating slot
   std::vector<std::string> copies;  // FirstOf: tied copies of sources[0] the source also holds (not read)
   std::string incomplete;      // a source tensor the rule needs and the source lacks
   std::string invalid;         // why the sources do not combine
@@ -118,13 +120,20 @@ Plan plan_rule(const WeightSource& source, const std::string& prefix, const KeyR
       plan.incomplete = name;
       return plan;
     }
-  for (const std::string& name : plan.sources)
-    if (!source.info(name).wick_dtype) {
-      plan.invalid = name + " is " + source.info(name).dtype + ", which wick cannot load into a parameter";
+  const SafetensorsInfo& first = source.info(plan.sources[0]);
+  plan.float8 = first.dtype == "F8_E4M3";
+  for (const std::string& name : plan.sources) {
+    const SafetensorsInfo& info = source.info(name);
+    if (!info.wick_dtype && info.dtype != "F8_E4M3") {
+      plan.invalid = name + " is " + info.dtype + ", which wick cannot load into a parameter";
       return plan;
     }
-  const SafetensorsInfo& first = source.info(plan.sources[0]);
-  plan.dtype = first.wick_dtype;
+    if ((info.dtype == "F8_E4M3") != plan.float8) {
+      plan.invalid = "cannot combine " + describe_sources(source, plan) + ": some are F8_E4M3, some not";
+      return plan;
+    }
+  }
+  plan.dtype = plan.float8 ? DType::U8 : *first.wick_dtype;
   plan.shape = first.shape;
   WICK_CHECK(rule.kind == KeyRuleKind::ConcatRows || plan.sources.size() == 1, "key map: the rule for '", rule.target,
              "' takes one source, not ", plan.sources.size());
@@ -214,27 +223,42 @@ bool inside_mapping(const Tensor& tensor, const SafetensorsFile& file) {
   return data >= file.mapped_data() && data < file.mapped_data() + file.mapped_bytes();
 }
 
+// A source tensor as the plan reads it: F8_E4M3 bytes ([*shape, 1] U8) as their codes of `shape`,
+// or decoded to f32 (scale 1) for a floating slot.
+Tensor source_tensor(const WeightSource& source, const std::string& name, bool float8, bool decode) {
+  Tensor t = source.get(name);
+  if (!float8) return t;
+  const Shape& shape = source.info(name).shape;
+  t = t.reshape(shape);
+  if (!decode) return t;
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  return dequantize_float8(t.reshape({numel(shape) / std::max<int64_t>(cols, 1), cols}), Tensor(), DType::F32)
+      .reshape(shape);
+}
+
 // The plan's tensor in `dtype` on `device`, built in one pass (each source piece copied and cast
 // into its rows of the result).
 Tensor materialize(const WeightSource& source, const Plan& plan, DType dtype, Device device) {
   Tensor out = Tensor::empty(plan.shape, dtype, device);
+  const bool decode = plan.float8 && dtype != DType::U8;
+  auto get = [&](const std::string& name) { return source_tensor(source, name, plan.float8, decode); };
   if (plan.kind == KeyRuleKind::Rename) {
-    out.copy_from(source.get(plan.sources[0]));
+    out.copy_from(get(plan.sources[0]));
   } else if (plan.kind == KeyRuleKind::SwapHalves) {
-    Tensor in = source.get(plan.sources[0]);
+    Tensor in = get(plan.sources[0]);
     const int64_t half = plan.shape[0] / 2;
     out.narrow(0, 0, half).copy_from(in.narrow(0, half, half));
     out.narrow(0, half, half).copy_from(in.narrow(0, 0, half));
   } else if (plan.kind == KeyRuleKind::SplitRows) {
-    out.copy_from(source.get(plan.sources[0]).narrow(0, plan.part * plan.shape[0], plan.shape[0]));
+    out.copy_from(get(plan.sources[0]).narrow(0, plan.part * plan.shape[0], plan.shape[0]));
   } else if (plan.kind == KeyRuleKind::Transpose) {
-    out.copy_from(source.get(plan.sources[0]).transpose(0, 1));
+    out.copy_from(get(plan.sources[0]).transpose(0, 1));
   } else if (plan.kind == KeyRuleKind::Reshape) {
-    out.copy_from(source.get(plan.sources[0]).reshape(plan.shape));
+    out.copy_from(get(plan.sources[0]).reshape(plan.shape));
   } else {
     int64_t row = 0;
     for (const std::string& name : plan.sources) {
-      Tensor in = source.get(name);
+      Tensor in = get(name);
       out.narrow(0, row, in.size(0)).copy_from(in);
       row += in.size(0);
     }
@@ -364,10 +388,11 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
   std::vector<std::string> missing, mismatched, unused;
   std::vector<std::pair<std::pair<std::string, Tensor*>, const Plan*>> jobs;
   std::set<std::string> used;
+  const std::set<std::string> prefilled(options.prefilled.begin(), options.prefilled.end());
   for (const auto& [name, slot] : slots) {
     auto it = plan.targets.find(name);
     if (it == plan.targets.end()) {
-      missing.push_back(name);
+      if (!prefilled.count(name) || !slot->defined()) missing.push_back(name);
       continue;
     }
     const Plan& p = it->second;
@@ -377,6 +402,13 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
       missing.push_back(name + " (needs " + p.incomplete + ", which the source lacks)");
     } else if (!p.invalid.empty()) {
       mismatched.push_back(name + ": " + p.invalid);
+    } else if (p.float8 && slot->defined() && slot->dtype() == DType::U8 && p.kind != KeyRuleKind::Rename &&
+               p.kind != KeyRuleKind::Reshape) {
+      mismatched.push_back(name + ": float8 codes (" + describe_sources(source, p) +
+                           ") load only under their own name or a rename (their scales would not follow)");
+    } else if (slot->defined() && slot->dtype() == DType::U8 && !p.float8 && *p.dtype != DType::U8) {
+      mismatched.push_back(name + ": the model holds float8 codes here, the source has " +
+                           source.info(p.sources[0]).dtype + " (" + describe_sources(source, p) + ")");
     } else if (slot->defined() && slot->shape() != p.shape) {
       mismatched.push_back(name + ": the model expects " + shape_text(slot->shape()) + ", the source has " +
                            shape_text(p.shape) + " (" + describe_sources(source, p) + ")");
@@ -409,7 +441,7 @@ LoadMappedReport load_mapped(Module& module, const WeightSource& source, const D
     const bool view =
         p->kind == KeyRuleKind::Rename || p->kind == KeyRuleKind::SplitRows || p->kind == KeyRuleKind::Reshape;
     if (view && *p->dtype == dtype && device.is_cpu()) {
-      loaded = source.get(p->sources[0]);
+      loaded = source_tensor(source, p->sources[0], p->float8, /*decode=*/false);
       if (p->kind == KeyRuleKind::SplitRows) loaded = loaded.narrow(0, p->part * p->shape[0], p->shape[0]);
       if (p->kind == KeyRuleKind::Reshape) loaded = loaded.reshape(p->shape);  // a view: the source is contiguous
       if (inside_mapping(loaded, source.file_of(p->sources[0])))

@@ -117,6 +117,9 @@ std::map<std::string, Shape> mapped_shapes(const WeightSource& source, const Det
 
 struct LoadMappedOptions {
   bool trainable = false;  // loaded parameters are frozen unless set
+  // Parameters that already hold their values and that the source may lack (the scale of a float8
+  // weight stored without one: 1; models/weights/float8_weights.h).
+  std::vector<std::string> prefilled = {};
 };
 
 struct LoadMappedReport {
@@ -133,6 +136,8 @@ struct LoadMappedReport {
 // targets, source tensors no slot used and shape (or dtype) mismatches are checked before any slot
 // changes and reported together as one WickError (Data) naming the source, the format and prefix,
 // the counts and up to ten of each (expected vs found shapes).
+// F8_E4M3 sources (float8 checkpoints): into a U8 slot (a float8 Linear's codes, nn::Linear) as a
+// zero-copy view of their bytes, under a rename only; into a floating slot decoded (scale 1).
 LoadMappedReport load_mapped(Module& module, const WeightSource& source, const DetectedFormat& format,
                              const LoadMappedOptions& options = {});
 

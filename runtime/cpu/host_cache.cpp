@@ -14,6 +14,14 @@
 namespace wick::cpu {
 namespace {
 
+// Under AddressSanitizer (WICK_SANITIZE) every allocation is a block of exactly the bytes asked for, freed at once:
+// rounding sizes up to a bucket and handing freed blocks out again would hide overruns and uses after free.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool exact_blocks = true;
+#else
+constexpr bool exact_blocks = false;
+#endif
+
 constexpr size_t min_cached_bytes = size_t(256) << 10;
 constexpr size_t alignment = 64;
 
@@ -54,6 +62,12 @@ Cache& cache() {
 }  // namespace
 
 void* host_cache_allocate(size_t bytes) {
+  if constexpr (exact_blocks) {
+    void* block = nullptr;
+    WICK_CHECK_KIND(Runtime, posix_memalign(&block, alignment, std::max<size_t>(bytes, 1)) == 0,
+                    "out of host memory allocating ", bytes, " bytes");
+    return block;
+  }
   size_t size = bucket_size(std::max<size_t>(bytes, 1));
   Cache& c = cache();
   if (size >= min_cached_bytes) {
@@ -78,6 +92,10 @@ void* host_cache_allocate(size_t bytes) {
 
 void host_cache_free(void* data, size_t bytes) {
   if (!data) return;
+  if constexpr (exact_blocks) {
+    std::free(data);
+    return;
+  }
   size_t size = bucket_size(std::max<size_t>(bytes, 1));
   Cache& c = cache();
   if (size >= min_cached_bytes) {

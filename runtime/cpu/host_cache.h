@@ -7,7 +7,8 @@
 //
 // Blocks of at least 256 KiB are rounded up to 1/8-power-of-two steps (at most 12.5% waste) and
 // cached up to a limit (WICK_HOST_CACHE_MB, default a quarter of physical memory, at most 8 GiB;
-// 0 turns caching off). Smaller blocks go straight to the system allocator. Thread-safe.
+// 0 turns caching off). Smaller blocks go straight to the system allocator. Thread-safe. An AddressSanitizer
+// build (WICK_SANITIZE) neither rounds nor caches, so the sanitizer sees every overrun and use after free.
 #pragma once
 
 #include <cstddef>

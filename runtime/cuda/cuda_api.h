@@ -27,6 +27,13 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
 void* allocate_pinned(size_t bytes, bool* pinned);
 void free_pinned(void* data, bool pinned);
 
+// Events without timing: recorded on a stream; a stream (or the host) waits for the work before them.
+void* create_event(int device);
+void destroy_event(int device, void* event);
+void record_event(int device, void* event, void* stream);
+void stream_wait_event(int device, void* stream, void* event);
+void synchronize_event(int device, void* event);
+
 void* create_stream(int device);
 void destroy_stream(int device, void* stream);
 void synchronize_stream(int device, void* stream);

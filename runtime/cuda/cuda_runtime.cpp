@@ -118,6 +118,34 @@ void free_pinned(void* data, bool pinned) {
     std::free(data);
 }
 
+void* create_event(int device) {
+  set_device(device);
+  cudaEvent_t event;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void destroy_event(int device, void* event) {
+  if (!event) return;
+  cudaSetDevice(device);
+  cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+void record_event(int device, void* event, void* stream) {
+  set_device(device);
+  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+void stream_wait_event(int device, void* stream, void* event) {
+  set_device(device);
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+
+void synchronize_event(int device, void* event) {
+  set_device(device);
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
 void* create_stream(int device) {
   set_device(device);
   cudaStream_t stream;

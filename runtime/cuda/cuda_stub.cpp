@@ -28,6 +28,11 @@ void* allocate_pinned(size_t bytes, bool* pinned) {
   return data;
 }
 void free_pinned(void* data, bool) { std::free(data); }
+void* create_event(int) { no_cuda("creating a CUDA event"); }
+void destroy_event(int, void*) {}
+void record_event(int, void*, void*) { no_cuda("recording a CUDA event"); }
+void stream_wait_event(int, void*, void*) { no_cuda("waiting for a CUDA event"); }
+void synchronize_event(int, void*) {}
 void* create_stream(int) { no_cuda("creating a CUDA stream"); }
 void destroy_stream(int, void*) {}
 void synchronize_stream(int, void*) {}

@@ -154,7 +154,8 @@ TEST(Config, FluxLoraInAiToolkitShapeParses) {
   EXPECT_TRUE(saw_train_unet);
   EXPECT_FALSE(saw_width);
   EXPECT_TRUE(saw_walk_seed);
-  // train_unet: true, train_text_encoder: false and quantize: false ask for what wick does: notes only.
+  // train_unet: true and train_text_encoder: false ask for what wick does: notes only (quantize: false is
+  // model.quantize: none).
   // The trigger word cannot reach the cached training captions: a warning.
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], AllOf(HasSubstr("flux_lora.yaml:17:21: trigger_word 'p3r5on' replaces [trigger] in the "
@@ -194,17 +195,67 @@ TEST(Config, Sd35LoraInAiToolkitShapeParses) {
   EXPECT_EQ(kohya.save.format, LoraFormat::Kohya);
 }
 
+TEST(Config, SdxlLoraInAiToolkitShapeParses) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse_config_file(kConfigsDir + "/sdxl_lora.yaml", config_schema(), {}, &notes, &warnings);
+  EXPECT_EQ(c.name, "sdxl_lora_v1");
+  EXPECT_EQ(c.model.arch, "sdxl");  // is_xl
+  EXPECT_EQ(c.model.name_or_path, "models/sd_xl_base_1.0.safetensors");
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_EQ(c.network.linear, 16);
+  EXPECT_EQ(c.network.conv, 8);
+  EXPECT_EQ(c.network.conv_alpha, 4.0);
+  EXPECT_EQ(c.save.format, LoraFormat::Kohya);  // sdxl's default: ComfyUI reads no PEFT SDXL LoRA
+  EXPECT_EQ(c.train.noise_scheduler, NoiseScheduler::Ddpm);
+  EXPECT_EQ(c.train.prediction_type, PredictionType::Epsilon);
+  EXPECT_EQ(c.train.min_snr_gamma, 5.0);
+  EXPECT_EQ(c.train.noise_offset, 0.0357);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
+  EXPECT_EQ(c.sample.every, 0);
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+  EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
+  expect_round_trip(c);
+  // kohya's spellings; the defaults (ddpm, conv_alpha = conv) without them; the conflicts are Config errors.
+  TrainConfig kohya = parse_config_file(kConfigsDir + "/sdxl_lora.yaml", config_schema(),
+                                        {"network.conv_dim=4", "train.prediction_type=v_prediction"});
+  EXPECT_EQ(kohya.network.conv, 4);
+  EXPECT_EQ(kohya.train.prediction_type, PredictionType::V);
+  TrainConfig defaults =
+      parse(kMinimal + "network:\n  type: lora\n  conv: 6\n", {"model.arch=sdxl", "model.path=base.safetensors"});
+  EXPECT_EQ(defaults.network.conv_alpha, 6.0);
+  EXPECT_EQ(defaults.train.noise_scheduler, NoiseScheduler::Ddpm);
+  EXPECT_THAT(error_of(kMinimal, {"train.prediction_type=v", "train.noise_scheduler=flowmatch"}),
+              HasSubstr("v_prediction is a DDPM target"));
+  EXPECT_THAT(error_of(kMinimal + "network:\n  type: dora\n  conv: 4\n"),
+              HasSubstr("LoCon needs network.type lora"));
+  EXPECT_THAT(error_of(kMinimal + "network:\n  type: lora\n  conv: 4\n  conv_alpha: 0\n"),
+              HasSubstr("network.conv_alpha must be > 0"));
+}
+
 // ai-toolkit options wick does not honour: a value that asks for what wick does is noted, any other
 // value that would change training in ai-toolkit is a warning naming the key, its value and location.
+// train.global_batch_size: parsed, written into the resolved config only when set (a batch_size-only
+// config's resolved text is unchanged), and train.batch_size beside it draws a warning.
+TEST(Config, GlobalBatchSize) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse(kMinimal + "train:\n  global_batch_size: 10\n", {}, &notes, &warnings);
+  EXPECT_EQ(c.train.global_batch_size, 10);
+  EXPECT_TRUE(warnings.empty()) << ::testing::PrintToString(warnings);
+  EXPECT_NE(to_yaml(c).find("global_batch_size: 10"), std::string::npos);
+  EXPECT_EQ(parse(to_yaml(c)).train.global_batch_size, 10);
+  EXPECT_EQ(to_yaml(parse(kMinimal)).find("global_batch_size"), std::string::npos);
+  EXPECT_THROW(parse(kMinimal + "train:\n  global_batch_size: 0\n"), WickError);
+  parse(kMinimal + "train:\n  batch_size: 4\n  global_batch_size: 10\n", {}, &notes, &warnings);
+  EXPECT_EQ(warnings, (std::vector<std::string>{"cfg.yaml:5:15: train.batch_size is ignored: train.global_batch_size "
+                                                "(10) sets the samples per micro-step over all ranks"}));
+}
+
 TEST(Config, IgnoredAiToolkitOptionsThatChangeTrainingWarn) {
   std::vector<std::string> notes, warnings;
   parse(kMinimal + "train:\n  loss_type: l1\n  ema_config: {use_ema: true, ema_decay: 0.99}\n"
-                   "  optimizer_params: {decouple: true}\n  skip_first_sample: true\n"
-                   "network:\n  conv: 16\n",
+                   "  optimizer_params: {decouple: true}\n  skip_first_sample: true\n",
         {"dataset.num_repeats=10", "dataset.flip_x=true"}, &notes, &warnings);
   EXPECT_EQ(warnings, (std::vector<std::string>{
-                          "cfg.yaml:10:3: 'network.conv' (16) is ignored by wick but changes training in ai-toolkit: "
-                          "wick adapts Linear layers only (no conv adapters)",
                           "cfg.yaml:5:3: 'train.loss_type' (l1) is ignored by wick but changes training in ai-toolkit: "
                           "wick's loss is always the mean squared error",
                           "cfg.yaml:6:3: 'train.ema_config' is ignored by wick but changes training in ai-toolkit: wick "
@@ -223,10 +274,10 @@ TEST(Config, IgnoredAiToolkitOptionsThatChangeTrainingWarn) {
   warnings.clear();
   parse(kMinimal + "train:\n  loss_type: MSE\n  ema_config: {use_ema: false}\n  optimizer_params: {}\n"
                    "  train_text_encoder: false\n  content_or_style: balanced\n  linear_timesteps: false\n"
-                   "network:\n  conv:\n  network_kwargs: {}\n",
+                   "network:\n  network_kwargs: {}\n",
         {"dataset.num_repeats=1", "dataset.random_flip=false", "dataset.token_dropout_rate=0.0"}, &notes, &warnings);
   EXPECT_TRUE(warnings.empty()) << ::testing::PrintToString(warnings);
-  EXPECT_EQ(notes.size(), 11u);
+  EXPECT_EQ(notes.size(), 10u);
 }
 
 TEST(Config, TimestepSamplingShiftDefaultsToSd3Shift) {
@@ -290,11 +341,18 @@ config:
         width: 1024
         height: 1024
 )";
-  // SDXL is not a registered architecture yet: its ai-toolkit flag is an unknown model key, and the
-  // message lists what model: accepts.
-  EXPECT_THAT(error_of(text), AllOf(StartsWith("cfg.yaml:10:9: unknown key 'model.is_sdxl'"), HasSubstr("is_flux")));
-  EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl'; registered: dit, flux, sd3");
+  // is_sdxl selects the registered SDXL UNet, a DDPM (DDIM samples) with kohya LoRA files by default.
+  TrainConfig c = parse(text);
+  EXPECT_EQ(c.model.arch, "sdxl");
+  EXPECT_EQ(c.train.noise_scheduler, NoiseScheduler::Ddpm);
+  EXPECT_EQ(c.train.prediction_type, PredictionType::Epsilon);
+  EXPECT_EQ(c.sample.sampler, SamplerKind::Ddim);
+  EXPECT_EQ(c.save.format, LoraFormat::Kohya);
+  EXPECT_EQ(c.network.linear_alpha, 8.0);
+  EXPECT_EQ(c.network.conv, 0);
+  expect_round_trip(c);
+  EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl2\n"),
+            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl2'; registered: dit, flux, sd3, sdxl");
 }
 
 TEST(Config, EriDiffusionFlatShapeWithAliases) {
@@ -457,7 +515,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
   EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
             "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3, sdxl");
   EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
             "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
   EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),
@@ -628,6 +686,11 @@ TEST(Config, RegularizationDataset) {
             std::string::npos);
   EXPECT_NE(error_of(two, {"datasets.0.caption_dropout=0.2"}).find("caption_dropout and latent_sampling"),
             std::string::npos);
+  // Uneven global-batch shares are not combined with regularization data: refused, naming both keys.
+  const std::string global = error_of(two, {"train.global_batch_size=16"});
+  EXPECT_NE(global.find("train.global_batch_size cannot be combined with regularization data"), std::string::npos)
+      << global;
+  EXPECT_NE(global.find("is_reg: true, train.reg_ratio"), std::string::npos) << global;
 }
 
 TEST(ConfigResolved, HashIsStableAndSensitive) {
@@ -640,6 +703,37 @@ TEST(ConfigResolved, HashIsStableAndSensitive) {
   EXPECT_NE(config_hash(a), config_hash(c));
   // The hash is over the canonical text, which starts with the top-level keys in a fixed order.
   EXPECT_EQ(to_yaml(a).substr(0, 48), "name: \"run\"\noutput_dir: \"output\"\ndevice: \"auto\"\n");
+}
+
+// model.quantize (ai-toolkit's quantize: true is float8), train.blocks_to_swap and train.max_memory.
+TEST(Config, QuantizeSwapAndMemoryBudget) {
+  TrainConfig c = parse(kMinimal + "model:\n  quantize: true\n  quantize_scale: per_tensor\n"
+                                   "train:\n  blocks_to_swap: 8\n  max_memory: 24GB\n");
+  EXPECT_EQ(c.model.quantize, QuantizeMode::Float8);
+  EXPECT_EQ(c.model.quantize_scale, QuantizeScale::PerTensor);
+  EXPECT_EQ(c.train.blocks_to_swap, 8);
+  EXPECT_EQ(c.train.max_memory, 24'000'000'000);
+  expect_round_trip(c);
+  EXPECT_EQ(parse(kMinimal + "model: {quantize: false}\n").model.quantize, QuantizeMode::None);
+  EXPECT_EQ(parse(kMinimal + "model: {fp8_base: float8}\n").model.quantize, QuantizeMode::Float8);  // kohya's name
+  TrainConfig defaults = parse(kMinimal);
+  EXPECT_EQ(defaults.model.quantize, QuantizeMode::Auto);
+  EXPECT_EQ(defaults.train.blocks_to_swap, -1);
+  EXPECT_EQ(defaults.train.max_memory, 0);
+  TrainConfig automatic = parse(kMinimal + "train: {blocks_to_swap: auto, gradient_checkpointing: auto, "
+                                           "max_memory: 1.5GiB}\n");
+  EXPECT_EQ(automatic.train.blocks_to_swap, -1);
+  EXPECT_TRUE(automatic.train.gradient_checkpointing_auto);
+  EXPECT_EQ(automatic.train.max_memory, 1'610'612'736);
+  expect_round_trip(automatic);
+  EXPECT_FALSE(parse(kMinimal + "train: {gradient_checkpointing: false}\n").train.gradient_checkpointing_auto);
+  EXPECT_THAT(error_of(kMinimal + "model: {quantize: int4}\n"), AllOf(HasSubstr("int4"), HasSubstr("float8")));
+  EXPECT_THAT(error_of(kMinimal + "train: {blocks_to_swap: -2}\n"), HasSubstr("train.blocks_to_swap"));
+  EXPECT_THAT(error_of(kMinimal + "train: {max_memory: lots}\n"), HasSubstr("is not a size; write e.g. 24GB"));
+  EXPECT_EQ(parse_byte_size("800 MB"), 800'000'000);
+  EXPECT_EQ(parse_byte_size("1k"), 1000);
+  EXPECT_EQ(parse_byte_size("2.5.1GB"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("GB"), std::nullopt);
 }
 
 }  // namespace

@@ -356,6 +356,47 @@ TEST(DistributedSampler, RanksCoverEverySampleDisjointly) {
   }
 }
 
+// train.global_batch_size: the same global batches, in the same order, on any number of ranks; the
+// ranks' shares differ by one at most and together are the 1-rank batch.
+TEST(DistributedSampler, GlobalBatchIsTheSameOnAnyNumberOfRanks) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 53; ++i) ids.push_back(i);
+  struct Case {
+    int64_t global;
+    int world;
+    std::vector<int64_t> shares;  // per rank
+  };
+  const std::vector<Case> cases = {{10, 1, {10}},       {10, 2, {5, 5}},       {10, 3, {4, 3, 3}},
+                                   {10, 4, {3, 3, 2, 2}}, {5, 2, {3, 2}},      {7, 7, {1, 1, 1, 1, 1, 1, 1}},
+                                   {6, 4, {2, 2, 1, 1}}};
+  for (const Case& c : cases) {
+    DistributedSampler one(ids, buckets_of(ids), {.seed = 9, .rank = 0, .world = 1, .global_batch_size = c.global});
+    std::vector<DistributedSampler> ranks;
+    for (int rank = 0; rank < c.world; ++rank)
+      ranks.emplace_back(ids, buckets_of(ids),
+                         SamplerOptions{.seed = 9, .rank = rank, .world = c.world, .global_batch_size = c.global});
+    for (int rank = 0; rank < c.world; ++rank) {
+      EXPECT_EQ(rank_share(c.global, rank, c.world), c.shares[static_cast<size_t>(rank)]);
+      EXPECT_EQ(ranks[static_cast<size_t>(rank)].rank_batch_size(), c.shares[static_cast<size_t>(rank)]);
+      EXPECT_EQ(ranks[static_cast<size_t>(rank)].batches_per_epoch(), one.batches_per_epoch());
+      EXPECT_EQ(ranks[static_cast<size_t>(rank)].epoch_order(2), one.epoch_order(2));
+    }
+    for (int64_t b = 0; b < one.batches_per_epoch(); ++b) {
+      std::multiset<int64_t> whole, joined;
+      for (int64_t id : one.rank_batch(1, b)) whole.insert(id);
+      for (int rank = 0; rank < c.world; ++rank) {
+        std::vector<int64_t> part = ranks[static_cast<size_t>(rank)].rank_batch(1, b);
+        EXPECT_EQ(static_cast<int64_t>(part.size()), c.shares[static_cast<size_t>(rank)]);
+        joined.insert(part.begin(), part.end());
+      }
+      EXPECT_EQ(joined, whole) << "global " << c.global << " on " << c.world << " ranks, batch " << b;
+    }
+  }
+  // A global batch smaller than the ranks leaves a rank without a sample: a Config error.
+  EXPECT_THROW(DistributedSampler(ids, buckets_of(ids), {.seed = 9, .rank = 0, .world = 4, .global_batch_size = 3}),
+               WickError);
+}
+
 TEST(DistributedSampler, DeterministicDifferentPerEpochAndResumable) {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 100; ++i) ids.push_back(i);
@@ -404,6 +445,7 @@ TEST(DistributedSampler, MixesRegularizationAtTheRatioAcrossRanksAndResume) {
       DistributedSampler sampler(ids, one_bucket, reg_ids, reg_bucket, options);
       // An epoch is a pass over the 50 training ids, 5 per rank batch: ceil(50 / (5 * world)) batches.
       EXPECT_EQ(sampler.batches_per_epoch(), (50 + 5 * world - 1) / (5 * world));
+      EXPECT_EQ(sampler.rank_batch_size(), 8);
       std::vector<int64_t> batch;
       for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
         sampler.next(batch);
@@ -448,6 +490,11 @@ TEST(DistributedSampler, MixesRegularizationAtTheRatioAcrossRanksAndResume) {
     EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
                                     {.seed = 3, .rank = 0, .world = 1, .batch_size = 8, .reg_per_batch = n_reg}),
                  WickError);
+  // Not combined with a global batch size (the config refuses it too).
+  EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
+                                  {.seed = 3, .rank = 0, .world = 2, .batch_size = 8, .global_batch_size = 16,
+                                   .reg_per_batch = 3}),
+               WickError);
 }
 
 TEST(Prefetcher, DeliversTheSameBatchesAsDirectReads) {

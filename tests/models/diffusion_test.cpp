@@ -292,6 +292,45 @@ TEST(DiffusionDdpm, BatchFormulasTimestepsAndLoss) {
   EXPECT_TRUE(autograd::backward(loss).get(pred).defined());
 }
 
+// v-prediction: the same x_t and noise, the target v = √ᾱ·ε − √(1 − ᾱ)·x0; min-SNR weights min(SNR, γ)/(SNR + 1).
+TEST(DiffusionDdpm, VPredictionTargetAndWeights) {
+  DdpmSchedule s = DdpmSchedule::scaled_linear();
+  Tensor x0 = test_input({3, 2, 2, 2}, 41);
+  std::vector<uint64_t> ids{3, 30, 300};
+  DdpmConfig eps_config{.min_snr_gamma = 5.0}, v_config{.min_snr_gamma = 5.0, .v_prediction = true};
+  DdpmBatch eps = make_ddpm_batch(x0, ids, 1, 9, s, eps_config), v = make_ddpm_batch(x0, ids, 1, 9, s, v_config);
+  EXPECT_EQ(values(eps.x_t), values(v.x_t));
+  std::vector<double> xv = values(x0), e = values(eps.target), vv = values(v.target), tv = values(v.timesteps),
+                      wv = values(v.weights);
+  for (size_t i = 0; i < 3; ++i) {
+    const double abar = s.alphas_cumprod[static_cast<size_t>(tv[i])], snr = abar / (1 - abar);
+    EXPECT_NEAR(wv[i], std::min(snr, 5.0) / (snr + 1), 1e-6);
+    const double a = static_cast<float>(std::sqrt(abar)), b = static_cast<float>(std::sqrt(1 - abar));
+    for (size_t j = 0; j < 8; ++j) EXPECT_NEAR(vv[i * 8 + j], a * e[i * 8 + j] - b * xv[i * 8 + j], 1e-12);
+  }
+  EXPECT_EQ(min_snr_weights(s, {999}, 5.0, true)[0], s.snr(999) / (s.snr(999) + 1));
+}
+
+// SDXL's micro-conditioning from a batch: (original h, w, crop top, left, 8·latent h, 8·latent w) per sample.
+TEST(DiffusionObjective, SizeConditioningFromTheBatch) {
+  Batch batch;
+  batch.ids = {4, 9};
+  batch.latents = zeros({2, 4, 16, 24}, DType::F32, Device::cpu());
+  EXPECT_FALSE(size_conditioning(batch).defined()) << "a file without original_size: the model's default";
+  batch.original_size = Tensor::from_vector<int64_t>({1024, 1536, 700, 900}, {2, 2});
+  EXPECT_EQ(size_conditioning(batch).to_vector<float>(),
+            (std::vector<float>{1024, 1536, 0, 0, 128, 192, 700, 900, 0, 0, 128, 192}));
+  batch.crop = Tensor::from_vector<int64_t>({16, 0, 8, 24}, {2, 2});
+  batch.text_embeds = zeros({2, 3, 8}, DType::F32, Device::cpu());
+  batch.text_pooled = zeros({2, 8}, DType::F32, Device::cpu());
+  batch.text_mask = zeros({2, 3}, DType::U8, Device::cpu());
+  const Conditioning cond = drop_captions(batch, 0.0, 1, 0);
+  EXPECT_EQ(cond.size_ids.to_vector<float>(),
+            (std::vector<float>{1024, 1536, 16, 0, 128, 192, 700, 900, 8, 24, 128, 192}));
+  batch.crop = Tensor::from_vector<int64_t>({16, 0, 8}, {3});
+  EXPECT_THROW(size_conditioning(batch), WickError);
+}
+
 // ---- samplers ----
 
 // A point mass at c: the exact flow velocity at (x, σ) is ε − c with ε = (x − (1 − σ)c)/σ, i.e. (x − c)/σ.

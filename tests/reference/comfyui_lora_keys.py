@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which keys of a Flux or SD3 LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
+"""Which keys of a Flux, SD3 or SDXL LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
 key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
 
     python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
@@ -41,6 +41,9 @@ The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied he
     versions of MMDIT_MAP_BLOCK are in the code index (their commits not recorded): the newer has the attn2 and QK-norm
     entries, the older has neither. --comfyui-map new (default) models the newer; --comfyui-map old the older, under
     which a PEFT LoRA's attn2 keys are "not loaded" (kohya-named files load under both: rule 1).
+ 1c. SDXL / SD 1.x UNet (sgm names, told by input_blocks.0.0.weight): rule 1's names; ComfyUI also registers the
+    diffusers names of the UNet (unet_to_diffusers), which are not modelled here (a kohya file in LDM names does not
+    need them). A convolution's LoRA (LoCon) is down [r, in, kh, kw], up [out, r, 1, 1].
  3. load_lora: for every registered name x it takes  x.alpha  and  x.dora_scale  if present, and a LoRA pair if the
     "up" key exists, first match wins: x.lora_up.weight / x.lora_down.weight (+ x.lora_mid.weight),
     x_lora.up.weight / x_lora.down.weight, x.lora_B.weight / x.lora_A.weight, x.lora.up.weight / x.lora.down.weight,
@@ -187,6 +190,8 @@ def model_key_map(model_shapes, comfyui_map="new"):
         found = (re.match(r"diffusion_model\.%s\.(\d+)\." % kind, k) for k in keys)
         return len({m.group(1) for m in found if m})
 
+    if "diffusion_model.input_blocks.0.0.weight" in keys:  # SDXL / SD 1.x UNet in sgm's names: rule 1 (1c)
+        return keys, key_map
     if "diffusion_model.joint_blocks.0.context_block.attn.qkv.weight" in keys:  # SD3 / SD3.5 (ComfyUI's "mmdit")
         depth = keys["diffusion_model.x_embedder.proj.weight"][0] // 64
         for d, (sai, off, cnt) in mmdit_to_diffusers(depth, comfyui_map == "new").items():
@@ -253,6 +258,11 @@ def check(model_path, lora_path, comfyui_map="new"):
                 break
             out_dim, in_dim = (cnt if cnt is not None else shape[0]), shape[1] if len(shape) > 1 else 1
             u, d = lora[up], lora[down]
+            if len(shape) == 4:  # a convolution (LoCon): down [r, in, kh, kw], up [out, r, 1, 1]
+                if d[1:] != shape[1:] or u != [out_dim, d[0], 1, 1]:
+                    problems.append(f"shape mismatch: {x}: up {u}, down {d}; the convolution {target} {shape} "
+                                    f"needs up [{out_dim}, r, 1, 1], down [r, {', '.join(map(str, shape[1:]))}]")
+                break
             if len(u) != 2 or len(d) != 2 or u != [out_dim, d[0]] or d[1] != in_dim:
                 problems.append(f"shape mismatch: {x}: up {u}, down {d}; the target {target}"
                                 f"{'' if off is None else f' rows [{off}, {off + cnt})'} needs up [{out_dim}, r], "
@@ -290,9 +300,9 @@ def check(model_path, lora_path, comfyui_map="new"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="keys of a Flux or SD3 LoRA that ComfyUI would not load")
+    parser = argparse.ArgumentParser(description="keys of a Flux, SD3 or SDXL LoRA that ComfyUI would not load")
     parser.add_argument("--model-keys", required=True,
-                        help="Flux (BFL names) or SD3 (SAI names) checkpoint, only its header is read")
+                        help="Flux (BFL names), SD3 (SAI names) or SDXL (sgm names) checkpoint; only its header is read")
     parser.add_argument("--lora", required=True, help="LoRA safetensors")
     parser.add_argument("--comfyui-map", choices=("new", "old"), default="new",
                         help="SD3: the newer mmdit_to_diffusers (attn2 and QK-norm entries) or the older one")

@@ -29,6 +29,7 @@ struct CaptionDatasetOptions {
   bool logvar = false;         // store the latents as a VAE distribution: mean (the pattern) and latents_logvar
                                // about -4 (a std of about 0.05 in the model's units at Flux's scaling)
   bool t5_attributes = false;  // record text_embeds_encoder t5-xxl, text_pooled_encoder clip-l, length L
+  bool sizes = false;          // record SDXL's original_size (2 to 3 x the pixel size) and crop per sample
 };
 
 inline const std::vector<std::string>& caption_dataset_captions() {
@@ -69,7 +70,11 @@ inline void write_caption_dataset(const std::string& path, const CaptionDatasetO
     std::vector<float> pooled(static_cast<size_t>(n * s.pooled_dim));
     std::vector<uint8_t> mask(static_cast<size_t>(n * s.text_length));
     std::vector<std::string> captions;
+    std::vector<int64_t> original_size, crop;
     for (int64_t i = 0; i < n; ++i, ++sample) {
+      const int64_t factor = 2 + sample % 2;  // source images 2 or 3 times the bucket's 8h x 8w pixels
+      original_size.insert(original_size.end(), {8 * h * factor, 8 * w * factor});
+      crop.insert(crop.end(), {(sample % 3) * 8, (sample % 4) * 4});
       const int64_t k = sample % static_cast<int64_t>(names.size());
       captions.push_back(names[static_cast<size_t>(k)]);
       caption_text(k, s, &embeds[static_cast<size_t>(i * s.text_length * s.text_dim)],
@@ -93,7 +98,9 @@ inline void write_caption_dataset(const std::string& path, const CaptionDatasetO
                    .text_embeds = Tensor::from_vector<float>(embeds, {n, s.text_length, s.text_dim}),
                    .text_pooled = Tensor::from_vector<float>(pooled, {n, s.pooled_dim}),
                    .text_mask = Tensor::from_vector<uint8_t>(mask, {n, s.text_length}),
-                   .captions = captions});
+                   .captions = captions,
+                   .original_size = s.sizes ? Tensor::from_vector<int64_t>(original_size, {n, 2}) : Tensor(),
+                   .crop = s.sizes ? Tensor::from_vector<int64_t>(crop, {n, 2}) : Tensor()});
   }
   writer.close();
 }

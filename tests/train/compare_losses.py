@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Compares the losses of two metrics.jsonl files step by step (the last line of each step wins, as
 docs/outputs.md says readers must do). Exit 0 when both hold the same steps 1..N with equal losses.
-  compare_losses.py A/metrics.jsonl B/metrics.jsonl N [--tolerance T]"""
+  compare_losses.py A/metrics.jsonl B/metrics.jsonl N [--tolerance T | --relative T]
+--tolerance T: |a - b| <= T * max(1, |a|); --relative T: |a - b| <= T * |a| (the largest relative
+difference is printed)."""
 import json
 import sys
 
@@ -20,21 +22,28 @@ def losses(path):
 
 def main():
     a, b, n = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-    tolerance = float(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--tolerance" else 0.0
-    bad = 0
+    mode = sys.argv[4] if len(sys.argv) > 5 else ""
+    if mode not in ("", "--tolerance", "--relative"):
+        sys.exit(f"compare_losses.py: unknown option {mode} (--tolerance T or --relative T)")
+    tolerance = float(sys.argv[5]) if mode else 0.0
+    scale = (lambda x: abs(x)) if mode == "--relative" else (lambda x: max(1.0, abs(x)))
+    bad, worst = 0, 0.0
     for step in range(1, n + 1):
         if step not in a or step not in b:
             print(f"step {step}: missing in {'A' if step not in a else 'B'}")
             bad += 1
-        elif abs(a[step] - b[step]) > tolerance * max(1.0, abs(a[step])):
+            continue
+        difference = abs(a[step] - b[step])
+        worst = max(worst, difference / abs(a[step]) if a[step] else difference)
+        if difference > tolerance * scale(a[step]):
             print(f"step {step}: {a[step]!r} != {b[step]!r}")
             bad += 1
     extra = sorted((set(a) | set(b)) - set(range(1, n + 1)))
     if extra:
         print(f"steps outside 1..{n}: {extra[:5]}")
         bad += 1
-    print(f"compared {n} steps: {'equal' if bad == 0 else str(bad) + ' differences'}"
-          f"{' (tolerance ' + str(tolerance) + ')' if tolerance else ' (bitwise)'}")
+    how = f" ({mode[2:]} tolerance {tolerance}, largest relative difference {worst:.2e})" if mode else " (bitwise)"
+    print(f"compared {n} steps: {'equal' if bad == 0 else str(bad) + ' differences'}{how}")
     return 1 if bad else 0
 
 

@@ -11,6 +11,10 @@
 #     resume bitwise after --stop-after); the kohya LoRA and DoRA files and the PEFT LoRA file pass
 #     ComfyUI's key rule (tests/reference/comfyui_lora_keys.py, standard-library python3); the kohya
 #     files have kohya's names and metadata, save.format peft writes diffusers' names.
+#   flux_train_test.sh float8 WICK FIXTURE WORK_DIR
+#     ai-toolkit's quantize: true (a float8 e4m3 frozen base): the loss falls, --stop-after + resume is bitwise;
+#     train.blocks_to_swap: 3 repeats the unswapped run bitwise; --max-memory with the memory settings at auto
+#     plans checkpointing, float8 and swapping in turn and refuses a budget nothing fits (exit status 2).
 #   flux_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
 #     2 ranks with ZeRO-1 (each drawing its samples' latents) match 1 rank with the same global batch (1e-5, as tests/train/train_mpi_test.sh
 #     for 8-bit AdamW); a 2-rank run stopped and resumed repeats itself bitwise; a 2-rank checkpoint
@@ -231,6 +235,52 @@ for b in bad:
 print(f"LoRA files: {len(bad)} problems (kohya, kohya DoRA, PEFT, PEFT DoRA)")
 sys.exit(1 if bad else 0)
 PY
+fi
+
+if [ "$part" = float8 ]; then
+  # (f) ai-toolkit's `quantize: true` (model.quantize: float8): the 26 block Linears are e4m3 codes with
+  # per-row scales; the loss falls and --stop-after + resume repeats the straight run bitwise.
+  train f8 --set model.quantize=true
+  grep -m1 "(65536 trainable, lora), 26 frozen Linears in float8 e4m3" "$work/f8.log" ||
+    fail "the quantize: true run did not store the 26 block Linears as float8"
+  grep -q "quantize: float8" "$work/out/f8/config.yaml" || fail "the resolved config lacks quantize: float8"
+  falls f8 0.85 || fail "the float8 run's loss did not fall (or was not finite)"
+  stopped_and_resumed f8 --set model.quantize=true
+  # (g) train.blocks_to_swap: 3 (the last 3 blocks' frozen weights in host memory, copied in as each block
+  # runs; on the CPU build the same code path with host copies): bitwise the unswapped float8 run.
+  train f8swap --set model.quantize=true --set train.blocks_to_swap=3
+  grep -m1 "3 blocks swapped (.* of frozen weights in host memory" "$work/f8swap.log" ||
+    fail "the blocks_to_swap run did not report its swapped blocks"
+  same_run f8 f8swap
+  train f8swap_auto --set model.quantize=true --set train.blocks_to_swap=3 --set train.gradient_checkpointing=auto \
+    --set train.steps=2
+  grep -q "^  gradient_checkpointing: true$" "$work/out/f8swap_auto/config.yaml" ||
+    fail "blocks_to_swap with gradient_checkpointing auto did not turn checkpointing on"
+  # (h) The memory plan: with checkpointing, quantization and swapping at auto, --max-memory picks the
+  # cheapest that fits (estimates of this tiny run: plain 24.7 MB, checkpointing 17.9 MB, + float8 13.3 MB,
+  # + 4 blocks swapped 12.8 MB), writes its choices into the resolved config, and refuses a budget nothing fits.
+  planned() {  # planned NAME BUDGET EXPECTED_CONFIG_LINES...
+    local name=$1 budget=$2
+    shift 2
+    train "$name" --set train.steps=2 --set model.quantize=auto --set train.gradient_checkpointing=auto \
+      --max-memory "$budget"
+    grep -m1 "memory plan: .*expected peak .* train.max_memory budget" "$work/$name.log" ||
+      fail "$name: no memory plan line for $budget"
+    for line in "$@"; do
+      grep -q "^  $line\$" "$work/out/$name/config.yaml" || fail "$name ($budget): the resolved config lacks '$line'"
+    done
+  }
+  planned plan20 20.0MB "gradient_checkpointing: true" "quantize: none" "blocks_to_swap: 0"
+  planned plan15 15.0MB "gradient_checkpointing: true" "quantize: float8" "blocks_to_swap: 0"
+  planned plan13 13.0MB "gradient_checkpointing: true" "quantize: float8" "blocks_to_swap: 4"
+  grep -m1 "4 blocks swapped (" "$work/plan13.log" || fail "plan13 did not swap the 4 blocks it planned"
+  "$wick" train "$work/run.yaml" --no-progress --set name=plan6 --set model.quantize=auto \
+    --set train.gradient_checkpointing=auto --max-memory 6MB >"$work/plan6.log" 2>&1
+  status=$?
+  [ $status = 2 ] || fail "a budget nothing fits exited $status, not 2"
+  grep -m1 "no memory plan fits the 6.0 MB train.max_memory budget: the smallest estimate, with gradient \
+checkpointing on, the base float8 and 4 blocks swapped, is 12.8 MB" "$work/plan6.log" ||
+    fail "the refusal does not name the budget and the best plan"
 fi
 
 if [ "$part" = mpi ]; then

@@ -1,0 +1,34 @@
+# The sanitizers' run-time options for every test of a WICK_SANITIZE build (docs/testing.md "Sanitizers").
+#   include(${PROJECT_SOURCE_DIR}/cmake/sanitizers.cmake)
+#   wick_sanitizer_environment()   # last line of a CMakeLists.txt that adds tests: appends to each one's ENVIRONMENT
+# ASan stops at the first error and checks the order of static initializers; LeakSanitizer runs at exit with the
+# suppressions of tests/sanitizers/lsan.supp (leaks inside Open MPI, hwloc and the other system libraries, never
+# wick's); UBSan prints the stack of the first undefined behaviour and stops (the code is also built with
+# -fno-sanitize-recover=all). Processes that tests start (wick, mpirun's ranks) inherit the environment.
+set(WICK_SANITIZER_ENVIRONMENT
+    "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:check_initialization_order=1:detect_odr_violation=2"
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/sanitizers/lsan.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+
+function(wick_sanitizer_environment)
+  if(NOT WICK_SANITIZE)
+    return()
+  endif()
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    set(environment ${WICK_SANITIZER_ENVIRONMENT})
+    get_property(labels TEST ${test} PROPERTY LABELS)
+    if("mpi" IN_LIST labels)
+      # Open MPI's leaks are allocated in plugins built without frame pointers and unloaded before the leak check:
+      # only the slow unwinder's full stacks reach libmpi/libopen-rte, which the suppressions name.
+      list(TRANSFORM environment REPLACE "^ASAN_OPTIONS=(.*)" "ASAN_OPTIONS=\\1:fast_unwind_on_malloc=0")
+    endif()
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT ${environment})
+    # ASan and UBSan slow the code down several times: three times each test's own time limit.
+    get_property(timeout TEST ${test} PROPERTY TIMEOUT)
+    if(timeout)
+      math(EXPR timeout "${timeout} * 3")
+      set_property(TEST ${test} PROPERTY TIMEOUT ${timeout})
+    endif()
+  endforeach()
+endfunction()

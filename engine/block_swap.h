@@ -1,0 +1,123 @@
+// Block swapping: the frozen weights of some transformer blocks stay in host memory (page-locked on
+// CUDA) and are streamed to the device just before each block runs, on a second stream, while the
+// previous block computes (`train.blocks_to_swap`, docs/training.md "Memory").
+//
+//   auto swapper = std::make_shared<BlockSwapper>(Device::cuda(0));
+//   int k = swapper->add_block("single_blocks.37", *block);  // its frozen tensors move to pinned host memory
+//   swapper->begin_forward(/*backward_follows=*/true);
+//   swapper->acquire(k);  y = block->run(x, ...);  swapper->release(k);   // inside the checkpointed function
+//
+// A block's frozen parameter slots (every slot that does not require a gradient: base weights,
+// biases, norm scales, float8 codes and scales) point at the host copies between runs. acquire(k)
+// points them at device copies, waiting for the prefetch of k when one is in flight (else copying
+// now), and starts the prefetch of the block that runs next: k + 1 in forward, k - 1 while a
+// checkpoint recomputes in backward (autograd::recomputing()). release(k) points the slots back at
+// the host copies; the device copies live on while the recomputed graph of the block holds them,
+// then return to the allocator. With gradient checkpointing, at most two blocks' copies are alive
+// at a time (the block running and the one being prefetched): that is what swapping costs on the
+// device. Results are bitwise those of the unswapped model: the copies are exact.
+//
+// On the CPU the same code runs with "device" copies that are host copies, tracked like device
+// memory (stats()): the CPU build tests the GPU's code path. On CUDA, copies are allocated on the
+// compute stream (the stream current when acquire runs), filled on the swapper's own stream after
+// an event that orders them behind the compute work queued so far, and waited for by the compute
+// stream before use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/module.h"
+#include "runtime/device.h"
+
+namespace wick {
+
+class BlockSwapper {
+ public:
+  explicit BlockSwapper(Device device);
+  ~BlockSwapper();
+  BlockSwapper(const BlockSwapper&) = delete;
+  BlockSwapper& operator=(const BlockSwapper&) = delete;
+
+  // Adds `block` as the next block in execution order and returns its index. Its frozen slots move to
+  // host memory (pinned on CUDA; on the CPU they stay as they are, e.g. views of a mapped file), its
+  // trainable ones to the device. The module must outlive the swapper's use.
+  int add_block(const std::string& name, Module& block);
+  int n_blocks() const { return static_cast<int>(blocks_.size()); }
+  const std::string& block_name(int k) const { return blocks_.at(static_cast<size_t>(k)).name; }
+  // Bytes of block k's frozen tensors (what one copy takes on the device).
+  int64_t block_bytes(int k) const { return blocks_.at(static_cast<size_t>(k)).bytes; }
+  // True for a slot some added block manages (its caller moves every other parameter to the device).
+  bool manages(const Tensor* slot) const;
+  Device device() const { return device_; }
+
+  // Called by the model before its blocks run: whether a backward pass with checkpoint recomputation
+  // follows this forward (then the last block is prefetched again as the forward leaves it, for the
+  // recomputation that comes first).
+  void begin_forward(bool backward_follows);
+  void acquire(int k);
+  void release(int k);
+
+  struct Stats {
+    int64_t resident_bytes = 0;       // device copies alive now
+    int64_t peak_resident_bytes = 0;  // their high-water mark since construction or reset_peak
+    int64_t bytes_copied = 0;         // host -> device bytes
+    int64_t n_block_copies = 0;
+    int64_t n_prefetch_hits = 0;      // acquires that found their block prefetched
+  };
+  Stats stats() const;
+  void reset_peak();
+
+ private:
+  struct SlotEntry {
+    Tensor* slot;
+    Tensor host;
+  };
+  struct Block {
+    std::string name;
+    std::vector<SlotEntry> slots;
+    int64_t bytes = 0;
+  };
+  // Device copies of one block, ready once `ready` has passed.
+  struct Copy {
+    int block = -1;
+    std::vector<Tensor> tensors;
+    Event ready;
+  };
+
+  Copy copy_block(int k);
+  // Starts copying block k unless it is prefetched already; drops another prefetched copy.
+  void prefetch(int k);
+  // Block k's copy: the prefetched one (waited for on the compute stream) or a new one.
+  Copy take(int k);
+  void drop_prefetch();
+  int64_t resident_now() const;
+
+  Device device_;
+  Stream copy_stream_;
+  std::vector<Block> blocks_;
+  std::optional<Copy> prefetched_;
+  bool backward_follows_ = false;
+  // Every device copy made, for the resident bytes (a copy is alive while anything holds its storage).
+  mutable std::vector<std::pair<std::weak_ptr<Storage>, int64_t>> live_;
+  Stats stats_;
+};
+
+// acquire(k) for the scope's life, release(k) at its end; nothing for a null swapper or k < 0.
+class SwappedBlock {
+ public:
+  SwappedBlock(BlockSwapper* swapper, int k);
+  ~SwappedBlock();
+  SwappedBlock(const SwappedBlock&) = delete;
+  SwappedBlock& operator=(const SwappedBlock&) = delete;
+
+ private:
+  BlockSwapper* swapper_;
+  int k_;
+};
+
+}  // namespace wick

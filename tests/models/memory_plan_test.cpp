@@ -1,0 +1,94 @@
+// The memory plan (models/memory_plan.h) on the tiny Flux dev model (tests/data/flux): the cheapest
+// candidate that fits the budget, settings the config fixes kept, and the refusal when nothing fits.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/config/train_config.h"
+#include "models/memory_plan.h"
+#include "models/model_factory.h"
+#include "models/registry.h"
+#include "tests/test_data.h"
+
+namespace wick {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<DiffusionModel> tiny_flux() {
+  const std::string yaml = "name: plan\ndevice: cpu\nmodel: {arch: flux, axes_dim: [4, 6, 6], name_or_path: " +
+                           wick::testing::test_data_dir() + "/flux/dev_bfl.safetensors}\n"
+                           "network: {type: lora, linear: 4}\ndataset: {path: unused.h5}\n";
+  const DataGeometry geometry{
+      .latent_channels = 4, .latent_sizes = {{6, 10}}, .text_length = 7, .text_dim = 32, .pooled_dim = 24};
+  return build_model(parse_config_string(yaml, "<test>", config_schema()), geometry, Device::cpu());
+}
+
+const MemoryInputs kInputs{.batch_size = 2, .latent_height = 6, .latent_width = 10, .text_length = 7,
+                           .text_dim = 32, .latent_channels = 4, .pooled_dim = 24, .optimizer = "adamw"};
+
+int64_t estimate(const DiffusionModel& model, bool checkpointing, bool float8, int64_t swap) {
+  MemoryInputs in = kInputs;
+  in.gradient_checkpointing = checkpointing, in.float8 = float8, in.blocks_to_swap = swap;
+  return estimate_training_memory(model, in).total;
+}
+
+TEST(MemoryPlan, CheapestCandidateThatFits) {
+  std::shared_ptr<DiffusionModel> model = tiny_flux();
+  const int64_t plain = estimate(*model, false, false, 0), ckpt = estimate(*model, true, false, 0),
+                float8 = estimate(*model, true, true, 0), swap4 = estimate(*model, true, true, 4);
+  ASSERT_GT(plain, ckpt);
+  ASSERT_GT(ckpt, float8);
+  ASSERT_GT(float8, swap4);
+  struct Case {
+    int64_t budget;
+    bool checkpointing, float8;
+    int64_t swap;
+  };
+  for (const Case& c : {Case{plain, false, false, 0}, Case{plain - 1, true, false, 0}, Case{ckpt - 1, true, true, 0},
+                        Case{swap4, true, true, 4}}) {
+    const MemoryPlan plan = plan_memory(*model, kInputs, {}, c.budget, "test budget");
+    EXPECT_TRUE(plan.fits) << c.budget;
+    EXPECT_EQ(plan.gradient_checkpointing, c.checkpointing) << c.budget;
+    EXPECT_EQ(plan.float8, c.float8) << c.budget;
+    EXPECT_EQ(plan.blocks_to_swap, c.swap) << c.budget;
+    EXPECT_LE(plan.estimate.total, c.budget);
+    // Checkpointing reruns the blocks' forward: nearly all of the tiny Flux's FLOPs.
+    if (c.checkpointing) {
+      EXPECT_GT(plan.slowdown, 1.30);
+      EXPECT_LT(plan.slowdown, 4.0 / 3.0);
+    } else {
+      EXPECT_EQ(plan.slowdown, 1.0);
+    }
+    EXPECT_THAT(describe(plan), HasSubstr("of the " + format_bytes(c.budget) + " test budget"));
+  }
+}
+
+TEST(MemoryPlan, FixedSettingsAreKeptAndNothingFittingIsRefused) {
+  std::shared_ptr<DiffusionModel> model = tiny_flux();
+  const int64_t ckpt = estimate(*model, true, false, 0);
+  // model.quantize: none fixed: the plan swaps blocks of the unquantized base instead.
+  const MemoryPlan no_float8 = plan_memory(*model, kInputs, {.float8 = false}, ckpt - 1, "budget");
+  EXPECT_FALSE(no_float8.float8);
+  EXPECT_GT(no_float8.blocks_to_swap, 0);
+  // Checkpointing fixed off: no swapping (it needs checkpointing), float8 alone does not fit this budget.
+  const int64_t budget = estimate(*model, false, true, 0) - 1;
+  const MemoryPlan refused = plan_memory(*model, kInputs, {.gradient_checkpointing = false}, budget, "budget");
+  EXPECT_FALSE(refused.fits);
+  EXPECT_FALSE(refused.gradient_checkpointing);
+  EXPECT_TRUE(refused.float8);  // the smallest estimate of the candidates left
+  EXPECT_EQ(refused.blocks_to_swap, 0);
+  const std::string message = refusal(refused, {.gradient_checkpointing = false});
+  EXPECT_THAT(message, HasSubstr("no memory plan fits the " + format_bytes(budget) + " budget"));
+  EXPECT_THAT(message, HasSubstr("The config fixes train.gradient_checkpointing: set them to auto"));
+  // A fixed plan's choices go into the config as set values.
+  TrainConfig config;
+  const TrainConfig planned = with_plan(config, refused);
+  EXPECT_EQ(planned.model.quantize, QuantizeMode::Float8);
+  EXPECT_FALSE(planned.train.gradient_checkpointing_auto);
+  EXPECT_EQ(planned.train.blocks_to_swap, 0);
+}
+
+}  // namespace
+}  // namespace wick
