@@ -1,6 +1,7 @@
 // The resolved config as canonical YAML (every key, canonical names, fixed order) and its hash.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <variant>
@@ -114,6 +115,10 @@ std::string to_yaml(const TrainConfig& c) {
   put(out, "noise_offset", t.noise_offset);
   put(out, "max_nonfinite_steps", t.max_nonfinite_steps);
   put(out, "log_every", t.log_every);
+  if (std::any_of(c.datasets.begin(), c.datasets.end(), [](const DatasetConfig& d) { return d.is_reg; })) {
+    put(out, "reg_ratio", t.reg_ratio);  // only with regularization data: other configs keep their hash
+    put(out, "prior_loss_weight", t.prior_loss_weight);
+  }
   if (t.blocks_to_swap < 0)
     put(out, "blocks_to_swap", "auto");
   else
@@ -131,6 +136,7 @@ std::string to_yaml(const TrainConfig& c) {
     put(out, "caption_dropout", d.caption_dropout);
     put(out, "weight", d.weight);
     put(out, "latent_sampling", latent_sampling_name(d.latent_sampling));
+    if (d.is_reg) put(out, "is_reg", true);
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

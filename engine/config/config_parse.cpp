@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -254,7 +255,8 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
              {"timestep_sampling", {"timestep_type", "weighting_scheme"}}, {"logit_mean"}, {"logit_std"},
              {"mode_scale"}, {"timestep_shift", {"training_shift"}},
              {"caption_dropout", {"caption_dropout_rate"}}, {"min_snr_gamma", {"snr_gamma"}},
-             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}, {"blocks_to_swap"}, {"max_memory"}},
+             {"noise_offset"}, {"max_nonfinite_steps"}, {"log_every"}, {"blocks_to_swap"}, {"max_memory"},
+             {"reg_ratio"}, {"prior_loss_weight", {"reg_weight"}}},
             {"skip_first_sample", "disable_sampling", "cache_text_embeddings"},
             {{"loss_type", "wick's loss is always the mean squared error", scalar_in({"mse"})},
              {"ema_config", "wick keeps no EMA of the weights", flag_off("use_ema")},
@@ -322,13 +324,15 @@ void parse_train(ConfigContext& ctx, const YAML::Node& node, TrainSection& t) {
   s.get_float("noise_offset", t.noise_offset, Range::at_least(0));
   s.get_int("max_nonfinite_steps", t.max_nonfinite_steps, Range::above(0));
   s.get_int("log_every", t.log_every, Range::above(0));
+  s.get_float("reg_ratio", t.reg_ratio, Range{.lo = 0, .lo_open = true, .hi = 1, .hi_open = true});
+  s.get_float("prior_loss_weight", t.prior_loss_weight, Range::at_least(0));
 }
 
 void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string& path, DatasetConfig& d) {
   if (node.IsDefined() && !node.IsNull()) ctx.set_at[path] = ctx.where(node);
   Section s(ctx, node, path,
             {{"path", {"folder_path", "dataset_path", "file"}}, {"include_labels"}, {"exclude_labels"},
-             {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}, {"latent_sampling"}},
+             {"caption_dropout", {"caption_dropout_rate"}}, {"weight"}, {"latent_sampling"}, {"is_reg"}},
             {"caption_ext", "cache_latents_to_disk", "cache_latents", "resolution", "keep_tokens"},
             {{"num_repeats", "wick shows every sample once per epoch", number_is(1)},
              {"random_flip", "wick does not flip the cached latents", is_false()},
@@ -342,6 +346,56 @@ void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string
   s.get_float("caption_dropout", d.caption_dropout, Range::between(0, 1));
   s.get_float("weight", d.weight, Range::above(0));
   s.get_enum("latent_sampling", d.latent_sampling, latent_sampling_table);
+  s.get_bool("is_reg", d.is_reg);
+}
+
+// A regularization dataset (is_reg) goes beside one training dataset, in the same file (the batches
+// of both are read from one file), with train.reg_ratio giving each rank at least one sample of each.
+// reg_ratio and prior_loss_weight act only with one: set without it they are errors.
+void check_regularization(const ConfigContext& ctx, TrainConfig& c) {
+  size_t n_reg = 0, reg_index = 0;
+  for (size_t i = 0; i < c.datasets.size(); ++i)
+    if (c.datasets[i].is_reg) ++n_reg, reg_index = i;
+  if (n_reg == 0) {
+    for (const char* key : {"train.reg_ratio", "train.prior_loss_weight"})
+      if (ctx.set_at.count(key))
+        ctx.fail_key(key, std::string(key) + " is set but no dataset is marked is_reg: true (regularization data); "
+                                             "remove it or add the regularization dataset");
+    return;
+  }
+  const std::string at = "datasets[" + std::to_string(reg_index) + "]";
+  // The regularization share is a count per rank of train.batch_size; uneven global-batch shares
+  // (and their automatic accumulation, which splits a rank's batch) are not combined with it yet.
+  if (c.train.global_batch_size > 0)
+    ctx.fail_key("train.global_batch_size",
+                 "train.global_batch_size cannot be combined with regularization data (" + at +
+                     ".is_reg: true, train.reg_ratio) yet; use train.batch_size (per rank) with train.reg_ratio");
+  if (n_reg > 1) ctx.fail_key(at, "more than one dataset is marked is_reg: true; wick mixes one regularization set");
+  if (c.datasets.size() != 2)
+    ctx.fail_key(at, "a regularization dataset (is_reg: true) needs exactly one training dataset beside it, got " +
+                         std::to_string(c.datasets.size() - 1));
+  const DatasetConfig& train = c.datasets[1 - reg_index];
+  const DatasetConfig& reg = c.datasets[reg_index];
+  if (reg.path != train.path)
+    ctx.fail_key(at + ".path", "the regularization dataset " + reg.path + " is not the training dataset's file " +
+                                   train.path + "; wick reads both from one file: pack them into one and select "
+                                   "each with include_labels / exclude_labels");
+  if (reg.caption_dropout != train.caption_dropout || reg.latent_sampling != train.latent_sampling)
+    ctx.fail_key(at, "the regularization dataset's caption_dropout and latent_sampling must be the training "
+                     "dataset's (one batch holds both; set them on both entries or in train.caption_dropout)");
+  for (const DatasetConfig* d : {&train, &reg})
+    if (d->weight != 1.0)
+      ctx.fail_key("datasets[" + std::to_string(d - c.datasets.data()) + "].weight",
+                   "with a regularization dataset, train.reg_ratio sets the mix; remove the dataset weight");
+  const int64_t n_reg_per_batch = reg_per_batch(c);
+  if (n_reg_per_batch < 1 || n_reg_per_batch > c.train.batch_size - 1) {
+    std::ostringstream message;
+    message << "train.reg_ratio " << c.train.reg_ratio << " of train.batch_size " << c.train.batch_size << " gives "
+            << n_reg_per_batch << " regularization samples per batch; each batch needs at least one training and "
+            << "one regularization sample (batch_size >= 2, ratio between 1/batch_size and 1 - 1/batch_size)";
+    ctx.fail_key("train.reg_ratio", message.str());
+  }
+  if (reg_index == 0) std::swap(c.datasets[0], c.datasets[1]);  // the training dataset first
 }
 
 void parse_datasets(ConfigContext& ctx, const YAML::Node& node, std::vector<DatasetConfig>& out) {
@@ -627,6 +681,7 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
                                      " but there is nothing to sample: give sample.prompts or sample.n_per_class");
   if (c.distributed.backend == CommBackend::Nccl && c.device == "cpu")
     ctx.fail_key("distributed.backend", "distributed.backend nccl needs a CUDA device, but device is cpu");
+  check_regularization(ctx, c);
   if (c.datasets.size() == 1 && c.datasets[0].weight != 1.0) {
     const std::string key = ctx.set_at.count("datasets[0].weight") ? "datasets[0].weight" : "dataset.weight";
     std::ostringstream weight;
@@ -667,6 +722,12 @@ const char* timestep_sampling_name(TimestepSampling value) { return name_in(time
 const char* sampler_name(SamplerKind value) { return name_in(sampler_table, value); }
 const char* comm_backend_name(CommBackend value) { return name_in(backend_table, value); }
 const char* lora_format_name(LoraFormat value) { return name_in(lora_format_table, value); }
+int64_t reg_per_batch(const TrainConfig& config) {
+  for (const DatasetConfig& d : config.datasets)
+    if (d.is_reg) return std::llround(config.train.reg_ratio * static_cast<double>(config.train.batch_size));
+  return 0;
+}
+
 const char* latent_sampling_name(LatentSampling value) { return name_in(latent_sampling_table, value); }
 const char* quantize_mode_name(QuantizeMode value) { return name_in(quantize_table, value); }
 const char* quantize_scale_name(QuantizeScale value) { return name_in(quantize_scale_table, value); }

@@ -161,6 +161,11 @@ struct TrainSection {
   double noise_offset = 0.0;           // 0 = off
   int64_t max_nonfinite_steps = 10;    // non-finite losses in a row before the run stops (status 4)
   int64_t log_every = 10;              // metrics.jsonl / TensorBoard every N steps
+  // With a regularization dataset (DatasetConfig::is_reg): the share of every batch drawn from it
+  // (round(reg_ratio x batch_size) samples per rank, at least 1 and at most batch_size - 1), and the
+  // factor on those samples' loss (kohya's prior_loss_weight). Setting either without one is an error.
+  double reg_ratio = 0.5;
+  double prior_loss_weight = 1.0;
   bool operator==(const TrainSection&) const = default;
 };
 
@@ -172,6 +177,9 @@ struct DatasetConfig {
   double weight = 1.0;                 // relative sampling weight among datasets; with one dataset
                                        // anything but 1 is a Config error
   LatentSampling latent_sampling = LatentSampling::Sample;  // sample | mean (files with latents_logvar)
+  bool is_reg = false;                 // regularization data (kohya's reg images, ai-toolkit's is_reg):
+                                       // mixed into every batch at train.reg_ratio, its loss weighted by
+                                       // train.prior_loss_weight; at most one, beside one training dataset
   bool operator==(const DatasetConfig&) const = default;
 };
 
@@ -242,6 +250,11 @@ TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schem
                               const std::vector<std::string>& overrides = {},
                               std::vector<std::string>* notes = nullptr,
                               std::vector<std::string>* warnings = nullptr);
+
+// With a regularization dataset (is_reg): the regularization samples in each rank's batch,
+// round(train.reg_ratio x train.batch_size); 0 without one. A parsed config lists the training
+// dataset first (datasets[0]) and the regularization dataset, if any, second.
+int64_t reg_per_batch(const TrainConfig& config);
 
 // The resolved config as YAML in wick's canonical shape: every key under its canonical name, in a
 // fixed order, defaults filled. parse_config_string(to_yaml(c), ...) == c.

@@ -44,6 +44,8 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
   WICK_CHECK(options.world >= 1 && options.rank >= 0 && options.rank < options.world,
              "DistributedSampler: rank ", options.rank, " of world ", options.world);
   WICK_CHECK(options.batch_size >= 1, "DistributedSampler: batch_size ", options.batch_size);
+  WICK_CHECK(options.reg_per_batch == 0, "DistributedSampler: reg_per_batch ", options.reg_per_batch,
+             " without regularization ids");
   WICK_CHECK(options.global_batch_size >= 0, "DistributedSampler: global_batch_size ", options.global_batch_size);
   global_ = options.global_batch_size > 0 ? options.global_batch_size : options.world * options.batch_size;
   WICK_CHECK_KIND(Config, global_ >= options.world, "DistributedSampler: a global batch of ", global_,
@@ -51,6 +53,32 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
   std::map<int64_t, int64_t> per_bucket;
   for (int64_t b : bucket_of_) ++per_bucket[b];
   for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global_ - 1) / global_;
+}
+
+DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
+                                       std::vector<int64_t> reg_ids, std::vector<int64_t> reg_bucket_of,
+                                       const SamplerOptions& options)
+    : DistributedSampler(std::move(ids), std::move(bucket_of),
+                         SamplerOptions{.seed = options.seed, .rank = options.rank, .world = options.world,
+                                        .batch_size = options.batch_size - options.reg_per_batch}) {
+  WICK_CHECK(options.reg_per_batch >= 1 && options.reg_per_batch < options.batch_size, "DistributedSampler: ",
+             options.reg_per_batch, " regularization ids in batches of ", options.batch_size);
+  WICK_CHECK_KIND(Config, options.global_batch_size == 0, "DistributedSampler: regularization ids with "
+                  "global_batch_size ", options.global_batch_size, " (train.global_batch_size cannot be combined with "
+                  "regularization data)");
+  WICK_CHECK_KIND(Data, !reg_ids.empty(), "DistributedSampler: no regularization samples (empty class filter?)");
+  for (const std::vector<int64_t>* buckets : {&bucket_of_, &reg_bucket_of})
+    for (int64_t b : *buckets)
+      WICK_CHECK_KIND(Config, b == bucket_of_.front(), "regularization data needs every training and "
+                      "regularization sample in one latent size (bucket), but buckets ", bucket_of_.front(), " and ",
+                      b, " are both present");
+  // Its own shuffles: the seed moved by a constant, so that a set sharing ids with `ids` is not
+  // shuffled in step with it.
+  reg_ = std::make_shared<const DistributedSampler>(
+      std::move(reg_ids), std::move(reg_bucket_of),
+      SamplerOptions{.seed = options.seed + 0x9e3779b97f4a7c15ull, .rank = options.rank, .world = options.world,
+                     .batch_size = options.reg_per_batch});
+  options_ = options;
 }
 
 int64_t DistributedSampler::batches_per_epoch() const { return n_batches_; }
@@ -93,6 +121,11 @@ std::vector<int64_t> DistributedSampler::rank_batch(int64_t epoch, int64_t index
   const int64_t global = global_, begin = index * global;
   std::vector<int64_t> batch;
   for (int64_t k = options_.rank; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
+  if (reg_) {  // the regularization batch with the same running number, over the reg set's epochs
+    const int64_t served = epoch * n_batches_ + index, reg_batches = reg_->batches_per_epoch();
+    std::vector<int64_t> reg = reg_->rank_batch(served / reg_batches, served % reg_batches);
+    batch.insert(batch.end(), reg.begin(), reg.end());
+  }
   return batch;
 }
 

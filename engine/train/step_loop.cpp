@@ -113,12 +113,19 @@ void StepLoop::setup() {
   WICK_CHECK_KIND(Config, global_batch() >= group_->size(), "train.global_batch_size ", global_batch(),
                   " is smaller than the number of ranks (", group_->size(), "): every rank needs at least one sample");
   WICK_CHECK(setup_.share_splits >= 1, "step loop: share_splits ", setup_.share_splits);
-  DistributedSampler sampler(setup_.ids, setup_.bucket_of,
-                             {.seed = static_cast<uint64_t>(t_.seed),
-                              .rank = group_->rank(),
-                              .world = group_->size(),
-                              .batch_size = t_.batch_size,
-                              .global_batch_size = t_.global_batch_size});
+  // The task weighs the last reg_per_batch samples of each batch: whole, equal per-rank batches only.
+  WICK_CHECK_KIND(Config, setup_.reg_per_batch == 0 || (t_.global_batch_size == 0 && setup_.share_splits == 1),
+                  "train.global_batch_size cannot be combined with regularization data (is_reg, train.reg_ratio)");
+  const SamplerOptions sampling{.seed = static_cast<uint64_t>(t_.seed),
+                                .rank = group_->rank(),
+                                .world = group_->size(),
+                                .batch_size = t_.batch_size,
+                                .global_batch_size = t_.global_batch_size,
+                                .reg_per_batch = setup_.reg_per_batch};
+  DistributedSampler sampler = setup_.reg_per_batch > 0
+                                   ? DistributedSampler(setup_.ids, setup_.bucket_of, setup_.reg_ids,
+                                                        setup_.reg_bucket_of, sampling)
+                                   : DistributedSampler(setup_.ids, setup_.bucket_of, sampling);
   uniform_ = global_batch() % group_->size() == 0 && setup_.share_splits == 1;
   if (resume) restore(*resume, sampler);
   loader_ = std::make_unique<Prefetcher>(setup_.dataset, std::move(sampler),
@@ -140,6 +147,10 @@ void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler
     WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
               " samples per micro-step over all ranks, but train.global_batch_size is ", t_.global_batch_size,
               "; set train.global_batch_size: ", saved_batch, " to continue it (on any number of ranks)");
+  if (saved_batch != global_batch() && setup_.reg_per_batch > 0)  // global_batch_size is no way out with it
+    WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
+              " samples per micro-step over all ranks, this run has ", global_batch(),
+              " (batch_size x ranks must stay the same to resume a run with regularization data)");
   WICK_CHECK_KIND(Config, saved_batch == global_batch(), dir.string(), ": the checkpoint was trained with ",
                   saved_batch, " samples per micro-step over all ranks, this run has ", global_batch(),
                   " (batch_size x ranks must stay the same to resume; to continue on ", group_->size(), " rank",
@@ -333,8 +344,14 @@ void StepLoop::announce(int64_t last) {
                   bytes >= 1e9 ? "GB" : "MB");
     estimate = text;
   }
-  std::fprintf(stderr, "wick train: %s: %s, %zu samples of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
-               setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), setup_.dataset->path().c_str(),
+  std::string regularization;
+  if (setup_.reg_per_batch > 0)
+    regularization = " (+ " + std::to_string(setup_.reg_ids.size()) + " regularization samples, " +
+                     std::to_string(setup_.reg_per_batch) + " of every " + std::to_string(t_.batch_size) + " per rank)";
+  std::fprintf(stderr,
+               "wick train: %s: %s, %zu samples%s of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
+               setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), regularization.c_str(),
+               setup_.dataset->path().c_str(),
                setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
                static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                static_cast<long long>(global_batch() * t_.gradient_accumulation), estimate.c_str());

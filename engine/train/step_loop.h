@@ -51,6 +51,10 @@ struct StepLoopSetup {
   std::shared_ptr<LatentDataset> dataset;
   std::vector<int64_t> ids;             // eligible sample ids, ascending
   std::vector<int64_t> bucket_of;       // the bucket of each id
+  // Regularization samples of the same dataset, reg_per_batch of them at the end of every rank's batch
+  // (DistributedSampler); reg_per_batch 0 = none.
+  std::vector<int64_t> reg_ids, reg_bucket_of;
+  int64_t reg_per_batch = 0;
   int64_t memory_estimate_bytes = 0;    // the task's estimate of a step's peak per rank (0 = none), in messages
   // Micro-batches each rank's share of a global batch is trained in, with their gradients
   // accumulated (1 = the whole share at once): chosen from the memory estimate when

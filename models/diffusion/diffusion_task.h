@@ -42,6 +42,10 @@ class DiffusionTask : public TrainingTask {
 
  private:
   const TrainConfig& config_;
+  // Multiplies the loss weights of the batch's regularization samples (its last reg_per_batch) by
+  // train.prior_loss_weight.
+  void weigh_regularization(ObjectiveBatch& ob, int64_t n) const;
+
   std::shared_ptr<DiffusionModel> model_;
   const TrainingData& data_;
   std::filesystem::path run_dir_;

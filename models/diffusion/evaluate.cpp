@@ -14,7 +14,9 @@
 #include "engine/init.h"
 #include "models/diffusion/generate.h"
 #include "models/nn/basic.h"
+#include "models/nn/conv.h"
 #include "models/nn/linear.h"
+#include "models/nn/norm.h"
 #include "runtime/error.h"
 #include "runtime/ops/join.h"
 #include "runtime/ops/reduce.h"
@@ -26,6 +28,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The classifier's input: [N, 784] (mlp) or [N, 1, 28, 28] (cnn), f32 on the CPU.
+Tensor classifier_input(const Tensor& images, ClassifierArch arch);
+
 Tensor flat_pixels(const Tensor& images) {
   WICK_CHECK(images.dim() >= 2 && is_floating(images.dtype()), "classifier: expected floating images [N, ...], got ",
              images.describe());
@@ -34,12 +39,50 @@ Tensor flat_pixels(const Tensor& images) {
   return images.to(Device::cpu()).to(DType::F32).reshape({images.size(0), 784});
 }
 
+Tensor classifier_input(const Tensor& images, ClassifierArch arch) {
+  Tensor flat = flat_pixels(images);
+  return arch == ClassifierArch::Cnn ? flat.reshape({flat.size(0), 1, 28, 28}) : flat;
+}
+
+// Counts [10 x 10] (row: true class, column: prediction) of `predicted` against `labels`.
+std::vector<int64_t> confusion_counts(const std::vector<int64_t>& labels, const std::vector<int64_t>& predicted) {
+  std::vector<int64_t> counts(100, 0);
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] >= 0 && labels[i] < 10 && predicted[i] >= 0 && predicted[i] < 10)
+      ++counts[static_cast<size_t>(labels[i] * 10 + predicted[i])];
+  return counts;
+}
+
 }  // namespace
 
 // ---- the classifier ----
 
-std::shared_ptr<keras::Sequential> make_fashion_classifier() {
+const char* classifier_architecture(ClassifierArch arch) {
+  return arch == ClassifierArch::Cnn ? "cnn conv3x3 32, 32/2, 64/2 + GroupNorm(8) relu, linear 3136-10"
+                                     : "mlp 784-256-128-10 relu, dropout 0.1";
+}
+
+ClassifierArch classifier_arch_from_name(const std::string& name) {
+  if (name == "mlp") return ClassifierArch::Mlp;
+  if (name == "cnn") return ClassifierArch::Cnn;
+  WICK_FAIL(Config, "classifier architecture '", name, "' is not one of: mlp, cnn");
+}
+
+std::shared_ptr<keras::Sequential> make_fashion_classifier(ClassifierArch arch) {
   auto model = std::make_shared<keras::Sequential>();
+  if (arch == ClassifierArch::Cnn) {  // the `wick example fashion-cnn` network
+    auto conv_block = [&](int64_t in, int64_t out, int64_t stride) {
+      model->add(std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.stride = stride, .padding = 1}));
+      model->add(std::make_shared<nn::GroupNorm>(8, out));
+      model->add(std::make_shared<nn::Activation>("relu"));
+    };
+    conv_block(1, 32, 1);
+    conv_block(32, 32, 2);
+    conv_block(32, 64, 2);
+    model->add(std::make_shared<nn::Flatten>());
+    model->add(std::make_shared<nn::Linear>(64 * 7 * 7, 10));
+    return model;
+  }
   model->add(std::make_shared<nn::Linear>(784, 256));
   model->add(std::make_shared<nn::Activation>("relu"));
   model->add(std::make_shared<nn::Dropout>(0.1));
@@ -52,23 +95,28 @@ std::shared_ptr<keras::Sequential> make_fashion_classifier() {
 FashionClassifier load_or_train_classifier(const ClassifierOptions& options) {
   namespace fs = std::filesystem;
   WICK_CHECK_KIND(Config, !options.path.empty(), "classifier: the path is empty");
-  WICK_CHECK_KIND(Config, options.epochs >= 1 && options.batch_size >= 1, "classifier: epochs and batch size must be >= 1");
+  WICK_CHECK_KIND(Config, options.epochs >= 0 && options.batch_size >= 1,
+                  "classifier: epochs must be >= 0 and the batch size >= 1");
+  const int64_t epochs = options.epochs > 0 ? options.epochs : options.arch == ClassifierArch::Cnn ? 4 : 12;
   FashionClassifier result;
   result.path = options.path;
+  result.arch = options.arch;
   FashionMnist test = load_fashion_mnist("test");
+  test.images = classifier_input(test.images, options.arch);
   keras::CompileOptions compile{.optimizer = "adamw", .learning_rate = options.learning_rate, .lr_schedule = "cosine",
                                 .loss = "cross_entropy", .metrics = {"accuracy"}};
   if (!options.retrain && fs::exists(options.path)) {
-    result.model = make_fashion_classifier();
+    result.model = make_fashion_classifier(options.arch);
     result.model->load(options.path);
   } else {
     FashionMnist train = load_fashion_mnist("train");
+    train.images = classifier_input(train.images, options.arch);
     set_init_seed(options.seed);
-    result.model = make_fashion_classifier();
+    result.model = make_fashion_classifier(options.arch);
     result.model->compile(compile);
     auto start = std::chrono::steady_clock::now();
     result.model->fit(train.images, train.labels,
-                      {.epochs = options.epochs, .batch_size = options.batch_size, .shuffle = true, .seed = options.seed,
+                      {.epochs = epochs, .batch_size = options.batch_size, .shuffle = true, .seed = options.seed,
                        .verbose = options.verbose});
     result.train_seconds = seconds_since(start);
     fs::path path(options.path);
@@ -80,11 +128,13 @@ FashionClassifier load_or_train_classifier(const ClassifierOptions& options) {
   }
   if (!result.model->compiled()) result.model->compile(compile);
   result.test_accuracy = result.model->evaluate(test.images, test.labels, 1024).at("accuracy");
+  std::vector<int64_t> predicted = classify_images(*result.model, test.images, options.arch).to_vector<int64_t>();
+  result.test_confusion = confusion_counts(test.labels.to(DType::I64).to_vector<int64_t>(), predicted);
   return result;
 }
 
-Tensor classify_images(keras::Model& classifier, const Tensor& images) {
-  Tensor logits = classifier.predict(flat_pixels(images), 1024);
+Tensor classify_images(keras::Model& classifier, const Tensor& images, ClassifierArch arch) {
+  Tensor logits = classifier.predict(classifier_input(images, arch), 1024);
   return argmax(logits.to(Device::cpu()), {1}).to(DType::I64);
 }
 
@@ -129,7 +179,7 @@ ImageScores score_images(FashionClassifier& classifier, const Tensor& images, co
   const int64_t n_classes = static_cast<int64_t>(class_names.size());
   for (int64_t label : labels)
     WICK_CHECK(label >= 0 && label < n_classes, "score_images: label ", label, " outside [0, ", n_classes, ")");
-  std::vector<int64_t> predicted = classify_images(*classifier.model, images).to_vector<int64_t>();
+  std::vector<int64_t> predicted = classify_images(*classifier.model, images, classifier.arch).to_vector<int64_t>();
   Tensor pixels = flat_pixels(images);
   ImageScores scores;
   std::map<int64_t, std::vector<int64_t>> rows_of;
@@ -139,9 +189,12 @@ ImageScores score_images(FashionClassifier& classifier, const Tensor& images, co
     c.label = label;
     c.name = class_names[static_cast<size_t>(label)];
     c.n = static_cast<int64_t>(rows.size());
+    c.predicted.assign(static_cast<size_t>(n_classes), 0);
     std::vector<Tensor> class_pixels;
     for (int64_t row : rows) {
-      c.correct += predicted[static_cast<size_t>(row)] == label;
+      const int64_t p = predicted[static_cast<size_t>(row)];
+      if (p >= 0 && p < n_classes) ++c.predicted[static_cast<size_t>(p)];
+      c.correct += p == label;
       class_pixels.push_back(pixels.narrow(0, row, 1));
     }
     c.accuracy = static_cast<double>(c.correct) / static_cast<double>(c.n);
@@ -167,13 +220,15 @@ ImageScores score_images(FashionClassifier& classifier, const Tensor& images, co
 std::vector<int64_t> trained_labels(const TrainConfig& config, const LatentDataset& dataset) {
   const int64_t n_classes = static_cast<int64_t>(dataset.attributes().label_names.size());
   std::set<int64_t> labels;
-  for (const DatasetConfig& d : config.datasets)
+  for (const DatasetConfig& d : config.datasets) {
+    if (d.is_reg) continue;  // regularization data keeps classes, it does not teach them
     for (int64_t k = 0; k < n_classes; ++k) {
       bool included = d.include_labels.empty() ||
                       std::find(d.include_labels.begin(), d.include_labels.end(), k) != d.include_labels.end();
       bool excluded = std::find(d.exclude_labels.begin(), d.exclude_labels.end(), k) != d.exclude_labels.end();
       if (included && !excluded) labels.insert(k);
     }
+  }
   return {labels.begin(), labels.end()};
 }
 
@@ -282,8 +337,15 @@ std::string eval_report_json(const EvalReport& report) {
                    {"guidance", report.options.guidance},
                    {"seed", report.options.seed}};
   j["classifier"] = {{"path", report.classifier_path},
-                     {"architecture", classifier_architecture},
+                     {"architecture", classifier_architecture(report.classifier_arch)},
                      {"test_accuracy", report.classifier_test_accuracy}};
+  if (report.classifier_test_confusion.size() == 100) {
+    nlohmann::json rows = nlohmann::json::array();
+    const auto& counts = report.classifier_test_confusion;
+    for (std::ptrdiff_t r = 0; r < 10; ++r)
+      rows.push_back(std::vector<int64_t>(counts.begin() + r * 10, counts.begin() + r * 10 + 10));
+    j["classifier"]["test_confusion"] = rows;
+  }
   j["seen_labels"] = labels_json(report.seen_labels);
   j["new_labels"] = labels_json(report.new_labels);
   nlohmann::json models = nlohmann::json::array();
@@ -298,7 +360,8 @@ std::string eval_report_json(const EvalReport& report) {
                          {"correct", c.correct},
                          {"accuracy", c.accuracy},
                          {"pixels", stats_json(c.pixels)},
-                         {"data_pixels", stats_json(c.data_pixels)}});
+                         {"data_pixels", stats_json(c.data_pixels)},
+                         {"predicted", c.predicted}});
       double n = static_cast<double>(c.data_pixels.n_images);
       data_sum += n * c.data_pixels.mean;
       data_sum_sq += n * (c.data_pixels.std * c.data_pixels.std + c.data_pixels.mean * c.data_pixels.mean);
@@ -334,6 +397,48 @@ std::string eval_report_json(const EvalReport& report) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// The classifier's accuracy on the real test images of `label` (its confusion row).
+double real_accuracy(const std::vector<int64_t>& confusion, int64_t label) {
+  int64_t n = 0;
+  for (int64_t k = 0; k < 10; ++k) n += confusion[static_cast<size_t>(label * 10 + k)];
+  return n > 0 ? static_cast<double>(confusion[static_cast<size_t>(label * 11)]) / static_cast<double>(n) : 0.0;
+}
+
+// label -> class name, from the scored classes (names of labels without images are "class <k>").
+std::vector<std::string> names_of(const ImageScores& scores) {
+  std::vector<std::string> names(10);
+  for (size_t k = 0; k < names.size(); ++k) names[k] = "class " + std::to_string(k);
+  for (const ClassScore& c : scores.classes)
+    if (c.label >= 0 && c.label < 10) names[static_cast<size_t>(c.label)] = c.name;
+  return names;
+}
+
+// "Sandal 12.0%, Sneaker 3.0%": the two most frequent wrong predictions of a row of counts, as shares of
+// the row; "none" when every image was called `label`.
+std::string top_confusions(const std::vector<int64_t>& counts, int64_t label, const std::vector<std::string>& names) {
+  int64_t total = 0;
+  std::vector<std::pair<int64_t, int64_t>> wrong;  // (count, predicted label)
+  for (size_t k = 0; k < counts.size(); ++k) {
+    total += counts[k];
+    if (static_cast<int64_t>(k) != label && counts[k] > 0) wrong.emplace_back(counts[k], static_cast<int64_t>(k));
+  }
+  std::sort(wrong.begin(), wrong.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (wrong.empty()) return "none";
+  std::string text;
+  char share[32];
+  for (size_t i = 0; i < std::min<size_t>(2, wrong.size()); ++i) {
+    std::snprintf(share, sizeof share, " %.1f%%",
+                  100.0 * static_cast<double>(wrong[i].first) / static_cast<double>(total));
+    const size_t k = static_cast<size_t>(wrong[i].second);
+    text += (i ? ", " : "") + (k < names.size() ? names[k] : "class " + std::to_string(k)) + share;
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string eval_report_text(const EvalReport& report) {
   std::ostringstream out;
   char line[256];
@@ -345,7 +450,9 @@ std::string eval_report_text(const EvalReport& report) {
                 report.options.guidance, static_cast<unsigned long long>(report.options.seed));
   out << line;
   if (report.models.empty()) return out.str();
+  const bool real = report.classifier_test_confusion.size() == 100;
   out << "\nclass              ";
+  if (real) out << " | real test";
   for (const ModelScores& m : report.models) {
     std::snprintf(line, sizeof line, " | %-6s acc   mean   std", m.name.c_str());
     out << line;
@@ -357,6 +464,10 @@ std::string eval_report_text(const EvalReport& report) {
     bool fresh = std::find(report.new_labels.begin(), report.new_labels.end(), c.label) != report.new_labels.end();
     std::snprintf(line, sizeof line, "%d %-14s %s", static_cast<int>(c.label), c.name.c_str(), fresh ? "new" : seen ? "   " : " - ");
     out << line;
+    if (real) {
+      std::snprintf(line, sizeof line, " | %8.1f%%", 100.0 * real_accuracy(report.classifier_test_confusion, c.label));
+      out << line;
+    }
     for (const ModelScores& m : report.models) {
       const ClassScore* s = m.scores.find(c.label);
       if (s == nullptr) {
@@ -375,7 +486,28 @@ std::string eval_report_text(const EvalReport& report) {
                   m.scores.pixels.mean, m.scores.pixels.std, m.seconds);
     out << line;
   }
-  out << "(\"new\": trained only by the LoRA; \" - \": not in the base's training data)\n";
+  out << "(\"new\": trained only by the LoRA; \" - \": not in the base's training data; \"real test\": the "
+         "classifier on the real test images of the class)\n";
+  // What each class is mistaken for: by the classifier on real test images (its own errors), and on
+  // each model's images.
+  out << "\nmistaken for (the two most frequent wrong labels): class: real test images";
+  for (const ModelScores& m : report.models) out << " | " << m.name;
+  out << "\n";
+  for (const ClassScore& c : first.scores.classes) {
+    out << c.label << " " << c.name << ": ";
+    if (real) {
+      std::vector<int64_t> row(report.classifier_test_confusion.begin() + c.label * 10,
+                               report.classifier_test_confusion.begin() + c.label * 10 + 10);
+      out << top_confusions(row, c.label, names_of(first.scores));
+    } else {
+      out << "-";
+    }
+    for (const ModelScores& m : report.models) {
+      const ClassScore* s = m.scores.find(c.label);
+      out << " | " << (s ? top_confusions(s->predicted, c.label, names_of(first.scores)) : "-");
+    }
+    out << "\n";
+  }
   for (const TargetCheck& t : report.targets) {
     std::snprintf(line, sizeof line, "target %-24s %6.1f%% %s %4.1f%%  %s\n", t.name.c_str(), 100.0 * t.value,
                   t.higher_is_better ? ">=" : "<=", 100.0 * t.threshold, t.met ? "met" : "MISSED");

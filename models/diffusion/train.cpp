@@ -22,8 +22,9 @@ namespace {
 
 // Configuration choices wick cannot honour, as Config errors naming the key.
 void check_supported(const TrainConfig& config) {
-  WICK_CHECK_KIND(Config, config.datasets.size() == 1, "datasets: ", config.datasets.size(),
-                  " datasets given; wick trains on one dataset per run so far (merge them into one file)");
+  const size_t n_training = config.datasets.size() - (reg_per_batch(config) > 0 ? 1 : 0);
+  WICK_CHECK_KIND(Config, n_training == 1, "datasets: ", n_training, " training datasets given; wick trains on one "
+                  "dataset per run so far, plus at most one regularization dataset (merge them into one file)");
   WICK_CHECK_KIND(Config, config.save.format == LoraFormat::Kohya || config.network.type != NetworkType::Full,
                   "save.format ", lora_format_name(config.save.format), " names a LoRA file format, but network.type ",
                   "full trains the whole model (its file keeps the model's own names)");
@@ -89,6 +90,10 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   const bool rank0 = group->rank() == 0;
   if (rank0) check_output_directory(run_dir, options.resume);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
+  // The regularization samples: the same file (the config checks it), so validated already.
+  const int64_t n_reg_per_batch = reg_per_batch(config);
+  TrainingData reg_data;
+  if (n_reg_per_batch > 0) reg_data = open_training_data(config.datasets[1], /*validate=*/false);
   // Every rank checks (the same config fails the same way everywhere); rank 0 makes the grids.
   std::shared_ptr<ImageSampler> sampler = prepare_sampling(config, data, device);
   if (rank0 && sampler) std::fprintf(stderr, "wick train: sample images: %s\n", sampler->describe().c_str());
@@ -114,6 +119,9 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
                       .dataset = data.dataset,
                       .ids = data.ids,
                       .bucket_of = data.bucket_of,
+                      .reg_ids = reg_data.ids,
+                      .reg_bucket_of = reg_data.bucket_of,
+                      .reg_per_batch = n_reg_per_batch,
                       .memory_estimate_bytes = memory.estimate.total,
                       .share_splits = memory.share_splits};
   TrainResult result;

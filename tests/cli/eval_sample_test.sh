@@ -54,11 +54,13 @@ expect 0 "wrote grid.png" sample output/tiny --prompt Bag --prompt "Ankle boot" 
   --out grid.png
 [ -s grid.png ] || fail "sample wrote no grid.png"
 expect 0 "target base_seen_accuracy" eval tiny.yaml --n-per-class 2 --steps 2 --classifier "$classifier"
+# What each class is mistaken for, on the real test images and on the base's images.
+expect 0 "^9 Ankle boot: .*% | " eval tiny.yaml --n-per-class 1 --steps 1 --classifier "$classifier" --out cm/eval.json
 [ -s "$classifier" ] || fail "eval saved no classifier"
 [ -s output/tiny/eval_base.png ] || fail "eval wrote no eval_base.png"
 json=output/tiny/eval.json
 for field in '"format": "wick.eval"' '"n_per_class": 2' '"test_accuracy"' '"name": "Ankle boot"' '"seen_labels"' \
-  '"base_seen_accuracy"' '"met"' '"data_pixels"'; do
+  '"base_seen_accuracy"' '"met"' '"data_pixels"' '"test_confusion"' '"predicted"'; do
   grep -q -- "$field" "$json" || fail "eval.json lacks $field"
 done
 # A second evaluation reuses the saved classifier.

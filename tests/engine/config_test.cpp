@@ -92,6 +92,19 @@ TEST(Config, QuickstartLoraParses) {
   expect_round_trip(c);
 }
 
+TEST(Config, QuickstartLoraRegParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora_reg.yaml", config_schema());
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_TRUE(c.network.target.empty());  // the default preset
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
+  EXPECT_FALSE(c.datasets[0].is_reg);
+  EXPECT_EQ(c.datasets[1].exclude_labels, std::vector<int64_t>{9});
+  EXPECT_TRUE(c.datasets[1].is_reg);
+  EXPECT_EQ(reg_per_batch(c), 16);
+  expect_round_trip(c);
+}
+
 TEST(Config, FluxLoraInAiToolkitShapeParses) {
   std::vector<std::string> notes, warnings;
   TrainConfig c = parse_config_file(kConfigsDir + "/flux_lora.yaml", config_schema(), {}, &notes, &warnings);
@@ -637,6 +650,47 @@ TEST(ConfigResolved, RoundTripOfNonDefaultValues) {
               .steps = 3, .guidance = 1.0, .seed = 0, .n_per_class = 2, .sampler = SamplerKind::Ddim};
   c.distributed = {.backend = CommBackend::Mpi, .shard_optimizer = false, .bucket_mb = 1, .timeout_s = 5};
   expect_round_trip(c);
+}
+
+// A regularization dataset: listed first or second it is datasets[1] once parsed; the mix and the
+// loss factor round-trip, and the keys act only with it.
+TEST(Config, RegularizationDataset) {
+  const std::string two = "name: run\ntrain:\n  batch_size: 8\n  reg_ratio: 0.25\n  prior_loss_weight: 0.5\n"
+                          "datasets:\n  - path: f.h5\n    include_labels: [0, 1]\n    is_reg: true\n"
+                          "  - path: f.h5\n    include_labels: [9]\n";
+  TrainConfig c = parse(two);
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_FALSE(c.datasets[0].is_reg);
+  EXPECT_EQ(c.datasets[0].include_labels, std::vector<int64_t>{9});
+  EXPECT_TRUE(c.datasets[1].is_reg);
+  EXPECT_EQ(reg_per_batch(c), 2);
+  EXPECT_EQ(c.train.prior_loss_weight, 0.5);
+  expect_round_trip(c);
+  // kohya's default: half of every batch, loss weight 1; reg_weight is accepted for prior_loss_weight.
+  TrainConfig half = parse(two, {"train.reg_ratio=0.5"});
+  EXPECT_EQ(reg_per_batch(half), 4);
+  EXPECT_EQ(parse("name: run\ntrain:\n  batch_size: 2\n  reg_weight: 3\ndatasets:\n  - path: f.h5\n  - path: f.h5\n"
+                  "    is_reg: true\n").train.prior_loss_weight, 3.0);
+  // Without a regularization dataset: nothing of it in the canonical text (existing hashes stay), and
+  // its keys are refused.
+  EXPECT_EQ(reg_per_batch(parse(kMinimal)), 0);
+  EXPECT_EQ(to_yaml(parse(kMinimal)).find("reg"), std::string::npos);
+  EXPECT_EQ(error_of(kMinimal + "train:\n  prior_loss_weight: 2\n"),
+            "cfg.yaml:5:22: train.prior_loss_weight is set but no dataset is marked is_reg: true (regularization "
+            "data); remove it or add the regularization dataset");
+  EXPECT_NE(error_of(two, {"datasets.1.path=g.h5"}).find("wick reads both from one file"), std::string::npos);
+  EXPECT_NE(error_of(two, {"train.reg_ratio=0.01"}).find("gives 0 regularization samples per batch"),
+            std::string::npos);
+  EXPECT_NE(error_of(two, {"train.reg_ratio=1"}).find("train.reg_ratio"), std::string::npos);
+  EXPECT_NE(error_of(two, {"datasets.1.is_reg=true"}).find("more than one dataset is marked is_reg"),
+            std::string::npos);
+  EXPECT_NE(error_of(two, {"datasets.0.caption_dropout=0.2"}).find("caption_dropout and latent_sampling"),
+            std::string::npos);
+  // Uneven global-batch shares are not combined with regularization data: refused, naming both keys.
+  const std::string global = error_of(two, {"train.global_batch_size=16"});
+  EXPECT_NE(global.find("train.global_batch_size cannot be combined with regularization data"), std::string::npos)
+      << global;
+  EXPECT_NE(global.find("is_reg: true, train.reg_ratio"), std::string::npos) << global;
 }
 
 TEST(ConfigResolved, HashIsStableAndSensitive) {

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -427,6 +428,73 @@ TEST(DistributedSampler, DeterministicDifferentPerEpochAndResumable) {
   // The order does not depend on the order the ids were given in.
   std::vector<int64_t> reversed(ids.rbegin(), ids.rend());
   EXPECT_EQ(DistributedSampler(reversed, buckets_of(reversed), options).epoch_order(3), b.epoch_order(3));
+}
+
+// Regularization ids mixed into every batch: 3 of 8 per rank, over an epoch of the training ids, on
+// every rank (world 1 and 2), and after a resume; each regularization id drawn equally often.
+TEST(DistributedSampler, MixesRegularizationAtTheRatioAcrossRanksAndResume) {
+  std::vector<int64_t> ids, reg_ids;
+  for (int64_t i = 0; i < 50; ++i) ids.push_back(i);
+  for (int64_t i = 100; i < 130; ++i) reg_ids.push_back(i);
+  const std::vector<int64_t> one_bucket(ids.size(), 0), reg_bucket(reg_ids.size(), 0);
+  auto is_reg = [](int64_t id) { return id >= 100; };
+  for (int world : {1, 2}) {
+    std::multiset<int64_t> train_seen, reg_seen;
+    for (int rank = 0; rank < world; ++rank) {
+      SamplerOptions options{.seed = 3, .rank = rank, .world = world, .batch_size = 8, .reg_per_batch = 3};
+      DistributedSampler sampler(ids, one_bucket, reg_ids, reg_bucket, options);
+      // An epoch is a pass over the 50 training ids, 5 per rank batch: ceil(50 / (5 * world)) batches.
+      EXPECT_EQ(sampler.batches_per_epoch(), (50 + 5 * world - 1) / (5 * world));
+      EXPECT_EQ(sampler.rank_batch_size(), 8);
+      std::vector<int64_t> batch;
+      for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+        sampler.next(batch);
+        ASSERT_EQ(batch.size(), 8u);
+        for (size_t i = 0; i < batch.size(); ++i) {
+          EXPECT_EQ(is_reg(batch[i]), i >= 5) << "world " << world << " batch " << b << " position " << i;
+          (is_reg(batch[i]) ? reg_seen : train_seen).insert(batch[i]);
+        }
+      }
+      EXPECT_EQ(sampler.state(), (SamplerState{.epoch = 0, .position = sampler.batches_per_epoch()}));
+    }
+    // The ratio over the epoch on all ranks: 3 of 8, and every training id at least once.
+    EXPECT_EQ(reg_seen.size() * 5, train_seen.size() * 3) << "world " << world;
+    for (int64_t id : ids) EXPECT_GE(train_seen.count(id), 1u);
+    // The regularization ids cycle through their own epochs: none drawn twice more often than another.
+    size_t fewest = reg_seen.size(), most = 0;
+    for (int64_t id : reg_ids) fewest = std::min(fewest, reg_seen.count(id)), most = std::max(most, reg_seen.count(id));
+    EXPECT_LE(most - fewest, 1u) << "world " << world;
+  }
+  // Resume: a sampler restored from the state after 13 batches continues with the same batches.
+  SamplerOptions options{.seed = 3, .rank = 1, .world = 2, .batch_size = 8, .reg_per_batch = 3};
+  DistributedSampler a(ids, one_bucket, reg_ids, reg_bucket, options);
+  DistributedSampler resumed(ids, one_bucket, reg_ids, reg_bucket, options);
+  std::vector<int64_t> batch, again;
+  for (int i = 0; i < 13; ++i) a.next(batch);
+  resumed.load_state(a.state());
+  for (int i = 0; i < 20; ++i) {
+    a.next(batch);
+    resumed.next(again);
+    EXPECT_EQ(again, batch) << "batch " << i << " after resume";
+  }
+  // The training ids' order is the plain sampler's with batch_size 5 (same seed and streams).
+  DistributedSampler plain(ids, one_bucket, {.seed = 3, .rank = 0, .world = 1, .batch_size = 5});
+  DistributedSampler mixed(ids, one_bucket, reg_ids, reg_bucket,
+                           {.seed = 3, .rank = 0, .world = 1, .batch_size = 8, .reg_per_batch = 3});
+  EXPECT_EQ(mixed.epoch_order(2), plain.epoch_order(2));
+  // Refusals: two buckets, a split with no training or no regularization sample.
+  std::vector<int64_t> two_buckets = one_bucket;
+  two_buckets[7] = 1;
+  EXPECT_THROW(DistributedSampler(ids, two_buckets, reg_ids, reg_bucket, options), WickError);
+  for (int64_t n_reg : {0, 8})
+    EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
+                                    {.seed = 3, .rank = 0, .world = 1, .batch_size = 8, .reg_per_batch = n_reg}),
+                 WickError);
+  // Not combined with a global batch size (the config refuses it too).
+  EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
+                                  {.seed = 3, .rank = 0, .world = 2, .batch_size = 8, .global_batch_size = 16,
+                                   .reg_per_batch = 3}),
+               WickError);
 }
 
 TEST(Prefetcher, DeliversTheSameBatchesAsDirectReads) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <numeric>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,18 @@ TEST(Evaluate, ClassifierScoresRealTestImagesAtItsKnownAccuracy) {
     EXPECT_GT(c.accuracy, 0.5) << c.name;
   }
   EXPECT_EQ(scores.classes[9].name, "Ankle boot");
+  // The confusion on the test images: 1000 per row, its diagonal the hits, and each class's predicted
+  // counts from score_images are that row.
+  ASSERT_EQ(classifier.test_confusion.size(), 100u);
+  int64_t diagonal = 0;
+  for (int64_t r = 0; r < 10; ++r) {
+    const auto& counts = classifier.test_confusion;
+    std::vector<int64_t> row(counts.begin() + r * 10, counts.begin() + r * 10 + 10);
+    EXPECT_EQ(std::accumulate(row.begin(), row.end(), int64_t{0}), 1000) << "row " << r;
+    EXPECT_EQ(row, scores.classes[static_cast<size_t>(r)].predicted) << "row " << r;
+    diagonal += row[static_cast<size_t>(r)];
+  }
+  EXPECT_EQ(diagonal, scores.correct);
   // Pixel statistics of the real test images: Fashion-MNIST's mean is about 0.286, std about 0.353.
   EXPECT_NEAR(scores.pixels.mean, 0.286, 0.01);
   EXPECT_NEAR(scores.pixels.std, 0.353, 0.01);
@@ -87,6 +100,22 @@ TEST(Evaluate, ClassifierIsReloadedFromItsFile) {
   FashionClassifier loaded = load_or_train_classifier({.path = temp("classifier.safetensors"), .epochs = 4});
   EXPECT_FALSE(loaded.trained);
   EXPECT_DOUBLE_EQ(loaded.test_accuracy, trained.test_accuracy);
+  EXPECT_EQ(loaded.test_confusion, trained.test_confusion);
+  // The file is an MLP's: loading it as the CNN fails, naming the file.
+  EXPECT_THROW(load_or_train_classifier({.path = temp("classifier.safetensors"), .arch = ClassifierArch::Cnn}),
+               WickError);
+}
+
+// The CNN classifier (the fashion-cnn example's network) takes [N, 1, 28, 28] and gives 10 logits;
+// trained here only for its shapes (full training: docs/evaluation.md).
+TEST(Evaluate, CnnClassifierShapes) {
+  auto cnn = make_fashion_classifier(ClassifierArch::Cnn);
+  cnn->compile({.optimizer = "adamw", .learning_rate = 1e-3, .loss = "cross_entropy", .metrics = {"accuracy"}});
+  Tensor logits = cnn->predict(zeros({3, 1, 28, 28}), 8);
+  EXPECT_EQ(logits.shape(), (Shape{3, 10}));
+  EXPECT_EQ(classify_images(*cnn, zeros({3, 784}), ClassifierArch::Cnn).shape(), (Shape{3}));
+  EXPECT_EQ(classifier_arch_from_name("cnn"), ClassifierArch::Cnn);
+  EXPECT_THAT(error_of([] { classifier_arch_from_name("resnet"); }), HasSubstr("mlp, cnn"));
 }
 
 TEST(Evaluate, PerClassCountsAndPixelStatistics) {
@@ -164,11 +193,15 @@ TEST(Evaluate, ReportJsonHasTheDocumentedFields) {
   report.options.n_per_class = 100;
   report.classifier_path = "output/classifier/fashion_classifier.safetensors";
   report.classifier_test_accuracy = 0.885;
+  report.classifier_test_confusion.assign(100, 0);
+  report.classifier_test_confusion[0] = 90, report.classifier_test_confusion[1] = 7;  // class 0: 7 called c1
+  report.classifier_test_confusion[2] = 3;
   report.seen_labels = {0, 1};
   report.new_labels = {2};
   report.models = {fake_scores("base", {{0, 0.80}, {1, 0.70}, {2, 0.10}}),
                    fake_scores("lora", {{0, 0.78}, {1, 0.66}, {2, 0.61}})};
   report.models[0].scores.classes[0].data_pixels = {0.3, 0.4, 100};
+  report.models[0].scores.classes[0].predicted = {80, 0, 20};
   report.targets = check_targets(report.models[0], &report.models[1], report.seen_labels, report.new_labels);
   nlohmann::json j = nlohmann::json::parse(eval_report_json(report));
   EXPECT_EQ(j["format"], "wick.eval");
@@ -186,8 +219,13 @@ TEST(Evaluate, ReportJsonHasTheDocumentedFields) {
   EXPECT_EQ(j["targets"][0]["name"], "base_seen_accuracy");
   EXPECT_EQ(j["targets"][0]["met"], true);
   EXPECT_EQ(j["targets"][2]["comparison"], "<=");
+  EXPECT_EQ(j["classifier"]["test_confusion"][0][1], 7);
+  EXPECT_EQ(j["models"][0]["classes"][0]["predicted"][2], 20);
   std::string text = eval_report_text(report);
   EXPECT_THAT(text, HasSubstr("target lora_new_class_accuracy"));
+  // Real test images of class 0: 90% right, mistaken for c1 (7%) and c2 (3%); the base's: c2 20%.
+  EXPECT_THAT(text, HasSubstr("     90.0%"));
+  EXPECT_THAT(text, HasSubstr("0 c0: c1 7.0%, c2 3.0% | c2 20.0% | "));
   EXPECT_THAT(text, HasSubstr("met"));
 }
 
