@@ -315,13 +315,7 @@ Tensor Sd3ImageSampler::decode(const Tensor& latents) {
                 .model;
     if (setup_.keep_loaded) vae_ = model;
   }
-  std::vector<Tensor> images;
-  for (int64_t i = 0; i < latents.size(0); ++i) {  // one at a time: the decoder's activations are the peak
-    Tensor z = vae::denormalize_latents(latents.narrow(0, i, 1), setup_.normalization);
-    Tensor pixels = model->decode(z.to(setup_.device)).to(DType::F32).to(Device::cpu());
-    images.push_back(minimum(maximum(mul(add(pixels, 1.0), 0.5), 0.0), 1.0));  // [-1, 1] -> [0, 1]
-  }
-  return images.size() == 1 ? images.front().contiguous() : concat(images, 0);
+  return vae::decode_to_images(*model, latents, setup_.normalization, setup_.device);
 }
 
 void Sd3ImageSampler::unload() {

@@ -6,6 +6,8 @@
 #include "engine/autograd/ops_view.h"
 #include "models/nn/conv.h"
 #include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/join.h"
 #include "runtime/ops/random.h"
 
 namespace wick::vae {
@@ -135,6 +137,17 @@ Tensor sample_latents(const VaeMoments& m, const std::vector<RngStream>& per_sam
   }
   autograd::NoGradGuard no_grad;
   return autograd::concat(rows, 0);
+}
+
+Tensor decode_to_images(AutoencoderKL& model, const Tensor& latents, const LatentNormalization& normalization,
+                        Device device) {
+  std::vector<Tensor> images;
+  for (int64_t i = 0; i < latents.size(0); ++i) {
+    Tensor z = denormalize_latents(latents.narrow(0, i, 1), normalization);
+    Tensor pixels = model.decode(z.to(device)).to(DType::F32).to(Device::cpu());
+    images.push_back(wick::minimum(wick::maximum(wick::mul(wick::add(pixels, 1.0), 0.5), 0.0), 1.0));
+  }
+  return images.size() == 1 ? images.front().contiguous() : wick::concat(images, 0);
 }
 
 }  // namespace wick::vae

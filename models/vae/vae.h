@@ -68,4 +68,10 @@ Tensor sample_latents(const VaeMoments& moments, const RngStream& stream, uint64
 // depend on the batch it was encoded in.
 Tensor sample_latents(const VaeMoments& moments, const std::vector<RngStream>& per_sample);
 
+// Latents [N, C, h, w] in `normalization` (a dataset's) to images [N, 3, H, W] in [0, 1], f32 on the CPU:
+// each latent denormalized, decoded on `device` one at a time (the decoder's activations are the peak) and
+// mapped from [-1, 1]. What the samplers' grids show.
+Tensor decode_to_images(AutoencoderKL& model, const Tensor& latents, const LatentNormalization& normalization,
+                        Device device);
+
 }  // namespace wick::vae
