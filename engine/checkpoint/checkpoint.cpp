@@ -72,10 +72,19 @@ std::optional<long> leftover_pid(const std::string& name) {
   }
 }
 
+// A zombie (exited, never reaped: a rank orphaned by its launcher under a container's first process,
+// which may never reap) still holds its pid but writes nothing more: dead, for a leftover's sake.
 bool process_alive(long pid) {
   if (pid <= 0) return false;
   if (pid == static_cast<long>(::getpid())) return true;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;  // no /proc: trust kill()
+  const size_t name_end = text.rfind(')');     // "pid (name) S ...": the name may hold spaces and ')'
+  if (name_end == std::string::npos || name_end + 2 >= text.size()) return true;
+  const char state = text[name_end + 2];
+  return state != 'Z' && state != 'X';
 }
 
 void warn(const std::string& message) { std::fprintf(stderr, "wick: warning: %s\n", message.c_str()); }

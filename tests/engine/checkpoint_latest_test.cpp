@@ -4,6 +4,8 @@
 // for it) leaving the previous checkpoint and `latest` as they were.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -218,6 +220,45 @@ TEST(CheckpointLatest, PruningNeverRemovesWhatTheFileOrTheOldSymlinkNames) {
   fs::create_directory_symlink("step_00000002", checkpoints / "latest");
   pruned = prune_checkpoints(run, 1);  // ...and an old symlink still protects its target
   EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"latest", "step_00000002", "step_00000005"}));
+}
+
+// A writer that exited but was never reaped (a rank orphaned under a container's first process that
+// does not reap) is a zombie: its pid answers kill(pid, 0), yet its staging folder is a leftover.
+TEST(CheckpointLatest, PruningRemovesTheLeftoversOfAZombieWriterAndKeepsALiveOnes) {
+  fs::path run = fresh_dir("zombie");
+  Trained trained;
+  const fs::path checkpoints = checkpoints_dir(run);
+  save(run, 1, trained);
+  const pid_t zombie = ::fork();
+  ASSERT_GE(zombie, 0);
+  if (zombie == 0) ::_exit(0);
+  const pid_t sleeper = ::fork();
+  ASSERT_GE(sleeper, 0);
+  if (sleeper == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  std::string state;
+  for (int i = 0; i < 2000 && state != "Z"; ++i) {  // until the kernel shows the first child exited
+    std::ifstream stat("/proc/" + std::to_string(zombie) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const size_t end = text.rfind(')');
+    state = end == std::string::npos ? "" : text.substr(end + 2, 1);
+    if (state != "Z") ::usleep(1000);
+  }
+  ASSERT_EQ(state, "Z");
+  ASSERT_EQ(::kill(zombie, 0), 0);  // what a pid check alone sees: "alive"
+  const std::string dead_name = "step_00000002.tmp-" + std::to_string(zombie);
+  const std::string live_name = "step_00000003.tmp-" + std::to_string(sleeper);
+  fs::create_directories(checkpoints / dead_name);
+  fs::create_directories(checkpoints / live_name);
+  PruneReport pruned = prune_checkpoints(run, 0);
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+  ::waitpid(zombie, nullptr, 0);
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"latest", "step_00000001", live_name}));
+  EXPECT_NE(std::find(pruned.removed.begin(), pruned.removed.end(), checkpoints / dead_name), pruned.removed.end());
 }
 
 TEST(CheckpointWriteFailure, AFullDiskLeavesThePreviousCheckpointAndLatestAndNoPartialFiles) {

@@ -166,7 +166,11 @@ run twice 2
 grep -q "resuming from .*step_00000010" "$last_log" || fail "twice: did not resume from step 10"
 python3 "$here/compare_losses.py" "$(metrics whole)" "$(metrics twice)" $steps ||
   fail "twice: the resumed losses differ from the uninterrupted run's"
-ls -d "$work/out/twice/checkpoints/"*.tmp-* 2>/dev/null && fail "twice: the staging directory was not removed"
+if left=$(ls -d "$work/out/twice/checkpoints/"*.tmp-* 2>/dev/null); then
+  writer=${left##*.tmp-}  # what holds the writer's pid, if anything: a zombie counts as dead
+  echo "the writer $writer now: $(cat "/proc/$writer/stat" 2>/dev/null || echo 'no such process')"
+  fail "twice: the staging directory was not removed"
+fi
 
 # 5. One rank, no launcher: SIGTERM.
 run one 1
