@@ -20,6 +20,13 @@
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
+# The launch options are Open MPI 4's (an ssh agent for its daemons, the vader and tcp transports;
+# Open MPI 5's prte names them otherwise).
+version=$("$mpiexec" --version 2>&1 | head -1)
+if ! grep -Eq "\((Open MPI|OpenRTE)\) 4\." <<<"$version"; then
+  echo "two_nodes_test.sh: needs Open MPI 4.x's mpirun, $mpiexec is '$version': skipped"
+  exit 77
+fi
 rm -rf "$work" && mkdir -p "$work"
 "$fixture" "$work/data" >/dev/null || { echo "FAIL: the fixture program failed"; exit 1; }
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive WICK_FAKE_NODES_DIR=$work/nodes
