@@ -15,7 +15,9 @@
 #    steps reached 1.1e-5 here): 2 x 2 ranks give the losses of
 #    4 ranks on one node bitwise; a 2 x 2 run killed with kill -9 of rank 3 (on nodeB) after its first
 #    checkpoint continues on 1 node x 3 ranks with --resume auto, and its losses stay within 1e-5
-#    (relative) of the uninterrupted 2 x 2 run.
+#    (relative) of the uninterrupted 2 x 2 run;
+#  - SIGUSR1 to mpirun reaches the ranks of both nodes: all 4 stop after the same step with a
+#    checkpoint that verifies, and the job exits 75 (docs/distributed.md "Preemption").
 #   two_nodes_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
@@ -152,6 +154,30 @@ else
   python3 "$here/compare_losses.py" "$(metrics nodes2x2)" "$(metrics "$killed")" 30 --relative 1e-5 ||
     fail "the run killed on 2 x 2 and resumed on 1 x 3 left the uninterrupted 2 x 2 losses by more than 1e-5"
 fi
+
+# Preemption across nodes: SIGUSR1 to mpirun reaches the ranks of both nodes (through each node's
+# daemon); every rank stops after the same step with a checkpoint and the job exits 75.
+"$mpiexec" "${two_nodes[@]}" -np 4 "$wick" train "$work/run.yaml" --no-progress --set name=preempted \
+  >"$work/preempted.log" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do
+  [ -f "$work/out/preempted/checkpoints/latest" ] && grep -q '^{"step":11,' "$(metrics preempted)" 2>/dev/null && break
+  kill -0 $job 2>/dev/null || break
+  sleep 0.02
+done
+kill -USR1 $job
+for _ in $(seq 1 1200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+kill -0 $job 2>/dev/null && { fail "the job did not end within 120 s of SIGUSR1"; kill -9 $job; }
+wait $job
+status=$?
+latest=$(cat "$work/out/preempted/checkpoints/latest" 2>/dev/null)
+echo "preempted: SIGUSR1 to mpirun; exit status $status; latest names ${latest:-nothing}"
+grep -E "stopped after step" "$work/preempted.log" | cut -c1-200
+[ $status = 75 ] || fail "SIGUSR1 to mpirun on 2 nodes: exit status $status, not 75"
+grep -q "stopped after step $((10#${latest#step_})) of 30 on request (a stop signal on 4 of 4 ranks)" "$work/preempted.log" ||
+  fail "SIGUSR1 to mpirun on 2 nodes: not every rank got it, or the checkpoint is not at the stop"
+"$wick" checkpoint inspect "$work/out/preempted/checkpoints/latest" >/dev/null ||
+  fail "SIGUSR1 to mpirun on 2 nodes: the checkpoint does not verify"
 
 echo "two_nodes_test.sh: $failures failure(s) in $(($(date +%s) - start)) s"
 exit $((failures > 0))
