@@ -36,6 +36,7 @@ printf 'nodeA slots=2\nnodeB slots=2\n' >"$work/hosts"
 # Two nodes: the hostfile's hosts reached through the fake ssh; the point-to-point layer of Open MPI
 # (ob1, not UCX) with its TCP transport on the loopback interface between nodes.
 # Waiting ranks yield the CPU (mpirun cannot know that the two nodes share this machine's cores).
+# shellcheck disable=SC2054  # self,vader,tcp is one value
 two_nodes=(--hostfile "$work/hosts" --mca plm_rsh_agent "$here/fake_node_ssh.sh" --mca pml ob1
   --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca mpi_yield_when_idle 1)
 failures=0
@@ -80,6 +81,7 @@ PY
 # Round-robin placement: ranks 0 2 on node 0, 1 3 on node 1; one GPU per node is shared.
 timeout 120 "$mpiexec" "${two_nodes[@]}" --map-by node -np 4 "$wick" ranks --gpus-per-node 1 >"$work/by_node.log" 2>&1 ||
   { fail "wick ranks --map-by node failed"; tail -20 "$work/by_node.log"; }
+# shellcheck disable=SC2015  # fail when either grep fails
 grep -q "^node 0 ([^)]*): ranks 0 2, local ranks 0-1, cuda:0 cuda:0$" "$work/by_node.log" &&
   grep -q "^node 1 ([^)]*): ranks 1 3, local ranks 0-1, cuda:0 cuda:0$" "$work/by_node.log" ||
   { fail "--map-by node: the ranks are not reported round-robin"; cat "$work/by_node.log"; }
@@ -100,6 +102,7 @@ YAML
 metrics() { echo "$work/out/$1/metrics.jsonl"; }
 timeout 240 "$mpiexec" "${two_nodes[@]}" -np 4 "$wick" train "$work/run.yaml" --no-progress --set name=nodes2x2 \
   >"$work/nodes2x2.log" 2>&1 || { fail "the 2 x 2 run failed"; tail -20 "$work/nodes2x2.log"; }
+# shellcheck disable=SC2015  # fail when either grep fails
 grep -q "^wick train: 4 ranks on 2 nodes (mpi):$" "$work/nodes2x2.log" &&
   grep -q "^wick train:   node 1 ([^)]*): ranks 2-3, local ranks 0-1, cpu cpu$" "$work/nodes2x2.log" ||
   { fail "the 2 x 2 run does not report 4 ranks on 2 nodes"; grep "wick train" "$work/nodes2x2.log"; }
