@@ -116,6 +116,7 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   }
   const fs::path run_dir = run_directory(config);
   if (rank0) check_output_directory(run_dir, options.resume);
+  check_run_directory_shared(*group, run_dir);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // The regularization samples: the same file (the config checks it), so validated already.
   const int64_t n_reg_per_batch = reg_per_batch(config);

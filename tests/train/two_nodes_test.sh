@@ -16,11 +16,14 @@
 #    4 ranks on one node bitwise; a 2 x 2 run killed with kill -9 of rank 3 (on nodeB) after its first
 #    checkpoint continues on 1 node x 3 ranks with --resume auto, and its losses stay within 1e-5
 #    (relative) of the uninterrupted 2 x 2 run;
+#  - a run directory that nodeB's ranks do not see (a relative output_dir, another working
+#    directory there) is refused before step 1 with exit status 2, naming rank 2 on node 1;
 #  - SIGUSR1 to mpirun reaches the ranks of both nodes: all 4 stop after the same step with a
 #    checkpoint that verifies, and the job exits 75 (docs/distributed.md "Preemption").
 #   two_nodes_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
+case $wick in */*) wick=$(cd "$(dirname "$wick")" && pwd)/$(basename "$wick") ;; esac  # ranks start elsewhere (-wdir)
 here=$(cd "$(dirname "$0")" && pwd)
 # The launch options are Open MPI 4's (an ssh agent for its daemons, the vader and tcp transports;
 # Open MPI 5's prte names them otherwise).
@@ -157,6 +160,21 @@ else
   python3 "$here/compare_losses.py" "$(metrics nodes2x2)" "$(metrics "$killed")" 30 --relative 1e-5 ||
     fail "the run killed on 2 x 2 and resumed on 1 x 3 left the uninterrupted 2 x 2 losses by more than 1e-5"
 fi
+
+# A run directory the nodes do not share: a relative output_dir, and nodeB's ranks started in another
+# working directory (mpirun's MPMD form, one -wdir per node). Refused before step 1 (exit 2) naming
+# rank 2 on node 1, instead of failing at the first checkpoint, where ranks 2-3 write their shards.
+sed 's|^output_dir: .*|output_dir: out|' "$work/run.yaml" >"$work/relative.yaml"
+mkdir -p "$work/wdir_a" "$work/wdir_b"
+timeout 120 "$mpiexec" "${two_nodes[@]}" -np 2 --host nodeA:2 -wdir "$work/wdir_a" "$wick" train "$work/relative.yaml" \
+  --no-progress : -np 2 --host nodeB:2 -wdir "$work/wdir_b" "$wick" train "$work/relative.yaml" --no-progress \
+  >"$work/unshared.log" 2>&1
+status=$?
+grep -m1 "wick: error: output directory out/run: rank 2 (node 1) and 1 other rank(s) cannot see the run directory" \
+  "$work/unshared.log" || fail "a run directory nodeB does not see was not refused naming rank 2 on node 1"
+[ $status = 2 ] || fail "a run directory nodeB does not see: exit status $status, not 2"
+[ ! -e "$work/wdir_a/out/run/metrics.jsonl" ] || fail "a run directory nodeB does not see: steps were trained"
+[ -z "$(find "$work/wdir_a" "$work/wdir_b" -type f)" ] || fail "the shared-directory check left files behind"
 
 # Preemption across nodes: SIGUSR1 to mpirun reaches the ranks of both nodes (through each node's
 # daemon); every rank stops after the same step with a checkpoint and the job exits 75.
