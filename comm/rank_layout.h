@@ -1,7 +1,7 @@
 // Where the ranks of a job run: each rank's node, host name, node-local rank and device.
 //
 //   Device gpu = Device::cuda(comm::gpu_for_local_rank(group->local_rank(), cuda_device_count()));
-//   std::vector<comm::RankPlace> places = comm::gather_rank_places(*group, device);  // collective
+//   std::vector<comm::RankPlace> places = comm::gather_rank_places(*group, gpu);  // collective
 //   if (group->rank() == 0) std::fprintf(stderr, "%s\n", comm::describe_rank_places(places).c_str());
 //
 // The node of a rank is MPI's view (ProcessGroup::node(): the ranks that share memory), not its host

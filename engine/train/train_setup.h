@@ -6,7 +6,7 @@
 //   check_run_directory_shared(*group, run_dir);              // every rank sees it (several nodes)
 //   TrainingData data = open_training_data(config.datasets[0], true);   // opened, validated, filtered
 //
-// Nothing here writes into the run directory except a probe file it removes again.
+// Nothing here writes into the run directory except probe files it removes again.
 #pragma once
 
 #include <cstdint>
