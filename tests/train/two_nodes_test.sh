@@ -4,9 +4,10 @@
 # own, in a UTS namespace named after the host where one can be made), so that node-local ranks, the
 # GPU choice and the TCP transport between nodes run as on a cluster (docs/distributed.md "Several
 # nodes"). Checks:
-#  - `wick ranks`: rank r is on node r / 2 with local rank r % 2, on the host named nodeA / nodeB
-#    (where the namespaces work), and on nodes with 2 GPUs would take cuda:(r % 2); placed round-robin
-#    (--map-by node) ranks 0 2 share node 0, and with 1 GPU per node the sharing is reported;
+#  - `wick ranks`: alone, one rank of the single group; under mpirun, rank r is on node r / 2 with
+#    local rank r % 2, on the host named nodeA / nodeB (where the namespaces work), and on nodes with
+#    2 GPUs would take cuda:(r % 2); placed round-robin (--map-by node) ranks 0 2 share node 0, and
+#    with 1 GPU per node the sharing is reported;
 #  - the transport: Open MPI's own record (btl_base_verbose) says every pair of ranks on different
 #    nodes talks over TCP and every pair on one node over shared memory (vader): the two daemons are
 #    two nodes to Open MPI, not one;
@@ -47,6 +48,12 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 start=$(date +%s)
 
 # ---- where the ranks run ----
+# Without a launcher: one rank, the single group.
+"$wick" ranks >"$work/alone.log" 2>&1 || fail "wick ranks without a launcher failed"
+# shellcheck disable=SC2015  # fail when either grep fails
+grep -q "^wick ranks: 1 rank on 1 node, started by none, backend single$" "$work/alone.log" &&
+  grep -q "^  rank 0: node 0 ([^)]*), local rank 0 of 1, cpu$" "$work/alone.log" ||
+  { fail "wick ranks without a launcher does not describe one rank"; cat "$work/alone.log"; }
 timeout 120 "$mpiexec" "${two_nodes[@]}" --tag-output --mca btl_base_verbose 100 -np 4 \
   "$wick" ranks --gpus-per-node 2 >"$work/ranks.log" 2>&1 || { fail "wick ranks on 2 x 2 ranks failed"; tail -20 "$work/ranks.log"; }
 mode=$(cat "$work/nodes/nodeB/mode" 2>/dev/null)
