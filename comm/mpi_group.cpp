@@ -254,7 +254,17 @@ MpiGroup::MpiGroup(double timeout_s) : ProcessGroup(timeout_s), state_(std::make
   check(MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
   check(MPI_Comm_rank(local, &local_rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(local, &local_size_), "MPI_Comm_size");
+  // The node's first rank (local rank 0: the split's key is the world rank) names the node; the
+  // nodes are numbered in the order of their first ranks.
+  int first_rank = s.rank;
+  check(MPI_Bcast(&first_rank, 1, MPI_INT, 0, local), "MPI_Bcast");
   MPI_Comm_free(&local);
+  std::vector<int> first_ranks(static_cast<size_t>(s.size));
+  check(MPI_Allgather(&first_rank, 1, MPI_INT, first_ranks.data(), 1, MPI_INT, s.comm), "MPI_Allgather");
+  std::sort(first_ranks.begin(), first_ranks.end());
+  first_ranks.erase(std::unique(first_ranks.begin(), first_ranks.end()), first_ranks.end());
+  n_nodes_ = static_cast<int>(first_ranks.size());
+  node_ = static_cast<int>(std::lower_bound(first_ranks.begin(), first_ranks.end(), first_rank) - first_ranks.begin());
   rank_ = s.rank;
   size_ = s.size;
 }

@@ -38,6 +38,8 @@ class MpiGroup : public ProcessGroup {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  int node() const override { return node_; }
+  int n_nodes() const override { return n_nodes_; }
   std::string backend() const override { return "mpi"; }
   Device device() const override { return Device::cpu(); }
 
@@ -57,7 +59,7 @@ class MpiGroup : public ProcessGroup {
 
  private:
   std::shared_ptr<State> state_;
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, n_nodes_ = 1;
 };
 
 }  // namespace wick::comm

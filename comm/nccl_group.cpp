@@ -1,6 +1,7 @@
 #include "comm/nccl_group.h"
 
 #include "comm/launch_env.h"
+#include "comm/rank_layout.h"
 #include "runtime/error.h"
 
 #if WICK_HAS_NCCL && WICK_HAS_CUDA
@@ -277,9 +278,16 @@ NcclGroup::NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s)
   size_ = bootstrap_->size();
   local_rank_ = bootstrap_->local_rank();
   local_size_ = bootstrap_->local_size();
+  node_ = bootstrap_->node();
+  n_nodes_ = bootstrap_->n_nodes();
   int n_devices = cuda::device_count();
   WICK_CHECK_KIND(Runtime, n_devices > 0, "nccl process group on rank ", rank_, ": no CUDA device is visible");
-  device_ = Device::cuda(local_rank_ % n_devices);
+  // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"): say why first.
+  WICK_CHECK_KIND(Config, local_size_ <= n_devices, "nccl process group: ", local_size_, " ranks on node ", node_,
+                  " (rank ", rank_, " is its local rank ", local_rank_, ") but ", n_devices,
+                  " CUDA device(s) visible there: NCCL needs one GPU per rank; start at most ", n_devices,
+                  " ranks per node (mpirun --npernode, srun --ntasks-per-node) or use distributed.backend: mpi");
+  device_ = Device::cuda(gpu_for_local_rank(local_rank_, n_devices));
   start();
 }
 

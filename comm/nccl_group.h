@@ -36,7 +36,8 @@ namespace wick::comm {
 
 class NcclGroup : public ProcessGroup {
  public:
-  // The ranks of `bootstrap`; this rank's GPU is its node-local rank modulo the visible devices.
+  // The ranks of `bootstrap`; this rank's GPU is gpu_for_local_rank (rank_layout.h): its node-local
+  // rank modulo the visible devices.
   NcclGroup(std::shared_ptr<MpiGroup> bootstrap, double timeout_s);
   // A group of one rank on `device` (a CUDA device), made without MPI.
   NcclGroup(Device device, double timeout_s);
@@ -46,6 +47,8 @@ class NcclGroup : public ProcessGroup {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  int node() const override { return node_; }
+  int n_nodes() const override { return n_nodes_; }
   std::string backend() const override { return "nccl"; }
   Device device() const override { return device_; }
 
@@ -68,7 +71,7 @@ class NcclGroup : public ProcessGroup {
   std::shared_ptr<MpiGroup> bootstrap_;  // null for a group of one rank
   std::shared_ptr<State> state_;
   Device device_ = Device::cuda(0);
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, n_nodes_ = 1;
 };
 
 }  // namespace wick::comm

@@ -47,6 +47,10 @@ class ProcessGroup {
   // Rank and number of ranks on this node (MPI_Comm_split_type shared memory).
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+  // This rank's node, 0 .. n_nodes() - 1, the nodes numbered in the order of their lowest rank (MPI's
+  // own view of which ranks share a node: the MPI_Comm_split_type groups).
+  virtual int node() const = 0;
+  virtual int n_nodes() const = 0;
   virtual std::string backend() const = 0;  // "single", "mpi", "nccl"
   // The device whose memory the collectives take: CPU for single/mpi, the CUDA device for nccl.
   virtual Device device() const = 0;

@@ -21,6 +21,8 @@ class SingleGroup : public ProcessGroup {
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
+  int node() const override { return 0; }
+  int n_nodes() const override { return 1; }
   std::string backend() const override { return "single"; }
   Device device() const override { return device_; }
 

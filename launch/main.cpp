@@ -1,6 +1,7 @@
 // The `wick` command-line program. Subcommands live in launch/<name>.cpp and register here.
 //
 //   wick info        version, build, compiled features, visible devices
+//   wick ranks       under mpirun/srun: each rank's node, local rank and GPU, and an all-reduce
 //   wick example     small end-to-end trainings (fashion-mlp, fashion-cnn)
 //   wick encode-prompt  Flux / SD3 / SDXL prompt embeddings from their text encoders
 //
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   wick::launch::add_sample_command(app);
   wick::launch::add_eval_command(app);
   wick::launch::add_train_command(app);
+  wick::launch::add_ranks_command(app);
   wick::launch::add_encode_prompt_command(app);
   try {
     app.parse(argc, argv);

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <set>
 #include <system_error>
+#include <thread>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "runtime/memory.h"
@@ -47,6 +49,63 @@ void check_output_directory(const fs::path& run_dir, const std::string& resume) 
   WICK_CHECK_KIND(Config, !has_checkpoints && !fs::exists(run_dir / "metrics.jsonl"), "--resume none: ",
                   run_dir.string(), " already holds a run (checkpoints or metrics.jsonl); continue it with --resume ",
                   "auto, or choose another name / remove the directory");
+}
+
+void check_run_directory_shared(comm::ProcessGroup& group, const fs::path& run_dir) {
+  if (group.size() == 1) return;
+  const int rank = group.rank();
+  // A name no earlier job used: rank 0's pid and clock, the same on every rank.
+  Tensor token = Tensor::from_vector<int64_t>(
+      {rank == 0 ? static_cast<int64_t>(::getpid()) * 1000003 +
+                       std::chrono::steady_clock::now().time_since_epoch().count() % 1000003
+                 : 0},
+      {1}, group.device());
+  group.broadcast(token, 0);
+  const std::string suffix = std::to_string(token.to_vector<int64_t>()[0]);
+  const fs::path marker = run_dir / (".shared-check-" + suffix);
+  std::error_code ec;
+  if (rank == 0) {
+    // Markers of an earlier start killed between writing and removing its marker.
+    for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, ec))
+      if (entry.path().filename().string().rfind(".shared-check-", 0) == 0) fs::remove(entry.path(), ec);
+    std::FILE* f = std::fopen(marker.c_str(), "wb");
+    WICK_CHECK_KIND(Config, f != nullptr, "output directory ", run_dir.string(), ": cannot create ", marker.string());
+    std::fclose(f);
+  }
+  group.barrier();
+  // Per rank: sees rank 0's file, can create its own, its node.
+  int32_t sees = 1, writes = 1;
+  if (rank != 0) {
+    // A network file system may show another node's new file late: look for up to 10 s.
+    for (int attempt = 0; attempt < 50 && !fs::exists(marker, ec); ++attempt)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    sees = fs::exists(marker, ec) ? 1 : 0;
+    const fs::path probe = run_dir / (".write-test-" + suffix + "-rank" + std::to_string(rank));
+    std::FILE* f = std::fopen(probe.c_str(), "wb");
+    writes = f != nullptr ? 1 : 0;
+    if (f != nullptr) std::fclose(f);
+    fs::remove(probe, ec);
+  }
+  Tensor mine = Tensor::from_vector<int32_t>({sees, writes, group.node()}, {3}, group.device());
+  Tensor all = Tensor::empty({3 * static_cast<int64_t>(group.size())}, DType::I32, group.device());
+  group.all_gather(mine, all);
+  if (rank == 0) fs::remove(marker, ec);
+  const std::vector<int32_t> status = all.to_vector<int32_t>();
+  int n_failing = 0, first = -1;
+  for (int r = 0; r < group.size(); ++r)
+    if (status[3 * r] == 0 || status[3 * r + 1] == 0) {
+      if (first < 0) first = r;
+      ++n_failing;
+    }
+  if (first < 0) return;
+  const bool unseen = status[3 * first] == 0;
+  WICK_FAIL(Config, "output directory ", run_dir.string(), ": rank ", first, " (node ", status[3 * first + 2], ")",
+            n_failing > 1 ? " and " + std::to_string(n_failing - 1) + " other rank(s)" : std::string(),
+            unseen ? " cannot see the run directory rank 0 made (a file rank 0 wrote there is not there)"
+                   : " cannot create a file in the run directory",
+            ", but every rank writes its optimizer shard into each checkpoint: on several nodes, output_dir must be "
+            "on a file system every node shares, at the same path (an absolute path; a relative one is taken from "
+            "each rank's working directory)");
 }
 
 TrainingData open_training_data(const DatasetConfig& d, bool validate) {

@@ -3,9 +3,10 @@
 //
 //   Device device = select_device(config.device);             // auto: cuda:0 when a GPU is visible
 //   check_output_directory(run_dir, "auto");                  // writable; `none` refuses old checkpoints
+//   check_run_directory_shared(*group, run_dir);              // every rank sees it (several nodes)
 //   TrainingData data = open_training_data(config.datasets[0], true);   // opened, validated, filtered
 //
-// Nothing here writes into the run directory except a probe file it removes again.
+// Nothing here writes into the run directory except probe files it removes again.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "engine/config/train_config.h"
 #include "engine/data/latent_dataset.h"
 #include "runtime/device.h"
@@ -28,6 +30,13 @@ Device select_device(const std::string& device);
 // naming the directory otherwise). With resume "none", a run directory that already holds
 // checkpoints or metrics is a Config error (a fresh run would mix with, and replace, the old one).
 void check_output_directory(const std::filesystem::path& run_dir, const std::string& resume);
+
+// Collective, after rank 0's check_output_directory: every rank sees the run directory rank 0
+// made (a file rank 0 writes there) and can create a file in it, as each must for its optimizer shard
+// of every checkpoint. Else a Config error on every rank naming the first rank (and its node) that
+// cannot: on several nodes output_dir must be on a shared file system, at the same path. Nothing is
+// left behind. One rank: nothing to check.
+void check_run_directory_shared(comm::ProcessGroup& group, const std::filesystem::path& run_dir);
 
 struct TrainingData {
   std::shared_ptr<LatentDataset> dataset;

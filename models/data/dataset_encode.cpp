@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/rank_layout.h"
 #include "engine/data/image_folder.h"
 #include "engine/data/latent_dataset.h"
 #include "engine/progress.h"
@@ -534,7 +535,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
 
   job.device = options.device;
   if (job.device.is_cuda() && ranks.world > 1 && group)
-    job.device = Device::cuda(group->local_rank() % std::max(1, cuda_device_count()));
+    job.device = Device::cuda(comm::gpu_for_local_rank(group->local_rank(), cuda_device_count()));
   job.dtype = resolve_dtype(options, job.device);
   job.tiling = options.tiling;
   if (job.tiling.tile_size < 0) job.tiling.tile_size = job.device.is_cuda() ? 2048 : 512;

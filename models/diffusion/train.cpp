@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "comm/launch_env.h"
+#include "comm/rank_layout.h"
 #include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/train/train_setup.h"
@@ -41,6 +42,28 @@ std::string base_weights_hash(const std::string& name_or_path) {
   const auto bytes = fs::file_size(path, ec);
   if (ec || bytes > (uint64_t{4} << 30)) return "";
   return sha256_file(path.string());
+}
+
+// The device of this rank: NCCL's GPU (the node-local rank's), and for several ranks on the CUDA
+// device of the config with the MPI backend the same choice (gpu_for_local_rank): the configured
+// index is ignored then, so that ranks on one node do not all take one GPU.
+Device rank_device(const comm::ProcessGroup& group, Device configured) {
+  if (group.device().is_cuda()) return group.device();
+  if (!configured.is_cuda() || group.size() == 1) return configured;
+  return Device::cuda(comm::gpu_for_local_rank(group.local_rank(), cuda_device_count()));
+}
+
+// Rank 0's start-up lines: where the ranks run, one line per node.
+void report_rank_places(const comm::ProcessGroup& group, const std::vector<comm::RankPlace>& places) {
+  std::fprintf(stderr, "wick train: %d ranks on %d node%s (%s):\n", group.size(), group.n_nodes(),
+               group.n_nodes() == 1 ? "" : "s", group.backend().c_str());
+  std::string text = comm::describe_rank_places(places);
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::fprintf(stderr, "wick train:   %s\n", text.substr(start, end - start).c_str());
+    start = end + 1;
+  }
 }
 
 // The memory plan (models/memory_plan.h) where the config leaves checkpointing, quantization or
@@ -85,10 +108,15 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
-  if (group->device().is_cuda()) device = group->device();  // NCCL: the node-local rank's GPU
-  const fs::path run_dir = run_directory(config);
   const bool rank0 = group->rank() == 0;
+  device = rank_device(*group, device);
+  if (group->size() > 1) {
+    const std::vector<comm::RankPlace> places = comm::gather_rank_places(*group, device);
+    if (rank0) report_rank_places(*group, places);
+  }
+  const fs::path run_dir = run_directory(config);
   if (rank0) check_output_directory(run_dir, options.resume);
+  check_run_directory_shared(*group, run_dir);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // The regularization samples: the same file (the config checks it), so validated already.
   const int64_t n_reg_per_batch = reg_per_batch(config);
