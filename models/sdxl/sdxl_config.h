@@ -72,8 +72,8 @@ int64_t output_block_index(const UnetConfig& config, int64_t level, int64_t res)
 std::string upsample_path(const UnetConfig& config, int64_t level);
 
 // The UNet's blocks in execution order, as sgm numbers them and as its gradient checkpointing runs them:
-// "input_blocks.0" (conv_in) ... "input_blocks.<n-1>", "middle_block", "output_blocks.0" ... (kohya's and
-// OneTrainer's units of SDXL: 9 + 1 + 9 for SDXL base). What block swapping streams and model.quantize:
+// "input_blocks.0" (conv_in) ... "input_blocks.<n-1>", "middle_block", "output_blocks.0" ... (sgm's units, whose
+// names kohya's SDXL LoRA keys carry: 9 + 1 + 9 for SDXL base). What block swapping streams and model.quantize:
 // float8 quantizes (the Linears in them; the time and label embeddings and the output head are not blocks).
 std::vector<std::string> block_paths(const UnetConfig& config);
 
