@@ -1,7 +1,8 @@
 // model.quantize: float8 on the tiny SD3.5-Medium-like MMDiT (tests/data/sd3: 3 joint blocks, attn2 in 0 and 1, QK
 // norm): LoRA training on a base whose joint-block Linears are e4m3 codes with per-row f32 scales, against PyTorch +
 // PEFT on the same base dequantized the same way (tests/reference/make_sd3_float8_fixtures.py:
-// medium_float8_lora_case, with medium_lora_case's inputs and factors).
+// medium_float8_lora_case and medium_float8_dora_case, with medium_lora_case's / medium_dora_case's inputs, factors and
+// magnitudes).
 //
 // Metric, per tensor: max_i |wick_i - ref_i| / max_i |ref_i|.
 #include <gmock/gmock.h>
@@ -66,14 +67,16 @@ struct Step {
   std::vector<std::pair<std::string, Tensor>> grads;  // lora_down / lora_up per module path
 };
 
-// medium_lora_case's forward and backward with its LoRA factors.
-Step lora_step(DiffusionModel& model, bool checkpointing = false) {
-  SafetensorsFile lora = SafetensorsFile::open(fixture_path("medium_lora_case.safetensors"));
+// medium_<kind>_case's forward and backward with its LoRA factors (and DoRA magnitudes).
+Step lora_step(DiffusionModel& model, bool checkpointing = false, const std::string& kind = "lora") {
+  SafetensorsFile lora = SafetensorsFile::open(fixture_path("medium_" + kind + "_case.safetensors"));
   auto adapters = nn::find_adapters(model);
   EXPECT_EQ(adapters.size(), 31u);
   for (auto& [path, adapter] : adapters) {
     copy_into_slot(adapter->down_weight(), lora.get("sai." + path + ".lora_down"));
     copy_into_slot(adapter->up_weight(), lora.get("sai." + path + ".lora_up"));
+    if (auto dora = std::dynamic_pointer_cast<nn::DoRALinear>(adapter))
+      copy_into_slot(dora->magnitude(), lora.get("sai." + path + ".magnitude"));
   }
   auto& mmdit = dynamic_cast<MMDiT&>(model);
   mmdit.set_gradient_checkpointing(checkpointing);
@@ -85,9 +88,32 @@ Step lora_step(DiffusionModel& model, bool checkpointing = false) {
   for (auto& [path, adapter] : adapters) {
     step.grads.emplace_back(path + ".lora_down", grads.get(adapter->down_weight()));
     step.grads.emplace_back(path + ".lora_up", grads.get(adapter->up_weight()));
+    if (auto dora = std::dynamic_pointer_cast<nn::DoRALinear>(adapter))
+      step.grads.emplace_back(path + ".magnitude", grads.get(dora->magnitude()));
   }
   EXPECT_EQ(grads.size(), step.grads.size()) << "only the adapters get gradients";
   return step;
+}
+
+// The step against medium_float8_<kind>_case; prints the errors.
+void expect_matches_reference(const Step& step, const std::string& kind) {
+  SafetensorsFile want = SafetensorsFile::open(fixture_path("medium_float8_" + kind + "_case.safetensors"));
+  const double out_error = relative_to_max(step.output, want.get("output"));
+  const double loss_error = std::fabs(step.loss - want.get("loss").item()) / std::fabs(want.get("loss").item());
+  double worst = 0;
+  for (const auto& [name, grad] : step.grads) {
+    ASSERT_TRUE(grad.defined()) << name;
+    const double error = relative_to_max(grad, want.get("grad.sai." + name));
+    EXPECT_LE(error, 1e-4) << kind << ": " << name;
+    worst = std::max(worst, error);
+  }
+  // The quantization shows: the unquantized base's loss is another number.
+  SafetensorsFile unquantized = SafetensorsFile::open(fixture_path("medium_" + kind + "_case.safetensors"));
+  EXPECT_GT(std::fabs(step.loss - unquantized.get("loss").item()), 1e-4) << kind;
+  std::printf("[SD3 float8 %s] output %.3g, loss %.9g vs %.9g (%.3g), worst of %zu adapter gradients %.3g\n",
+              kind.c_str(), out_error, step.loss, want.get("loss").item(), loss_error, step.grads.size(), worst);
+  EXPECT_LE(out_error, 1e-5) << kind;
+  EXPECT_LE(loss_error, 1e-5) << kind;
 }
 
 TEST(Sd3Float8, QuantizedAtLoadLoraGradientsMatchDequantizingReference) {
@@ -97,24 +123,15 @@ TEST(Sd3Float8, QuantizedAtLoadLoraGradientsMatchDequantizingReference) {
   for (const auto& [name, tensor] : model->named_parameters())
     if (name.find("joint_blocks.") != 0 && name.find(".weight_scale") != std::string::npos)
       ADD_FAILURE() << name << " is float8 outside the blocks";
-  const Step step = lora_step(*model);
-  SafetensorsFile want = SafetensorsFile::open(fixture_path("medium_float8_lora_case.safetensors"));
-  const double out_error = relative_to_max(step.output, want.get("output"));
-  const double loss_error = std::fabs(step.loss - want.get("loss").item()) / std::fabs(want.get("loss").item());
-  double worst = 0;
-  for (const auto& [name, grad] : step.grads) {
-    ASSERT_TRUE(grad.defined()) << name;
-    const double error = relative_to_max(grad, want.get("grad.sai." + name));
-    EXPECT_LE(error, 1e-4) << name;
-    worst = std::max(worst, error);
-  }
-  // The quantization shows: the unquantized base's loss is another number.
-  SafetensorsFile unquantized = SafetensorsFile::open(fixture_path("medium_lora_case.safetensors"));
-  EXPECT_GT(std::fabs(step.loss - unquantized.get("loss").item()), 1e-4);
-  std::printf("[SD3 float8 LoRA] output %.3g, loss %.9g vs %.9g (%.3g), worst of %zu adapter gradients %.3g\n",
-              out_error, step.loss, want.get("loss").item(), loss_error, step.grads.size(), worst);
-  EXPECT_LE(out_error, 1e-5);
-  EXPECT_LE(loss_error, 1e-5);
+  expect_matches_reference(lora_step(*model), "lora");
+}
+
+// DoRA (PEFT's output-axis magnitudes, sd3's default file format) on the float8 base: the weight norm is the
+// dequantized weight's plus the update's, as PEFT computes it on the dequantized base.
+TEST(Sd3Float8, DoraGradientsMatchDequantizingReference) {
+  std::shared_ptr<DiffusionModel> model = build(", quantize: float8", "dora");
+  EXPECT_EQ(count_float8_layers(*model), 31);
+  expect_matches_reference(lora_step(*model, false, "dora"), "dora");
 }
 
 TEST(Sd3Float8, PerTensorScalesAndCheckpointing) {
