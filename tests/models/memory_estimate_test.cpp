@@ -359,8 +359,8 @@ TEST(MemoryEstimate, Float8AndSwappingMatchTheMeasuredPeak) {
 //   sdxl float8, 7 swapped:   measured  9754524, estimate  7549488 + host 3048064 (1.086)
 //   sdxl f32 base, 13 swapped: measured 12772124, estimate 7200048 + host 6308352 (1.058)
 // The estimate adds two swapped blocks' device copies to the whole step's peak; on the tiny MMDiT with 2 of 3 blocks
-// swapped the measured step holds about one block's copy more than without swapping at its peak, so the count is
-// 15% over there (conservative: the plan may swap more than needed, never too little). Bounds: the estimate is never
+// swapped, swapping raises the measured peak by 621568 bytes and the estimate (with the host bytes) by 1243136, so
+// the count is 15% over there (on the safe side: the plan may swap more than needed, not too little). Bounds: the estimate is never
 // more than 10% under; over, 10% without swapping (SDXL: its count's 20%), 20% with it.
 TEST(MemoryEstimate, Float8AndSwappingOfSd3AndSdxlMatchTheMeasuredPeak) {
   struct SwapCase {
