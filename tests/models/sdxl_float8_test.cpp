@@ -1,8 +1,8 @@
 // model.quantize: float8 on the tiny SDXL UNet (tests/data/sdxl: 3 levels, 17 transformer blocks in 11 spatial
 // transformers, 17 resnets): LoRA + LoCon training on a base whose block Linears (input_blocks, middle_block,
 // output_blocks) are e4m3 codes with per-row f32 scales and whose convolutions stay f32, against PyTorch + PEFT on the
-// same base dequantized the same way (tests/reference/make_sdxl_float8_fixtures.py: float8_lora_case, with
-// lora_case's inputs and factors).
+// same base dequantized the same way (tests/reference/make_sdxl_float8_fixtures.py: float8_lora_case and
+// float8_dora_case, with lora_case's / dora_case's inputs, factors and magnitudes).
 //
 // Metric, per tensor: max_i |wick_i - ref_i| / max_i |ref_i|.
 #include <gmock/gmock.h>
@@ -55,13 +55,15 @@ const DataGeometry kTinyGeometry{
     .latent_channels = 4, .latent_sizes = {{16, 16}}, .text_length = 7, .text_dim = 32, .pooled_dim = 16};
 
 // The tiny UNet as `wick train` builds it: LoRA rank 4, alpha 8 on the preset all and kohya's LoCon set, the 3x3
-// convolutions at rank 2, alpha 1 (network.conv), as lora_case.
+// convolutions at rank 2, alpha 1 (network.conv), as lora_case; DoRA on the preset all with PEFT's output-axis
+// magnitudes (save.format peft), as dora_case.
 std::shared_ptr<DiffusionModel> build(const std::string& model_extra, const std::string& network = "lora") {
   const std::string yaml = "name: f8\ndevice: cpu\nmodel: {arch: sdxl, head_dim: 8, norm_groups: 4, "
                            "addition_time_embed_dim: 8, name_or_path: " +
                            fixture_path("tiny_ldm.safetensors") + model_extra + "}\nnetwork: {type: " + network +
                            ", linear: 4, linear_alpha: 8" + (network == "lora" ? ", conv: 2, conv_alpha: 1" : "") +
-                           "}\ndataset: {path: unused.h5}\n";
+                           "}\n" + (network == "dora" ? "save: {format: peft}\n" : "") +
+                           "dataset: {path: unused.h5}\n";
   TrainConfig config = parse_config_string(yaml, "<test>", config_schema());
   return build_model(config, kTinyGeometry, Device::cpu());
 }
@@ -72,17 +74,18 @@ struct Step {
   std::vector<std::pair<std::string, Tensor>> grads;  // lora_down / lora_up per module path
 };
 
-// lora_case's forward and backward with its LoRA and LoCon factors.
-Step lora_step(DiffusionModel& model, bool checkpointing = false) {
-  SafetensorsFile lora = SafetensorsFile::open(fixture_path("lora_case.safetensors"));
+// <kind>_case's forward and backward with its factors (and DoRA magnitudes).
+Step lora_step(DiffusionModel& model, const std::string& kind = "lora") {
+  SafetensorsFile lora = SafetensorsFile::open(fixture_path(kind + "_case.safetensors"));
   auto adapters = nn::find_adapters(model);
-  EXPECT_EQ(adapters.size(), 257u);
+  EXPECT_EQ(adapters.size(), kind == "lora" ? 257u : 192u);
   for (auto& [path, adapter] : adapters) {
     copy_into_slot(adapter->down_weight(), lora.get("ldm." + path + ".lora_down"));
     copy_into_slot(adapter->up_weight(), lora.get("ldm." + path + ".lora_up"));
+    if (auto dora = std::dynamic_pointer_cast<nn::DoRALinear>(adapter))
+      copy_into_slot(dora->magnitude(), lora.get("ldm." + path + ".magnitude"));
   }
   auto& unet = dynamic_cast<Unet&>(model);
-  unet.set_gradient_checkpointing(checkpointing);
   Step step;
   step.output = unet.forward(lora.get("latents_square"), lora.get("timesteps"), lora.get("context"),
                              lora.get("pooled"), lora.get("time_ids"));
@@ -92,9 +95,33 @@ Step lora_step(DiffusionModel& model, bool checkpointing = false) {
   for (auto& [path, adapter] : adapters) {
     step.grads.emplace_back(path + ".lora_down", grads.get(adapter->down_weight()));
     step.grads.emplace_back(path + ".lora_up", grads.get(adapter->up_weight()));
+    if (auto dora = std::dynamic_pointer_cast<nn::DoRALinear>(adapter))
+      step.grads.emplace_back(path + ".magnitude", grads.get(dora->magnitude()));
   }
   EXPECT_EQ(grads.size(), step.grads.size()) << "only the adapters get gradients";
   return step;
+}
+
+// The step against float8_<kind>_case; prints the errors.
+void expect_matches_reference(const Step& step, const std::string& kind) {
+  SafetensorsFile want = SafetensorsFile::open(fixture_path("float8_" + kind + "_case.safetensors"));
+  const double out_error = relative_to_max(step.output, want.get("output"));
+  const double loss_error = std::fabs(step.loss - want.get("loss").item()) / std::fabs(want.get("loss").item());
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, grad] : step.grads) {
+    ASSERT_TRUE(grad.defined()) << name;
+    const double error = relative_to_max(grad, want.get("grad.ldm." + name));
+    EXPECT_LE(error, 1e-4) << kind << ": " << name;
+    if (error > worst) worst = error, worst_name = name;
+  }
+  SafetensorsFile unquantized = SafetensorsFile::open(fixture_path(kind + "_case.safetensors"));
+  EXPECT_GT(std::fabs(step.loss - unquantized.get("loss").item()), 1e-5) << kind;
+  std::printf("[SDXL float8 %s] output %.3g, loss %.9g vs %.9g (%.3g), worst of %zu adapter gradients %.3g (%s)\n",
+              kind.c_str(), out_error, step.loss, want.get("loss").item(), loss_error, step.grads.size(), worst,
+              worst_name.c_str());
+  EXPECT_LE(out_error, 1e-5) << kind;
+  EXPECT_LE(loss_error, 1e-5) << kind;
 }
 
 TEST(SdxlFloat8, QuantizedAtLoadLoraGradientsMatchDequantizingReference) {
@@ -114,26 +141,15 @@ TEST(SdxlFloat8, QuantizedAtLoadLoraGradientsMatchDequantizingReference) {
     }
   }
   EXPECT_GT(n_convs, 40);
-  const Step step = lora_step(*model);
-  SafetensorsFile want = SafetensorsFile::open(fixture_path("float8_lora_case.safetensors"));
-  const double out_error = relative_to_max(step.output, want.get("output"));
-  const double loss_error = std::fabs(step.loss - want.get("loss").item()) / std::fabs(want.get("loss").item());
-  double worst = 0;
-  std::string worst_name;
-  for (const auto& [name, grad] : step.grads) {
-    ASSERT_TRUE(grad.defined()) << name;
-    const double error = relative_to_max(grad, want.get("grad.ldm." + name));
-    EXPECT_LE(error, 1e-4) << name;
-    if (error > worst) worst = error, worst_name = name;
-  }
-  SafetensorsFile unquantized = SafetensorsFile::open(fixture_path("lora_case.safetensors"));
-  EXPECT_GT(std::fabs(step.loss - unquantized.get("loss").item()), 1e-4);
-  std::printf("[SDXL float8 LoRA + LoCon] output %.3g, loss %.9g vs %.9g (%.3g), worst of %zu adapter gradients "
-              "%.3g (%s)\n",
-              out_error, step.loss, want.get("loss").item(), loss_error, step.grads.size(), worst,
-              worst_name.c_str());
-  EXPECT_LE(out_error, 1e-5);
-  EXPECT_LE(loss_error, 1e-5);
+  expect_matches_reference(lora_step(*model), "lora");
+}
+
+// DoRA on the transformers' Linears of the float8 base: the weight norm is the dequantized weight's plus the
+// update's, as PEFT computes it on the dequantized base.
+TEST(SdxlFloat8, DoraGradientsMatchDequantizingReference) {
+  std::shared_ptr<DiffusionModel> model = build(", quantize: float8", "dora");
+  EXPECT_EQ(count_float8_layers(*model), 17 * 10 + 11 * 2 + 17);
+  expect_matches_reference(lora_step(*model, "dora"), "dora");
 }
 
 TEST(SdxlFloat8, FullFineTuningOfAFloat8BaseIsRefused) {
