@@ -158,6 +158,18 @@ BlockSwapper::Stats BlockSwapper::stats() const {
 
 void BlockSwapper::reset_peak() { stats_.peak_resident_bytes = resident_now(); }
 
+std::vector<int> swap_indices(const BlockSwapper* swapper, const std::vector<std::string>& paths,
+                              const std::string& model) {
+  if (!swapper) return {};
+  std::vector<int> index(paths.size(), -1);
+  for (int k = 0; k < swapper->n_blocks(); ++k) {
+    auto at = std::find(paths.begin(), paths.end(), swapper->block_name(k));
+    WICK_CHECK(at != paths.end(), model, ": the swapper's block '", swapper->block_name(k), "' is not one of its blocks");
+    index[static_cast<size_t>(at - paths.begin())] = k;
+  }
+  return index;
+}
+
 SwappedBlock::SwappedBlock(BlockSwapper* swapper, int k) : swapper_(k >= 0 ? swapper : nullptr), k_(k) {
   if (swapper_) swapper_->acquire(k_);
 }

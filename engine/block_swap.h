@@ -107,6 +107,12 @@ class BlockSwapper {
   Stats stats_;
 };
 
+// For each of a model's blocks (`paths`, its DiffusionModel::block_paths in execution order), the
+// swapper index of that block, or -1 (not swapped); empty for a null swapper. A swapper block that
+// is none of `paths` is an error naming `model`.
+std::vector<int> swap_indices(const BlockSwapper* swapper, const std::vector<std::string>& paths,
+                              const std::string& model);
+
 // acquire(k) for the scope's life, release(k) at its end; nothing for a null swapper or k < 0.
 class SwappedBlock {
  public:

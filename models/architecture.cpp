@@ -8,7 +8,7 @@ namespace wick {
 
 void DiffusionModel::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
   WICK_CHECK_KIND(Config, swapper == nullptr, "train.blocks_to_swap: arch ", arch_name(),
-                  " does not stream its blocks (only architectures with transformer blocks do: flux)");
+                  " does not stream its blocks (flux, sd3 and sdxl do)");
 }
 
 std::vector<std::string> Architecture::targets(const std::vector<std::string>& configured) const {

@@ -204,17 +204,8 @@ std::string FluxTransformer::summary() const {
 std::vector<std::string> FluxTransformer::block_paths() const { return flux::block_paths(config_); }
 
 void FluxTransformer::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
-  const std::vector<std::string> paths = block_paths();
-  std::vector<int> index(paths.size(), -1);
-  if (swapper) {
-    for (int k = 0; k < swapper->n_blocks(); ++k) {
-      auto at = std::find(paths.begin(), paths.end(), swapper->block_name(k));
-      WICK_CHECK(at != paths.end(), "Flux: the swapper's block '", swapper->block_name(k), "' is not a Flux block");
-      index[static_cast<size_t>(at - paths.begin())] = k;
-    }
-  }
+  swap_index_ = swap_indices(swapper.get(), block_paths(), "Flux");
   swapper_ = std::move(swapper);
-  swap_index_ = swapper_ ? index : std::vector<int>{};
 }
 
 ActivationProfile FluxTransformer::activation_profile(const ActivationShape& shape, bool checkpointing) const {

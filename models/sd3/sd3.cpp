@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_linalg.h"
@@ -165,14 +166,22 @@ Tensor MMDiT::forward(const Tensor& latents, const Tensor& timesteps, const Tens
   Tensor ctx = child("context_embedder")->forward(autograd::to_dtype(context, dtype));
   const Tensor silu_c = autograd::silu(cond);  // every adaLN_modulation reads SiLU(c)
 
+  // Each block runs between its swapper's acquire and release (when it is swapped), in forward and in its
+  // checkpoint's recomputation.
+  BlockSwapper* swapper = swapper_.get();
+  if (swapper) swapper->begin_forward(autograd::grad_enabled() && c.gradient_checkpointing);
+  size_t position = 0;
   for (const auto& [name, module] : child("joint_blocks")->children()) {
     auto* block = static_cast<JointBlock*>(module.get());
+    const int swapped = swap_index(position++);
     if (!c.gradient_checkpointing) {
+      SwappedBlock resident(swapper, swapped);
       std::tie(ctx, x) = block->run(ctx, x, silu_c);
       continue;
     }
     std::vector<Tensor> out = autograd::checkpoint(
-        [block](const std::vector<Tensor>& in) {
+        [block, swapper, swapped](const std::vector<Tensor>& in) {
+          SwappedBlock resident(swapper, swapped);
           auto [ctx_out, x_out] = block->run(in[0], in[1], in[2]);
           return ctx_out.defined() ? std::vector<Tensor>{x_out, ctx_out} : std::vector<Tensor>{x_out};
         },
@@ -197,6 +206,13 @@ std::string MMDiT::summary() const {
   return variant_name(c) + " (" + std::to_string(c.depth) + " joint blocks, hidden " + std::to_string(c.hidden_size) +
          ", " + std::to_string(c.num_heads) + " heads" + (c.qk_norm ? ", QK norm" : "") + dual + ", " +
          dtype_name(c.dtype) + ")";
+}
+
+std::vector<std::string> MMDiT::block_paths() const { return sd3::block_paths(config_); }
+
+void MMDiT::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  swap_index_ = swap_indices(swapper.get(), block_paths(), "SD3");
+  swapper_ = std::move(swapper);
 }
 
 ActivationProfile MMDiT::activation_profile(const ActivationShape& shape, bool checkpointing) const {

@@ -10,6 +10,7 @@
 //   Tensor v = model->forward(latents, sigmas, context, pooled);           // [B, 16, H, W]
 //   nn::apply_adapters(*model, {.patterns = {"joint_blocks.*"}});          // LoRA on every block Linear
 //   model->set_gradient_checkpointing(true);                               // recompute each joint block
+//   model->set_block_swapper(swapper);                 // stream the last joint blocks' frozen weights
 //
 // Parameter names and shapes: models/sd3/sd3_config.h (parameter_shapes) and docs/models.md.
 // Time: σ in [0, 1]; the model embeds σ · 1000 (SAI's ModelSamplingDiscreteFlow.timestep, diffusers'
@@ -17,6 +18,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "models/architecture.h"
 #include "models/sd3/sd3_config.h"
@@ -61,14 +64,25 @@ class MMDiT : public DiffusionModel {
   std::string arch_name() const override { return "sd3"; }
   // models/sd3/sd3_memory.h with this model's adapters and trainable parameters.
   ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
+  // "joint_blocks.0" ... "joint_blocks.<depth-1>" (execution order).
+  std::vector<std::string> block_paths() const override;
+  // The swapper's blocks must be some of block_paths (engine/block_swap.h); each runs between an
+  // acquire and a release, in forward and in its checkpoint recomputation.
+  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
 
  private:
   // x_embedder: the stride-p convolution, applied as patchify + a Linear on its weight [H, C·p·p]
   // (the same products), + the cropped position table.
   Tensor embed_patches(const Tensor& latents);
 
+  // The swapper index of joint block `position`, or -1 (not swapped).
+  int swap_index(size_t position) const { return position < swap_index_.size() ? swap_index_[position] : -1; }
+
   Sd3Config config_;
   Tensor pos_embed_;
+  std::shared_ptr<BlockSwapper> swapper_;
+  std::vector<int> swap_index_;
 };
 
 }  // namespace wick::sd3

@@ -221,6 +221,12 @@ Sd3Config config_from_shapes(const std::map<std::string, Shape>& shapes, int64_t
   return c;
 }
 
+std::vector<std::string> block_paths(const Sd3Config& config) {
+  std::vector<std::string> paths;
+  for (int64_t i = 0; i < config.depth; ++i) paths.push_back("joint_blocks." + std::to_string(i));
+  return paths;
+}
+
 std::string variant_name(const Sd3Config& c) {
   const bool medium_size = c.hidden_size == 1536 && c.depth == 24;
   if (c.qk_norm && c.hidden_size == 2432 && c.depth == 38 && c.dual_attention_layers.empty()) return "SD3.5 Large";

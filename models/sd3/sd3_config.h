@@ -66,6 +66,10 @@ Sd3Config config_from_shapes(const std::map<std::string, Shape>& shapes, int64_t
 // The parameters an MMDiT with `config` has, by SAI name, with their shapes.
 std::map<std::string, Shape> parameter_shapes(const Sd3Config& config);
 
+// The joint blocks in execution order, "joint_blocks.0" ... "joint_blocks.<depth-1>": what block swapping
+// streams and model.quantize: float8 quantizes (DiffusionModel::block_paths).
+std::vector<std::string> block_paths(const Sd3Config& config);
+
 // "SD3.5 Large", "SD3.5 Medium", "SD3 Medium" (no QK norm), or "SD3 (MMDiT)" for other sizes.
 std::string variant_name(const Sd3Config& config);
 

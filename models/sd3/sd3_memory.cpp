@@ -302,7 +302,7 @@ std::vector<ParameterInfo> sd3_parameters(const Sd3Config& config, const Sd3Trai
   const bool dora = plan.network == "dora";
   std::vector<ParameterInfo> out;
   for (const auto& [name, shape] : parameter_shapes(config)) {
-    out.push_back({name, numel(shape), config.dtype, full});
+    out.push_back({name, numel(shape), config.dtype, full, shape});
     const std::string suffix = ".weight";
     if (full || shape.size() != 2 || name.size() <= suffix.size() ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
@@ -312,9 +312,9 @@ std::vector<ParameterInfo> sd3_parameters(const Sd3Config& config, const Sd3Trai
     for (const std::string& pattern : plan.patterns) matched = matched || glob_match(pattern, path);
     if (!matched) continue;
     const int64_t out_features = shape[0], in_features = shape[1];
-    out.push_back({path + ".lora_down.weight", plan.rank * in_features, DType::F32, true});
-    out.push_back({path + ".lora_up.weight", out_features * plan.rank, DType::F32, true});
-    if (dora) out.push_back({path + ".dora_scale", in_features, DType::F32, true});
+    out.push_back({path + ".lora_down.weight", plan.rank * in_features, DType::F32, true, {plan.rank, in_features}});
+    out.push_back({path + ".lora_up.weight", out_features * plan.rank, DType::F32, true, {out_features, plan.rank}});
+    if (dora) out.push_back({path + ".dora_scale", in_features, DType::F32, true, {1, in_features}});
   }
   return out;
 }
@@ -334,7 +334,9 @@ LayerTrainingOf sd3_layer_training(const Sd3Config& config, const Sd3TrainingPla
   };
 }
 
-MemoryEstimate estimate_sd3_memory(const Sd3Config& config, const Sd3TrainingPlan& plan, const MemoryInputs& in) {
+MemoryEstimate estimate_sd3_memory(const Sd3Config& config, const Sd3TrainingPlan& plan, const MemoryInputs& given) {
+  MemoryInputs in = given;
+  if (in.block_paths.empty()) in.block_paths = block_paths(config);
   ActivationShape shape{.batch = in.batch_size,
                         .latent_height = in.latent_height,
                         .latent_width = in.latent_width,

@@ -153,6 +153,17 @@ std::string upsample_path(const UnetConfig& c, int64_t level) {
          (c.attention(level) ? ".2.conv" : ".1.conv");
 }
 
+std::vector<std::string> block_paths(const UnetConfig& c) {
+  std::vector<std::string> paths;
+  const int64_t n_input = input_block_index(c, c.n_levels() - 1, c.num_res_blocks);  // the last level has no
+                                                                                      // downsampler
+  for (int64_t i = 0; i < n_input; ++i) paths.push_back("input_blocks." + std::to_string(i));
+  paths.push_back("middle_block");
+  for (int64_t i = 0; i < c.n_levels() * (c.num_res_blocks + 1); ++i)
+    paths.push_back("output_blocks." + std::to_string(i));
+  return paths;
+}
+
 std::map<std::string, Shape> parameter_shapes(const UnetConfig& c) {
   std::map<std::string, Shape> table;
   Shapes s{table};

@@ -71,6 +71,12 @@ int64_t output_block_index(const UnetConfig& config, int64_t level, int64_t res)
 // output_blocks.N.1.conv without one (sgm's slot rule).
 std::string upsample_path(const UnetConfig& config, int64_t level);
 
+// The UNet's blocks in execution order, as sgm numbers them and as its gradient checkpointing runs them:
+// "input_blocks.0" (conv_in) ... "input_blocks.<n-1>", "middle_block", "output_blocks.0" ... (sgm's units, whose
+// names kohya's SDXL LoRA keys carry: 9 + 1 + 9 for SDXL base). What block swapping streams and model.quantize:
+// float8 quantizes (the Linears in them; the time and label embeddings and the output head are not blocks).
+std::vector<std::string> block_paths(const UnetConfig& config);
+
 // The facts no tensor shape holds; 0 = not known (config_from_shapes then takes SDXL's value).
 struct ConfigHints {
   int64_t head_dim = 0;

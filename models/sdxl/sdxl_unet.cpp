@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
@@ -153,9 +154,12 @@ Tensor Unet::run_block(Module& block, const Tensor& h, const Tensor& silu_emb, c
   return x;
 }
 
-Tensor Unet::run_checkpointed(Module& block, const Tensor& h, const Tensor& skip, const Tensor& silu_emb,
-                              const Tensor& context) {
+Tensor Unet::run_checkpointed(Module& block, size_t position, const Tensor& h, const Tensor& skip,
+                              const Tensor& silu_emb, const Tensor& context) {
+  BlockSwapper* swapper = swapper_.get();
+  const int swapped = position < swap_index_.size() ? swap_index_[position] : -1;
   if (!config_.gradient_checkpointing) {
+    SwappedBlock resident(swapper, swapped);
     return run_block(block, skip.defined() ? autograd::concat({h, skip}, 1) : h, silu_emb, context);
   }
   Module* target = &block;
@@ -163,7 +167,8 @@ Tensor Unet::run_checkpointed(Module& block, const Tensor& h, const Tensor& skip
   std::vector<Tensor> inputs = {h, silu_emb, context};
   if (with_skip) inputs.push_back(skip);
   std::vector<Tensor> out = autograd::checkpoint(
-      [this, target, with_skip](const std::vector<Tensor>& in) {
+      [this, target, with_skip, swapper, swapped](const std::vector<Tensor>& in) {
+        SwappedBlock resident(swapper, swapped);
         const Tensor x = with_skip ? autograd::concat({in[0], in[3]}, 1) : in[0];
         return std::vector<Tensor>{run_block(*target, x, in[1], in[2])};
       },
@@ -215,15 +220,18 @@ Tensor Unet::forward(const Tensor& latents, const Tensor& timesteps, const Tenso
   const Tensor silu_emb = autograd::silu(emb);
   const Tensor ctx = autograd::to_dtype(context, dtype);
 
+  // Blocks in execution order (block_paths), each between its swapper's acquire and release when it is swapped.
+  if (swapper_) swapper_->begin_forward(autograd::grad_enabled() && c.gradient_checkpointing);
+  size_t position = 0;
   std::vector<Tensor> skips;
   Tensor h = latents;
   for (const auto& [name, input] : child("input_blocks")->children()) {
-    h = run_checkpointed(*input, h, Tensor(), silu_emb, ctx);
+    h = run_checkpointed(*input, position++, h, Tensor(), silu_emb, ctx);
     skips.push_back(h);
   }
-  h = run_checkpointed(*child("middle_block"), h, Tensor(), silu_emb, ctx);
+  h = run_checkpointed(*child("middle_block"), position++, h, Tensor(), silu_emb, ctx);
   for (const auto& [name, output] : child("output_blocks")->children()) {
-    h = run_checkpointed(*output, h, skips.back(), silu_emb, ctx);
+    h = run_checkpointed(*output, position++, h, skips.back(), silu_emb, ctx);
     skips.pop_back();
   }
   const Module& out = *child("out");
@@ -258,6 +266,13 @@ void Unet::check_latent_size(int64_t h, int64_t w) const {
                   " do not fit the SDXL UNet: its ", config_.n_levels(), " levels halve them ", config_.n_levels() - 1,
                   " times, so their height and width must be multiples of ", m, " (images: multiples of ",
                   m * kVaeFactor, " pixels)");
+}
+
+std::vector<std::string> Unet::block_paths() const { return sdxl::block_paths(config_); }
+
+void Unet::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  swap_index_ = swap_indices(swapper.get(), block_paths(), "SDXL");
+  swapper_ = std::move(swapper);
 }
 
 ActivationProfile Unet::activation_profile(const ActivationShape& shape, bool checkpointing) const {

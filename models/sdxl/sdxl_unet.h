@@ -10,6 +10,7 @@
 //   Tensor eps = unet->forward(latents, timesteps, context, pooled, size_ids);   // [B, 4, H, W]
 //   nn::apply_adapters(*unet, {.patterns = {"*.transformer_blocks.*", "*.proj_in", "*.proj_out"}});
 //   unet->set_gradient_checkpointing(true);                            // recompute each input/middle/output block
+//   unet->set_block_swapper(swapper);                     // stream the last blocks' frozen weights
 //
 // Layout (sgm): time_embed.{0,2}; label_emb.0.{0,2} (pooled + 6 size sinusoids -> time_embed_dim); input_blocks.0.0
 // (conv_in), then per level num_res_blocks blocks [ResBlock, SpatialTransformer when the level has attention] and, but
@@ -75,17 +76,28 @@ class Unet : public DiffusionModel {
   // models/sdxl/sdxl_memory.h with this model's adapters and trainable parameters.
   ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
 
+  // "input_blocks.0" ... "middle_block", "output_blocks.0" ... (execution order; sdxl_config.h block_paths).
+  std::vector<std::string> block_paths() const override;
+  // The swapper's blocks must be some of block_paths (engine/block_swap.h); each runs between an acquire and a
+  // release, in forward and in its checkpoint recomputation.
+  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
+
   const WeightOrigin& weight_origin() const { return origin_; }
   void set_weight_origin(WeightOrigin origin) { origin_ = std::move(origin); }
 
  private:
   // One input / middle / output block's children in order on h.
   Tensor run_block(Module& block, const Tensor& h, const Tensor& silu_emb, const Tensor& context);
-  Tensor run_checkpointed(Module& block, const Tensor& h, const Tensor& skip, const Tensor& silu_emb,
+  // run_block on h (joined with skip when it is defined), checkpointed when the config says so, between the
+  // swapper's acquire and release of block `position` (execution order) when that block is swapped.
+  Tensor run_checkpointed(Module& block, size_t position, const Tensor& h, const Tensor& skip, const Tensor& silu_emb,
                           const Tensor& context);
 
   UnetConfig config_;
   WeightOrigin origin_;
+  std::shared_ptr<BlockSwapper> swapper_;
+  std::vector<int> swap_index_;  // per block position: the swapper's index, or -1
 };
 
 }  // namespace wick::sdxl

@@ -1,9 +1,12 @@
-// The memory plan (models/memory_plan.h) on the tiny Flux dev model (tests/data/flux): the cheapest
-// candidate that fits the budget, settings the config fixes kept, and the refusal when nothing fits.
+// The memory plan (models/memory_plan.h) on the tiny Flux dev model (tests/data/flux), and on the tiny SD3.5
+// Medium-like MMDiT (tests/data/sd3) and SDXL UNet (tests/data/sdxl): the cheapest candidate that fits the budget,
+// settings the config fixes kept, and the refusal when nothing fits.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "engine/config/train_config.h"
 #include "models/memory_plan.h"
@@ -62,6 +65,82 @@ TEST(MemoryPlan, CheapestCandidateThatFits) {
       EXPECT_EQ(plan.slowdown, 1.0);
     }
     EXPECT_THAT(describe(plan), HasSubstr("of the " + format_bytes(c.budget) + " test budget"));
+  }
+}
+
+// The same ladder for the other architectures with blocks: each candidate's estimate is below the one before, and
+// a budget just under a candidate's predecessor gets that candidate. SDXL's float8 step quantizes its blocks'
+// Linears only (its convolutions stay in the model's dtype), and its last blocks are the small level-0 ones, so
+// swapping all 19 is what the last budget needs.
+TEST(MemoryPlan, Sd3AndSdxlLadders) {
+  struct Tiny {
+    std::string arch, model_yaml;
+    DataGeometry geometry;
+    MemoryInputs inputs;
+    int64_t n_blocks;
+  };
+  const std::string data = wick::testing::test_data_dir();
+  const std::vector<Tiny> tinies = {
+      {"sd3", "{arch: sd3, name_or_path: " + data + "/sd3/medium_sai.safetensors}",
+       {.latent_channels = 16, .latent_sizes = {{8, 8}}, .text_length = 7, .text_dim = 32, .pooled_dim = 64},
+       {.batch_size = 2, .latent_height = 8, .latent_width = 8, .text_length = 7, .text_dim = 32,
+        .latent_channels = 16, .pooled_dim = 64, .optimizer = "adamw"},
+       3},
+      {"sdxl",
+       "{arch: sdxl, head_dim: 8, norm_groups: 4, addition_time_embed_dim: 8, name_or_path: " + data +
+           "/sdxl/tiny_ldm.safetensors}",
+       {.latent_channels = 4, .latent_sizes = {{16, 16}}, .text_length = 7, .text_dim = 32, .pooled_dim = 16},
+       {.batch_size = 2, .latent_height = 16, .latent_width = 16, .text_length = 7, .text_dim = 32,
+        .latent_channels = 4, .pooled_dim = 16, .optimizer = "adamw"},
+       19}};
+  for (const Tiny& tiny : tinies) {
+    SCOPED_TRACE(tiny.arch);
+    const std::string yaml = "name: plan\ndevice: cpu\nmodel: " + tiny.model_yaml +
+                             "\nnetwork: {type: lora, linear: 4}\ndataset: {path: unused.h5}\n";
+    std::shared_ptr<DiffusionModel> model =
+        build_model(parse_config_string(yaml, "<test>", config_schema()), tiny.geometry, Device::cpu());
+    ASSERT_EQ(static_cast<int64_t>(model->block_paths().size()), tiny.n_blocks);
+    auto total = [&](bool checkpointing, bool float8, int64_t swap) {
+      MemoryInputs in = tiny.inputs;
+      in.gradient_checkpointing = checkpointing, in.float8 = float8, in.blocks_to_swap = swap;
+      return estimate_training_memory(*model, in);
+    };
+    const int64_t plain = total(false, false, 0).total, ckpt = total(true, false, 0).total,
+                  float8 = total(true, true, 0).total, swap_all = total(true, true, tiny.n_blocks).total;
+    ASSERT_GT(plain, ckpt);
+    ASSERT_GT(ckpt, float8);
+    ASSERT_GT(float8, swap_all);
+    EXPECT_GT(total(true, true, 0).n_float8, 0);
+    EXPECT_GT(total(true, true, tiny.n_blocks).swapped_weights, 0);
+    struct Case {
+      int64_t budget;
+      bool checkpointing, float8;
+      int64_t swap;
+    };
+    for (const Case& c : {Case{plain, false, false, 0}, Case{plain - 1, true, false, 0},
+                          Case{ckpt - 1, true, true, 0}, Case{swap_all, true, true, tiny.n_blocks}}) {
+      const MemoryPlan plan = plan_memory(*model, tiny.inputs, {}, c.budget, "test budget");
+      EXPECT_TRUE(plan.fits) << c.budget;
+      EXPECT_EQ(plan.gradient_checkpointing, c.checkpointing) << c.budget;
+      EXPECT_EQ(plan.float8, c.float8) << c.budget;
+      EXPECT_LE(plan.blocks_to_swap, c.swap) << c.budget;
+      if (c.swap == 0) {
+        EXPECT_EQ(plan.blocks_to_swap, 0) << c.budget;
+      }
+      EXPECT_LE(plan.estimate.total, c.budget);
+      if (c.swap > 0) {  // the fewest blocks that fit: one fewer does not
+        EXPECT_GT(plan.blocks_to_swap, 0);
+        EXPECT_GT(total(true, true, plan.blocks_to_swap - 1).total, c.budget);
+        EXPECT_GT(plan.bytes_streamed_per_step, 0);
+      }
+    }
+    // Below every candidate's estimate: refused, with the smallest of them (not always all blocks swapped: two
+    // blocks' buffers of the largest swapped block can outweigh what a small block frees).
+    int64_t smallest = float8;
+    for (int64_t n = 1; n <= tiny.n_blocks; ++n) smallest = std::min(smallest, total(true, true, n).total);
+    const MemoryPlan refused = plan_memory(*model, tiny.inputs, {}, smallest - 1, "budget");
+    EXPECT_FALSE(refused.fits);
+    EXPECT_EQ(refused.estimate.total, smallest);
   }
 }
 

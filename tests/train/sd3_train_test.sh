@@ -13,6 +13,11 @@
 #     and passes ComfyUI's key rule (tests/reference/comfyui_lora_keys.py, standard-library python3; attn2 needs
 #     ComfyUI's newer map, and the older one is shown to drop exactly the attn2 keys); save.format kohya writes
 #     lora_unet_joint_blocks_... names that pass the rule under both maps, the kohya DoRA dora_scale [1, in].
+#   sd3_train_test.sh float8 WICK FIXTURE WORK_DIR
+#     ai-toolkit's quantize: true (a float8 e4m3 frozen base: the joint blocks' Linears): the loss falls, --stop-after +
+#     resume is bitwise; train.blocks_to_swap: 2 (both joint blocks streamed) repeats the unswapped run bitwise;
+#     --max-memory with the memory settings at auto plans checkpointing, then float8 (swapping does not pay with this
+#     model's two blocks), writes the choice into the resolved config and refuses a budget nothing fits (exit status 2).
 #   sd3_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
 #     2 ranks with ZeRO-1 match 1 rank with the same global batch (1e-5); a 2-rank run stopped and resumed repeats
 #     itself bitwise; a 2-rank checkpoint continues on 1 rank.
@@ -250,6 +255,48 @@ for b in bad:
 print(f"LoRA files: {len(bad)} problems (PEFT, PEFT DoRA, kohya, kohya DoRA)")
 sys.exit(1 if bad else 0)
 PY
+fi
+
+if [ "$part" = float8 ]; then
+  # (a) model.quantize: float8 (ai-toolkit's quantize: true): the 19 Linears of the 2 joint blocks (7 + 5 in block 0
+  # with attn2, 5 + 2 in the pre-only block 1) are e4m3 codes with per-row scales; the loss falls, and --stop-after +
+  # resume repeats the straight run bitwise.
+  train f8 --set model.quantize=true
+  grep -m1 "(43520 trainable, lora), 19 frozen Linears in float8 e4m3" "$work/f8.log" ||
+    fail "the quantize: true run did not store the 19 joint-block Linears as float8"
+  grep -q "quantize: float8" "$work/out/f8/config.yaml" || fail "the resolved config lacks quantize: float8"
+  falls f8 0.9 || fail "the float8 run's loss did not fall (or was not finite)"
+  stopped_and_resumed f8 --set model.quantize=true
+  # (b) train.blocks_to_swap: 2 (both joint blocks' frozen weights in host memory, copied in as each block runs; on
+  # the CPU build the same code path with host copies): bitwise the unswapped float8 run.
+  train f8swap --set model.quantize=true --set train.blocks_to_swap=2
+  grep -m1 "2 blocks swapped (.* of frozen weights in host memory" "$work/f8swap.log" ||
+    fail "the blocks_to_swap run did not report its swapped blocks"
+  same_run f8 f8swap
+  # (c) The memory plan with checkpointing, quantization and swapping at auto: --max-memory picks the cheapest that
+  # fits and writes it into the resolved config, and refuses a budget nothing fits (exit status 2). Estimates of this
+  # tiny run: plain 18.1 MB, checkpointing 15.9 MB, + float8 13.3 MB, + 1 or 2 blocks swapped 13.7 / 13.6 MB (with
+  # two blocks, the two blocks' device buffers outweigh what swapping frees: the plan does not swap).
+  planned() {  # planned NAME BUDGET EXPECTED_CONFIG_LINES...
+    local name=$1 budget=$2
+    shift 2
+    train "$name" --set train.steps=2 --set model.quantize=auto --set train.gradient_checkpointing=auto \
+      --max-memory "$budget"
+    grep -m1 "memory plan: .*expected peak .* train.max_memory budget" "$work/$name.log" ||
+      fail "$name: no memory plan line for $budget"
+    for line in "$@"; do
+      grep -q "^  $line\$" "$work/out/$name/config.yaml" || fail "$name ($budget): the resolved config lacks '$line'"
+    done
+  }
+  planned plan17 17.0MB "gradient_checkpointing: true" "quantize: none" "blocks_to_swap: 0"
+  planned plan14 14.5MB "gradient_checkpointing: true" "quantize: float8" "blocks_to_swap: 0"
+  "$wick" train "$work/run.yaml" --no-progress --set name=plan10 --set model.quantize=auto \
+    --set train.gradient_checkpointing=auto --max-memory 10MB >"$work/plan10.log" 2>&1
+  status=$?
+  [ $status = 2 ] || fail "a budget nothing fits exited $status, not 2"
+  grep -m1 "no memory plan fits the 10.0 MB train.max_memory budget: the smallest estimate, with gradient \
+checkpointing on, the base float8 and 0 blocks swapped, is 13.3 MB" "$work/plan10.log" ||
+    fail "the refusal does not name the budget and the best plan"
 fi
 
 if [ "$part" = mpi ]; then

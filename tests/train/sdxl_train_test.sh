@@ -12,6 +12,11 @@
 #     kohya's (lora_unet_<sgm path>, alpha, LoCon down [r, in, 3, 3]) and every key loads under ComfyUI's key rule
 #     (tests/reference/comfyui_lora_keys.py); a full fine-tune writes the single file back in sgm's names with the
 #     VAE tensor beside them, and that file trains again as a base.
+#   sdxl_train_test.sh float8 WICK FIXTURE WORK_DIR
+#     model.quantize: float8 (the Linears of input_blocks, middle_block and output_blocks as e4m3; the convolutions
+#     stay f32) with LoRA + LoCon: the loss falls, --stop-after + resume is bitwise; train.blocks_to_swap: 13 (every
+#     block streamed) repeats the unswapped run bitwise; --max-memory 10MB with the memory settings at auto plans float8
+#     and 7 swapped blocks and trains with them.
 #   sdxl_train_test.sh mpi MPIEXEC WICK FIXTURE WORK_DIR
 #     2 ranks with batch 1 each and ZeRO-1 log the losses of 1 rank with batch 2 (1e-5): LoRA + LoCon, 30 steps, and
 #     a full fine-tune with 8-bit AdamW, 5 steps.
@@ -100,6 +105,41 @@ for k, v in sorted(h.items()):
     if k != "__metadata__": print(k, v["shape"])
 PY
 }
+
+if [ "$part" = float8 ]; then
+  # (a) The 84 block Linears (12 resnets' emb_layers.1, 6 transformers' proj_in, proj_out and 10 block Linears) in
+  # float8 e4m3 with per-row scales: the loss falls; --stop-after 10 + resume repeats the straight run bitwise.
+  train f8 --set model.quantize=float8
+  grep -m1 "trainable, lora), 84 frozen Linears in float8 e4m3" "$work/f8.log" ||
+    fail "the quantize: float8 run did not store the 84 block Linears as float8"
+  falls f8 0.9 || fail "the float8 run's loss did not fall (or was not finite)"
+  train f8_parts --set model.quantize=float8 --stop-after 10
+  train f8_parts --set model.quantize=float8
+  grep -m1 "resuming from .*step_00000010" "$work/f8_parts.log" || fail "f8_parts did not resume from step 10"
+  same_run f8 f8_parts
+  # (b) train.blocks_to_swap: 13 (input_blocks.0-5, middle_block, output_blocks.0-5: every block's frozen weights in
+  # host memory, copied in as the block runs; on the CPU build the same code path with host copies): bitwise the
+  # unswapped float8 run.
+  train f8swap --set model.quantize=float8 --set train.blocks_to_swap=13
+  grep -m1 "13 blocks swapped (.* of frozen weights in host memory" "$work/f8swap.log" ||
+    fail "the blocks_to_swap run did not report its swapped blocks"
+  same_run f8 f8swap
+  # (c) The memory plan with checkpointing, quantization and swapping at auto (estimates of this tiny run: plain 26.4
+  # MB, checkpointing 12.9 MB, + float8 11.2 MB, + all 13 blocks swapped 8.7 MB): --max-memory 10MB takes float8 and
+  # the fewest blocks that fit (7: output_blocks.5 back to middle_block), writes them into the resolved config and
+  # streams them.
+  train plan10 --set train.steps=2 --set model.quantize=auto --set train.gradient_checkpointing=auto --max-memory 10MB
+  grep -m1 "memory plan: gradient checkpointing on, frozen base float8 e4m3, 7 blocks swapped; expected peak 9.7 MB \
+of the 10.0 MB train.max_memory budget" "$work/plan10.log" || fail "the 10 MB plan is not float8 with 7 blocks swapped"
+  for line in "gradient_checkpointing: true" "quantize: float8" "blocks_to_swap: 7"; do
+    grep -q "^  $line\$" "$work/out/plan10/config.yaml" || fail "plan10: the resolved config lacks '$line'"
+  done
+  grep -m1 "7 blocks swapped (" "$work/plan10.log" | grep -q "84 frozen Linears in float8" ||
+    fail "plan10 did not build the model it planned"
+  echo "sdxl_train_test.sh float8: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" \
+    "$started" "$(date +%s.%N)") s, $failures failures"
+  exit $((failures > 0))
+fi
 
 if [ "$part" = mpi ]; then
   train one
