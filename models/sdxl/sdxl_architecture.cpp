@@ -83,6 +83,7 @@ class SdxlArchitecture : public Architecture {
     schema_.sample_size = true;
     // sample.guidance when the config gives none: StableDiffusionXLPipeline's guidance_scale.
     schema_.default_sample_guidance = 5.0;
+    schema_.default_sampler = SamplerKind::Euler;  // diffusers' EulerDiscreteScheduler (sdxl_sampler.h)
     schema_.default_noise_scheduler = NoiseScheduler::Ddpm;
     schema_.default_lora_format = LoraFormat::Kohya;  // ComfyUI reads no PEFT SDXL LoRA; diffusers reads kohya
   }
