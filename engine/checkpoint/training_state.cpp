@@ -37,7 +37,7 @@ T field(const nlohmann::json& json, const char* key, const std::string& path) {
 bool TrainingState::operator==(const TrainingState& other) const {
   return step == other.step && epoch == other.epoch && sample_cursor == other.sample_cursor && seed == other.seed &&
          rng.stream.key == other.rng.stream.key && rng.stream.stream == other.rng.stream.stream &&
-         rng.offset == other.rng.offset && global_batch == other.global_batch &&
+         rng.offset == other.rng.offset && global_batch == other.global_batch && reg_batch == other.reg_batch &&
          skipped_steps == other.skipped_steps && nonfinite_in_a_row == other.nonfinite_in_a_row &&
          loss_scale == other.loss_scale;
 }
@@ -55,6 +55,7 @@ FileDigest save_training_state(const std::string& path, const TrainingState& sta
       {"skipped_steps", state.skipped_steps},
       {"nonfinite_in_a_row", state.nonfinite_in_a_row},
   };
+  if (state.reg_batch > 0) json["reg_batch"] = state.reg_batch;  // only with regularization data
   if (state.loss_scale)
     json["loss_scale"] = {{"scale", state.loss_scale->scale},
                           {"growth_tracker", state.loss_scale->growth_tracker},
@@ -99,6 +100,7 @@ TrainingState training_state_from_json(const std::string& text, const std::strin
     state.global_batch = field<int64_t>(json, "global_batch", path);
     state.skipped_steps = field<int64_t>(json, "skipped_steps", path);
     state.nonfinite_in_a_row = field<int64_t>(json, "nonfinite_in_a_row", path);
+    if (json.contains("reg_batch")) state.reg_batch = field<int64_t>(json, "reg_batch", path);
     if (json.contains("loss_scale")) {
       nlohmann::json scale = field<nlohmann::json>(json, "loss_scale", path);
       const std::string scale_path = path + " (loss_scale)";

@@ -28,6 +28,7 @@ struct TrainingState {
   uint64_t seed = 0;          // the run's seed (shuffles and Philox keys derive from it)
   autograd::RngCursor rng;    // the engine's implicit cursor (dropout) at the save
   int64_t global_batch = 0;   // samples per micro-step over all ranks (0: not recorded)
+  int64_t reg_batch = 0;      // of them, regularization samples (0: none, or not recorded)
   int64_t skipped_steps = 0;  // steps skipped for a non-finite loss, over the whole run
   int64_t nonfinite_in_a_row = 0;
   // The fp16 loss scaler (engine/optim/loss_scaler.h), when the run has one.

@@ -350,7 +350,8 @@ void parse_dataset(ConfigContext& ctx, const YAML::Node& node, const std::string
 }
 
 // A regularization dataset (is_reg) goes beside one training dataset, in the same file (the batches
-// of both are read from one file), with train.reg_ratio giving each rank at least one sample of each.
+// of both are read from one file), with train.reg_ratio giving each batch at least one sample of each
+// (each rank's batch, or with train.global_batch_size each global batch).
 // reg_ratio and prior_loss_weight act only with one: set without it they are errors.
 void check_regularization(const ConfigContext& ctx, TrainConfig& c) {
   size_t n_reg = 0, reg_index = 0;
@@ -364,12 +365,6 @@ void check_regularization(const ConfigContext& ctx, TrainConfig& c) {
     return;
   }
   const std::string at = "datasets[" + std::to_string(reg_index) + "]";
-  // The regularization share is a count per rank of train.batch_size; uneven global-batch shares
-  // (and their automatic accumulation, which splits a rank's batch) are not combined with it yet.
-  if (c.train.global_batch_size > 0)
-    ctx.fail_key("train.global_batch_size",
-                 "train.global_batch_size cannot be combined with regularization data (" + at +
-                     ".is_reg: true, train.reg_ratio) yet; use train.batch_size (per rank) with train.reg_ratio");
   if (n_reg > 1) ctx.fail_key(at, "more than one dataset is marked is_reg: true; wick mixes one regularization set");
   if (c.datasets.size() != 2)
     ctx.fail_key(at, "a regularization dataset (is_reg: true) needs exactly one training dataset beside it, got " +
@@ -388,11 +383,17 @@ void check_regularization(const ConfigContext& ctx, TrainConfig& c) {
       ctx.fail_key("datasets[" + std::to_string(d - c.datasets.data()) + "].weight",
                    "with a regularization dataset, train.reg_ratio sets the mix; remove the dataset weight");
   const int64_t n_reg_per_batch = reg_per_batch(c);
-  if (n_reg_per_batch < 1 || n_reg_per_batch > c.train.batch_size - 1) {
+  const bool global = c.train.global_batch_size > 0;
+  const int64_t batch = global ? c.train.global_batch_size : c.train.batch_size;
+  const char* batch_key = global ? "train.global_batch_size" : "train.batch_size";
+  if (n_reg_per_batch < 1 || n_reg_per_batch > batch - 1) {
     std::ostringstream message;
-    message << "train.reg_ratio " << c.train.reg_ratio << " of train.batch_size " << c.train.batch_size << " gives "
-            << n_reg_per_batch << " regularization samples per batch; each batch needs at least one training and "
-            << "one regularization sample (batch_size >= 2, ratio between 1/batch_size and 1 - 1/batch_size)";
+    message << "train.reg_ratio " << c.train.reg_ratio << " of " << batch_key << " " << batch << " gives "
+            << n_reg_per_batch << " regularization samples per " << (global ? "global " : "") << "batch; each "
+            << (global ? "global " : "") << "batch needs at least one training and one regularization sample ("
+            << (global ? "global_batch_size" : "batch_size")
+            << " >= 2, ratio between 1/" << (global ? "global_batch_size" : "batch_size") << " and 1 - 1/"
+            << (global ? "global_batch_size" : "batch_size") << ")";
     ctx.fail_key("train.reg_ratio", message.str());
   }
   if (reg_index == 0) std::swap(c.datasets[0], c.datasets[1]);  // the training dataset first
@@ -723,7 +724,10 @@ const char* comm_backend_name(CommBackend value) { return name_in(backend_table,
 const char* lora_format_name(LoraFormat value) { return name_in(lora_format_table, value); }
 int64_t reg_per_batch(const TrainConfig& config) {
   for (const DatasetConfig& d : config.datasets)
-    if (d.is_reg) return std::llround(config.train.reg_ratio * static_cast<double>(config.train.batch_size));
+    if (d.is_reg) {
+      const int64_t batch = config.train.global_batch_size > 0 ? config.train.global_batch_size : config.train.batch_size;
+      return std::llround(config.train.reg_ratio * static_cast<double>(batch));
+    }
   return 0;
 }
 

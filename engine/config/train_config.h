@@ -165,7 +165,8 @@ struct TrainSection {
   int64_t max_nonfinite_steps = 10;    // non-finite losses in a row before the run stops (status 4)
   int64_t log_every = 10;              // metrics.jsonl / TensorBoard every N steps
   // With a regularization dataset (DatasetConfig::is_reg): the share of every batch drawn from it
-  // (round(reg_ratio x batch_size) samples per rank, at least 1 and at most batch_size - 1), and the
+  // (round(reg_ratio x batch_size) samples per rank, at least 1 and at most batch_size - 1; with
+  // global_batch_size G, round(reg_ratio x G) per global batch, between 1 and G - 1), and the
   // factor on those samples' loss (kohya's prior_loss_weight). Setting either without one is an error.
   double reg_ratio = 0.5;
   double prior_loss_weight = 1.0;
@@ -255,7 +256,9 @@ TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schem
                               std::vector<std::string>* warnings = nullptr);
 
 // With a regularization dataset (is_reg): the regularization samples in each rank's batch,
-// round(train.reg_ratio x train.batch_size); 0 without one. A parsed config lists the training
+// round(train.reg_ratio x train.batch_size), or with train.global_batch_size G in each global batch,
+// round(train.reg_ratio x G) (spread over the ranks with the rest of the global batch: DistributedSampler);
+// 0 without one. A parsed config lists the training
 // dataset first (datasets[0]) and the regularization dataset, if any, second.
 int64_t reg_per_batch(const TrainConfig& config);
 

@@ -55,17 +55,31 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
   for (const auto& [bucket, count] : per_bucket) n_batches_ += (count + global_ - 1) / global_;
 }
 
+namespace {
+
+// Training ids per global batch beside options.reg_per_batch regularization ids (per rank, or per global
+// batch with global_batch_size); checked here, before the training sampler is built from it.
+int64_t training_global_batch(const SamplerOptions& options) {
+  const bool global = options.global_batch_size > 0;
+  const int64_t batch = global ? options.global_batch_size : options.batch_size;
+  WICK_CHECK(options.world >= 1 && options.reg_per_batch >= 1 && options.reg_per_batch < batch, "DistributedSampler: ",
+             options.reg_per_batch, " regularization ids in batches of ", batch);
+  const int64_t training = global ? batch - options.reg_per_batch : options.world * (batch - options.reg_per_batch);
+  WICK_CHECK_KIND(Config, training >= options.world, "train.global_batch_size ", batch, " with ",
+                  options.reg_per_batch, " regularization samples (train.reg_ratio) leaves ", training,
+                  " training samples per global batch, fewer than the ", options.world,
+                  " ranks: every rank needs at least one (a larger global batch or a smaller reg_ratio)");
+  return training;
+}
+
+}  // namespace
+
 DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of,
                                        std::vector<int64_t> reg_ids, std::vector<int64_t> reg_bucket_of,
                                        const SamplerOptions& options)
     : DistributedSampler(std::move(ids), std::move(bucket_of),
                          SamplerOptions{.seed = options.seed, .rank = options.rank, .world = options.world,
-                                        .batch_size = options.batch_size - options.reg_per_batch}) {
-  WICK_CHECK(options.reg_per_batch >= 1 && options.reg_per_batch < options.batch_size, "DistributedSampler: ",
-             options.reg_per_batch, " regularization ids in batches of ", options.batch_size);
-  WICK_CHECK_KIND(Config, options.global_batch_size == 0, "DistributedSampler: regularization ids with "
-                  "global_batch_size ", options.global_batch_size, " (train.global_batch_size cannot be combined with "
-                  "regularization data)");
+                                        .global_batch_size = training_global_batch(options)}) {
   WICK_CHECK_KIND(Data, !reg_ids.empty(), "DistributedSampler: no regularization samples (empty class filter?)");
   for (const std::vector<int64_t>* buckets : {&bucket_of_, &reg_bucket_of})
     for (int64_t b : *buckets)
@@ -74,10 +88,10 @@ DistributedSampler::DistributedSampler(std::vector<int64_t> ids, std::vector<int
                       b, " are both present");
   // Its own shuffles: the seed moved by a constant, so that a set sharing ids with `ids` is not
   // shuffled in step with it.
+  reg_global_ = options.global_batch_size > 0 ? options.reg_per_batch : options.world * options.reg_per_batch;
   reg_ = std::make_shared<const DistributedSampler>(
       std::move(reg_ids), std::move(reg_bucket_of),
-      SamplerOptions{.seed = options.seed + 0x9e3779b97f4a7c15ull, .rank = options.rank, .world = options.world,
-                     .batch_size = options.reg_per_batch});
+      SamplerOptions{.seed = options.seed + 0x9e3779b97f4a7c15ull, .global_batch_size = reg_global_});
   options_ = options;
 }
 
@@ -120,11 +134,12 @@ std::vector<int64_t> DistributedSampler::rank_batch(int64_t epoch, int64_t index
   const std::vector<int64_t>& order = cached_order(epoch);
   const int64_t global = global_, begin = index * global;
   std::vector<int64_t> batch;
-  for (int64_t k = options_.rank; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
-  if (reg_) {  // the regularization batch with the same running number, over the reg set's epochs
+  int64_t k = options_.rank;
+  for (; k < global; k += options_.world) batch.push_back(order[static_cast<size_t>(begin + k)]);
+  if (reg_) {  // the regularization global batch with the same running number, over the reg set's epochs
     const int64_t served = epoch * n_batches_ + index, reg_batches = reg_->batches_per_epoch();
     std::vector<int64_t> reg = reg_->rank_batch(served / reg_batches, served % reg_batches);
-    batch.insert(batch.end(), reg.begin(), reg.end());
+    for (; k < global + reg_global_; k += options_.world) batch.push_back(reg[static_cast<size_t>(k - global)]);
   }
   return batch;
 }

@@ -11,9 +11,13 @@
 // global batches, in the same order, on any number of ranks); rank r takes rank_share(G, r, w) of
 // them: floor(G / w) or ceil(G / w).
 //
-// With regularization ids (a second constructor), the last reg_per_batch ids of every rank batch come
-// from them, the rest from `ids`; an epoch is a pass over `ids`, and the regularization ids cycle
-// through their own shuffled epochs, their position following from the state alone.
+// With regularization ids (a second constructor), every global batch is the global batch of `ids`
+// followed by one of the regularization ids (reg_per_batch x world of them, or reg_per_batch with a
+// global_batch_size), each rank taking its strided slice of the whole: its training ids first, then its
+// regularization ids (reg_count() of them; with a global batch that does not divide evenly, a rank may have
+// one more or one fewer of either). An epoch is a pass over `ids`; the regularization ids cycle through
+// their own shuffled epochs, their position following from the state alone, so both orders are the same
+// on any number of ranks for a given global batch.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +32,8 @@ struct SamplerOptions {
   int world = 1;
   int64_t batch_size = 1;         // per rank (when global_batch_size is 0)
   int64_t global_batch_size = 0;  // ids per global batch over all ranks; 0 = world * batch_size
-  int64_t reg_per_batch = 0;      // per rank, of batch_size: regularization ids (needs the second
-                                  // constructor, and global_batch_size 0)
+  int64_t reg_per_batch = 0;      // regularization ids per rank, of batch_size; with global_batch_size,
+                                  // per global batch, of it (needs the second constructor)
 };
 
 // Ids of a global batch of `global` that rank `rank` of `world` takes (its strided slice: positions
@@ -47,26 +51,26 @@ class DistributedSampler {
  public:
   // ids: the eligible sample ids; bucket_of[i]: the bucket of ids[i] (any integer key). ids non-empty.
   DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, const SamplerOptions& options);
-  // Mixes regularization ids into every batch: options.reg_per_batch in [1, batch_size - 1], reg_ids
-  // non-empty, and every id of both sets in one bucket (a Config error otherwise).
+  // Mixes regularization ids into every batch: options.reg_per_batch in [1, batch_size - 1] (with a
+  // global_batch_size G: [1, G - 1], and G - reg_per_batch >= world), reg_ids non-empty, and every id of
+  // both sets in one bucket (a Config error otherwise).
   DistributedSampler(std::vector<int64_t> ids, std::vector<int64_t> bucket_of, std::vector<int64_t> reg_ids,
                      std::vector<int64_t> reg_bucket_of, const SamplerOptions& options);
 
   const SamplerOptions& options() const { return options_; }
-  // Ids per global batch (global_batch_size, or world * batch_size).
+  // Training ids per global batch (global_batch_size, or world * batch_size; less the regularization
+  // ids with them).
   int64_t global_batch() const { return global_; }
-  // Ids per batch of this rank: rank_share(global_batch(), rank, world), plus reg_per_batch with
-  // regularization ids.
-  int64_t rank_batch_size() const {
-    return rank_share(global_, options_.rank, options_.world) + (reg_ ? options_.reg_per_batch : 0);
-  }
+  // Ids per batch of this rank: rank_share(global_batch() + regularization ids, rank, world).
+  int64_t rank_batch_size() const { return rank_share(global_ + reg_global_, options_.rank, options_.world); }
+  // How many of them are regularization ids (at the end of every rank batch); 0 without.
+  int64_t reg_count() const { return rank_batch_size() - rank_share(global_, options_.rank, options_.world); }
   // Batches per epoch, the same on every rank.
   int64_t batches_per_epoch() const;
-  // Global order of an epoch of `ids`: batches_per_epoch() global batches of global_batch() ids each
-  // (world * (batch_size - reg_per_batch) with regularization ids).
+  // Global order of an epoch of `ids`: batches_per_epoch() global batches of global_batch() ids each.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
-  // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch, then
-  // (with regularization ids) this rank's reg_per_batch regularization ids.
+  // This rank's batch `index` of `epoch`: positions rank, rank + world, ... of that global batch (with
+  // regularization ids: of it followed by the regularization global batch of the same running number).
   std::vector<int64_t> rank_batch(int64_t epoch, int64_t index) const;
 
   // Writes the next batch of this rank and advances (to the next epoch at the end). Always true.
@@ -79,9 +83,11 @@ class DistributedSampler {
 
   std::vector<int64_t> ids_, bucket_of_;
   SamplerOptions options_;
-  // The regularization ids' sampler (null without). Copies of this sampler share it and its order
-  // cache: like one sampler, use them from one thread at a time.
+  // The regularization ids' sampler (null without), one rank of one: its batches are whole global
+  // regularization batches. Copies of this sampler share it and its order cache: like one sampler, use
+  // them from one thread at a time.
   std::shared_ptr<const DistributedSampler> reg_;
+  int64_t reg_global_ = 0;  // regularization ids per global batch
   SamplerState state_;
   int64_t global_ = 0;
   int64_t n_batches_ = 0;

@@ -1,5 +1,6 @@
 #include "engine/data/prefetcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -67,6 +68,11 @@ Batch Prefetcher::load(const std::vector<int64_t>& ids, const SamplerState& afte
   Batch batch;
   batch.ids = ids;
   batch.after = after;
+  if (const int64_t n_reg = sampler_.reg_count(); n_reg > 0) {
+    WICK_CHECK(n_reg < B, "Prefetcher: a batch of ", B, " samples with ", n_reg, " regularization samples");
+    batch.is_reg.assign(static_cast<size_t>(B), 0);
+    std::fill(batch.is_reg.end() - n_reg, batch.is_reg.end(), uint8_t{1});
+  }
   batch.labels = Tensor::empty({B}, DType::I64);
   if (ds.has_original_size()) batch.original_size = Tensor::empty({B, 2}, DType::I64);
   if (ds.has_crop()) batch.crop = Tensor::empty({B, 2}, DType::I64);
@@ -180,6 +186,7 @@ Batch slice_batch(const Batch& batch, int64_t begin, int64_t count) {
   out.sources = part(batch.sources);
   out.ids = part(batch.ids);
   out.captions = part(batch.captions);
+  out.is_reg = part(batch.is_reg);
   out.after = batch.after;
   return out;
 }

@@ -39,6 +39,9 @@ struct Batch {
   std::vector<std::string> sources;
   std::vector<int64_t> ids;
   std::vector<std::string> captions;
+  // 1 for a regularization sample (the sampler's regularization ids: DistributedSampler::reg_count() at the
+  // end of the batch), 0 for a training one; empty when the run has no regularization data.
+  std::vector<uint8_t> is_reg;
   SamplerState after;  // sampler state once this batch is consumed
 };
 
@@ -46,7 +49,7 @@ struct Batch {
 int64_t batch_epoch(const Batch& batch);
 
 // Samples [begin, begin + count) of `batch`: every defined tensor narrowed along its first (batch)
-// dimension (views, on the batch's device), ids, captions and sources cut alike, `after` kept. How
+// dimension (views, on the batch's device), ids, captions, sources and is_reg cut alike, `after` kept. How
 // a rank's share of a global batch is trained in several micro-batches (automatic accumulation).
 Batch slice_batch(const Batch& batch, int64_t begin, int64_t count);
 

@@ -61,6 +61,10 @@ class StepLoop {
   int64_t global_batch() const {
     return t_.global_batch_size > 0 ? t_.global_batch_size : t_.batch_size * group_->size();
   }
+  // Of them, regularization samples (0 without regularization data).
+  int64_t reg_global_batch() const {
+    return t_.global_batch_size > 0 ? setup_.reg_per_batch : setup_.reg_per_batch * group_->size();
+  }
 
   TrainingTask& task_;
   const StepLoopSetup& setup_;
@@ -113,9 +117,6 @@ void StepLoop::setup() {
   WICK_CHECK_KIND(Config, global_batch() >= group_->size(), "train.global_batch_size ", global_batch(),
                   " is smaller than the number of ranks (", group_->size(), "): every rank needs at least one sample");
   WICK_CHECK(setup_.share_splits >= 1, "step loop: share_splits ", setup_.share_splits);
-  // The task weighs the last reg_per_batch samples of each batch: whole, equal per-rank batches only.
-  WICK_CHECK_KIND(Config, setup_.reg_per_batch == 0 || (t_.global_batch_size == 0 && setup_.share_splits == 1),
-                  "train.global_batch_size cannot be combined with regularization data (is_reg, train.reg_ratio)");
   const SamplerOptions sampling{.seed = static_cast<uint64_t>(t_.seed),
                                 .rank = group_->rank(),
                                 .world = group_->size(),
@@ -147,10 +148,6 @@ void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler
     WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
               " samples per micro-step over all ranks, but train.global_batch_size is ", t_.global_batch_size,
               "; set train.global_batch_size: ", saved_batch, " to continue it (on any number of ranks)");
-  if (saved_batch != global_batch() && setup_.reg_per_batch > 0)  // global_batch_size is no way out with it
-    WICK_FAIL(Config, dir.string(), ": the checkpoint was trained with ", saved_batch,
-              " samples per micro-step over all ranks, this run has ", global_batch(),
-              " (batch_size x ranks must stay the same to resume a run with regularization data)");
   WICK_CHECK_KIND(Config, saved_batch == global_batch(), dir.string(), ": the checkpoint was trained with ",
                   saved_batch, " samples per micro-step over all ranks, this run has ", global_batch(),
                   " (batch_size x ranks must stay the same to resume; to continue on ", group_->size(), " rank",
@@ -158,6 +155,14 @@ void StepLoop::restore(const CheckpointFiles& files, DistributedSampler& sampler
                   " instead of train.batch_size, and each rank takes ", saved_batch / group_->size(),
                   saved_batch % group_->size() == 0 ? "" : (" or " + std::to_string(saved_batch / group_->size() + 1)),
                   " samples)");
+  // Regularization samples per global batch: round(reg_ratio x global_batch_size) over all ranks, ranks x
+  // round(reg_ratio x batch_size) per rank; the two differ where reg_ratio x batch_size is not whole.
+  WICK_CHECK_KIND(Config, state.reg_batch == 0 || state.reg_batch == reg_global_batch(), dir.string(),
+                  ": the checkpoint was trained with ", state.reg_batch,
+                  " regularization samples per micro-step over all ranks, this run has ", reg_global_batch(),
+                  " (train.reg_ratio x ", t_.global_batch_size > 0 ? "train.global_batch_size" : "train.batch_size",
+                  ", rounded", t_.global_batch_size > 0 ? "" : ", per rank",
+                  "); set train.reg_ratio so that the count stays ", state.reg_batch, " to continue it");
   WICK_CHECK_KIND(Data, state.step == optimizer_->steps_taken(), dir.string(), ": training_state step ", state.step,
                   " but the optimizer state has ", optimizer_->steps_taken(), " steps");
   sampler.load_state({.epoch = state.epoch, .position = state.sample_cursor / global_batch()});
@@ -269,7 +274,7 @@ void StepLoop::save(int64_t step) {
   const SamplerState position = loader_->state();
   TrainingState state{.step = step, .epoch = position.epoch, .sample_cursor = position.position * global_batch(),
                       .seed = static_cast<uint64_t>(t_.seed), .rng = autograd::current_rng(),
-                      .global_batch = global_batch(), .skipped_steps = skipped_,
+                      .global_batch = global_batch(), .reg_batch = reg_global_batch(), .skipped_steps = skipped_,
                       .nonfinite_in_a_row = nonfinite_in_a_row_};
   if (scaler_)
     state.loss_scale = TrainingState::LossScale{scaler_->scale(), scaler_->growth_tracker(), scaler_->n_skipped()};
@@ -347,7 +352,9 @@ void StepLoop::announce(int64_t last) {
   std::string regularization;
   if (setup_.reg_per_batch > 0)
     regularization = " (+ " + std::to_string(setup_.reg_ids.size()) + " regularization samples, " +
-                     std::to_string(setup_.reg_per_batch) + " of every " + std::to_string(t_.batch_size) + " per rank)";
+                     std::to_string(setup_.reg_per_batch) + " of every " +
+                     (t_.global_batch_size > 0 ? std::to_string(t_.global_batch_size) + " over all ranks)"
+                                               : std::to_string(t_.batch_size) + " per rank)");
   std::fprintf(stderr,
                "wick train: %s: %s, %zu samples%s of %s, %s, %d rank%s, steps %lld..%lld, %lld samples per step%s\n",
                setup_.name.c_str(), task_.describe().c_str(), setup_.ids.size(), regularization.c_str(),

@@ -34,21 +34,22 @@ Tensor DiffusionTask::micro_batch_loss(const Batch& batch) {
   diffusion::Conditioning cond =
       drop_captions(batch, config_.datasets[0].caption_dropout, seed, epoch);
   ObjectiveBatch ob = objective_.make(x0, batch.ids, epoch);
-  weigh_regularization(ob, static_cast<int64_t>(batch.ids.size()));
+  weigh_regularization(ob, batch);
   Tensor x_in = ob.x_t.dtype() == model_->dtype() ? ob.x_t : ob.x_t.to(model_->dtype());
   Tensor pred = model_->predict(x_in, ob.model_time, cond);
   return objective_.loss(pred, ob);
 }
 
-void DiffusionTask::weigh_regularization(ObjectiveBatch& ob, int64_t n) const {
-  const int64_t n_reg = reg_per_batch(config_);
+void DiffusionTask::weigh_regularization(ObjectiveBatch& ob, const Batch& batch) const {
   const double weight = config_.train.prior_loss_weight;
-  if (n_reg == 0 || weight == 1.0) return;
-  // The sampler puts the regularization samples last in every batch (DistributedSampler).
-  WICK_CHECK(n > n_reg, "DiffusionTask: a batch of ", n, " samples with ", n_reg, " regularization samples");
+  if (batch.is_reg.empty() || weight == 1.0) return;
+  const int64_t n = static_cast<int64_t>(batch.ids.size());
+  WICK_CHECK(static_cast<int64_t>(batch.is_reg.size()) == n, "DiffusionTask: ", batch.is_reg.size(),
+             " regularization flags for a batch of ", n);
   std::vector<float> weights = ob.weights.defined() ? ob.weights.to_vector<float>()
                                                     : std::vector<float>(static_cast<size_t>(n), 1.0f);
-  for (int64_t i = n - n_reg; i < n; ++i) weights[static_cast<size_t>(i)] *= static_cast<float>(weight);
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (batch.is_reg[i]) weights[i] *= static_cast<float>(weight);
   ob.weights = Tensor::from_vector<float>(weights, {n}, ob.x_t.device());
 }
 

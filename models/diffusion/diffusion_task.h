@@ -42,9 +42,9 @@ class DiffusionTask : public TrainingTask {
 
  private:
   const TrainConfig& config_;
-  // Multiplies the loss weights of the batch's regularization samples (its last reg_per_batch) by
+  // Multiplies the loss weights of the batch's regularization samples (Batch::is_reg) by
   // train.prior_loss_weight.
-  void weigh_regularization(ObjectiveBatch& ob, int64_t n) const;
+  void weigh_regularization(ObjectiveBatch& ob, const Batch& batch) const;
 
   std::shared_ptr<DiffusionModel> model_;
   const TrainingData& data_;

@@ -693,11 +693,13 @@ TEST(Config, RegularizationDataset) {
             std::string::npos);
   EXPECT_NE(error_of(two, {"datasets.0.caption_dropout=0.2"}).find("caption_dropout and latent_sampling"),
             std::string::npos);
-  // Uneven global-batch shares are not combined with regularization data: refused, naming both keys.
-  const std::string global = error_of(two, {"train.global_batch_size=16"});
-  EXPECT_NE(global.find("train.global_batch_size cannot be combined with regularization data"), std::string::npos)
-      << global;
-  EXPECT_NE(global.find("is_reg: true, train.reg_ratio"), std::string::npos) << global;
+  // With train.global_batch_size the ratio is of the global batch: round(0.25 x 10) = 3 (2.5 rounds up).
+  TrainConfig global = parse(two, {"train.global_batch_size=10"});
+  EXPECT_EQ(reg_per_batch(global), 3);
+  expect_round_trip(global);
+  const std::string none = error_of(two, {"train.global_batch_size=1"});
+  EXPECT_NE(none.find("train.reg_ratio 0.25 of train.global_batch_size 1 gives 0 regularization samples per global "
+                      "batch"), std::string::npos) << none;
 }
 
 TEST(ConfigResolved, HashIsStableAndSensitive) {

@@ -490,11 +490,69 @@ TEST(DistributedSampler, MixesRegularizationAtTheRatioAcrossRanksAndResume) {
     EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
                                     {.seed = 3, .rank = 0, .world = 1, .batch_size = 8, .reg_per_batch = n_reg}),
                  WickError);
-  // Not combined with a global batch size (the config refuses it too).
-  EXPECT_THROW(DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
-                                  {.seed = 3, .rank = 0, .world = 2, .batch_size = 8, .global_batch_size = 16,
-                                   .reg_per_batch = 3}),
-               WickError);
+}
+
+// With a global batch size: the global batch of 11 (8 training ids, then 3 regularization ids) is the same
+// on 1, 2, 3 and 4 ranks, each rank taking its strided slice of it (shares differ by at most one; a rank may
+// hold no regularization id); the per-rank form (batch_size, reg_per_batch per rank) is the global form of
+// ranks x batch_size with ranks x reg_per_batch; too few training ids for the ranks is a Config error.
+TEST(DistributedSampler, MixesRegularizationIntoOneGlobalBatchOnAnyNumberOfRanks) {
+  std::vector<int64_t> ids, reg_ids;
+  for (int64_t i = 0; i < 50; ++i) ids.push_back(i);
+  for (int64_t i = 100; i < 113; ++i) reg_ids.push_back(i);
+  const std::vector<int64_t> one_bucket(ids.size(), 0), reg_bucket(reg_ids.size(), 0);
+  auto global_batches = [&](int world, int64_t n_batches) {  // rank batches woven back into global order
+    std::vector<std::vector<int64_t>> out(static_cast<size_t>(n_batches));
+    std::vector<DistributedSampler> ranks;
+    for (int rank = 0; rank < world; ++rank)
+      ranks.emplace_back(ids, one_bucket, reg_ids, reg_bucket,
+                         SamplerOptions{.seed = 5, .rank = rank, .world = world, .global_batch_size = 11,
+                                        .reg_per_batch = 3});
+    for (int64_t b = 0; b < n_batches; ++b) {
+      std::vector<std::vector<int64_t>> parts(static_cast<size_t>(world));
+      int64_t n_reg = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        DistributedSampler& sampler = ranks[static_cast<size_t>(rank)];
+        sampler.next(parts[static_cast<size_t>(rank)]);
+        const std::vector<int64_t>& part = parts[static_cast<size_t>(rank)];
+        EXPECT_EQ(static_cast<int64_t>(part.size()), sampler.rank_batch_size());
+        EXPECT_EQ(sampler.rank_batch_size(), rank_share(11, rank, world));
+        for (size_t i = 0; i < part.size(); ++i)  // regularization ids last, reg_count() of them
+          EXPECT_EQ(part[i] >= 100, static_cast<int64_t>(i) >= sampler.rank_batch_size() - sampler.reg_count());
+        n_reg += sampler.reg_count();
+      }
+      EXPECT_EQ(n_reg, 3);
+      for (size_t k = 0; k < 11; ++k) out[static_cast<size_t>(b)].push_back(parts[k % world][k / world]);
+    }
+    return out;
+  };
+  const int64_t n_batches = 17;  // past the end of an epoch of each set (7 and 5 batches)
+  const auto one = global_batches(1, n_batches);
+  for (const auto& batch : one)
+    for (size_t k = 0; k < batch.size(); ++k) EXPECT_EQ(batch[k] >= 100, k >= 8);
+  for (int world : {2, 3, 4}) EXPECT_EQ(global_batches(world, n_batches), one) << "world " << world;
+  // The per-rank form is the global one: 2 ranks x (5 + 3) = a global batch of 16 with 6 regularization ids.
+  for (int rank = 0; rank < 2; ++rank) {
+    DistributedSampler per_rank(ids, one_bucket, reg_ids, reg_bucket,
+                                {.seed = 5, .rank = rank, .world = 2, .batch_size = 8, .reg_per_batch = 3});
+    DistributedSampler global(ids, one_bucket, reg_ids, reg_bucket,
+                              {.seed = 5, .rank = rank, .world = 2, .global_batch_size = 16, .reg_per_batch = 6});
+    std::vector<int64_t> a, b;
+    for (int i = 0; i < 12; ++i) {
+      per_rank.next(a);
+      global.next(b);
+      EXPECT_EQ(a, b) << "rank " << rank << " batch " << i;
+    }
+  }
+  // 11 with 9 regularization ids leaves 2 training ids for 3 ranks: a Config error saying so.
+  try {
+    DistributedSampler(ids, one_bucket, reg_ids, reg_bucket,
+                       {.seed = 5, .rank = 0, .world = 3, .global_batch_size = 11, .reg_per_batch = 9});
+    ADD_FAILURE() << "no error";
+  } catch (const WickError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config);
+    EXPECT_THAT(e.what(), HasSubstr("leaves 2 training samples per global batch, fewer than the 3 ranks"));
+  }
 }
 
 TEST(Prefetcher, DeliversTheSameBatchesAsDirectReads) {

@@ -88,4 +88,69 @@ python3 "$here/same_tensors.py" "$work/out/c1-w1/checkpoints/step_00000005/model
   "$work/out/c2-w1/checkpoints/step_00000005/model.safetensors" >/dev/null &&
   fail "with prior_loss_weight 1 two regularization sets trained the same parameters"
 
+# With train.global_batch_size: the same global batches on any number of ranks, its training ids then its
+# regularization ids spread over the ranks as one strided batch (docs/training.md "Regularization data").
+run3() {  # run3 LOG ARGS...: wick train on 3 ranks
+  local log=$1
+  shift
+  timeout 240 "$mpiexec" --oversubscribe -np 3 "$wick" train "$work/run.yaml" --no-progress "$@" >"$log" 2>&1 ||
+    { fail "mpirun -np 3 wick train $* exited $?"; tail -8 "$log"; }
+}
+# 2 ranks, global batch 12 (6 + 6): bitwise the batch_size 6 run.
+run2 "$work/g2.log" --set name=g2 --set train.global_batch_size=12
+grep -m1 "6 of every 12 over all ranks" "$work/g2.log" || fail "the start-up line does not give the global mix"
+python3 "$here/compare_losses.py" "$work/out/two/metrics.jsonl" "$work/out/g2/metrics.jsonl" 20 ||
+  fail "global_batch_size 12 on 2 ranks differs from batch_size 6 on 2 ranks"
+# 3 ranks, global batch 12: 4 each (2 + 2), the 1-rank losses within 1e-5 (relative).
+run3 "$work/g3.log" --set name=g3 --set train.global_batch_size=12
+python3 "$here/compare_losses.py" "$work/out/one/metrics.jsonl" "$work/out/g3/metrics.jsonl" 20 --relative 1e-5 ||
+  fail "global_batch_size 12 on 3 ranks differs from 1 rank beyond 1e-5"
+# Uneven: global batch 10, reg_ratio 0.3 (7 + 3), weight 2: shares 4, 3, 3 with 1 or 2 regularization
+# samples each, against 1 rank.
+uneven=(--set train.global_batch_size=10 --set train.reg_ratio=0.3 --set train.prior_loss_weight=2)
+run1 "$work/u1.log" --set name=u1 "${uneven[@]}"
+run3 "$work/u3.log" --set name=u3 "${uneven[@]}"
+grep -m1 "3 of every 10 over all ranks" "$work/u3.log" || fail "the uneven run's start-up line"
+python3 "$here/compare_losses.py" "$work/out/u1/metrics.jsonl" "$work/out/u3/metrics.jsonl" 20 --relative 1e-5 ||
+  fail "the uneven global batch on 3 ranks differs from 1 rank beyond 1e-5"
+# The batch_size 6 run's 2-rank checkpoint at step 10 continues on 3 ranks with global_batch_size 12.
+mkdir -p "$work/out/moved/checkpoints"
+cp -r "$work/out/two/checkpoints/step_00000010" "$work/out/moved/checkpoints/"
+run3 "$work/moved.log" --set name=moved --set train.global_batch_size=12
+grep -m1 "resuming from .*step_00000010" "$work/moved.log" || fail "the 3-rank run did not resume from step 10"
+python3 - "$work/out/two/metrics.jsonl" "$work/out/moved/metrics.jsonl" <<'PY' ||
+import json, sys
+def rows(p):
+    r = {}
+    for line in open(p):
+        try: o = json.loads(line)
+        except ValueError: continue
+        if isinstance(o, dict) and "loss" in o: r[o["step"]] = o["loss"]
+    return r
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in range(11, 21))
+print(f"moved: largest relative loss difference over steps 11..20: {worst:.2e}")
+sys.exit(0 if sorted(b) == list(range(11, 21)) and worst < 1e-5 else 1)
+PY
+  fail "the 2-rank checkpoint did not continue on 3 ranks within 1e-5"
+# A regularization count that changes on resume is refused, naming it (global batch 12, ratio 0.4: 5, not 6).
+mkdir -p "$work/out/recount/checkpoints"
+cp -r "$work/out/two/checkpoints/step_00000010" "$work/out/recount/checkpoints/"
+"$wick" train "$work/run.yaml" --no-progress --set name=recount --set train.global_batch_size=12 \
+  --set train.reg_ratio=0.4 >"$work/recount.log" 2>&1 && fail "a changed regularization count was accepted"
+grep -m1 "trained with 6 regularization samples per micro-step over all ranks, this run has 5" "$work/recount.log" ||
+  { fail "no message naming the regularization count"; tail -3 "$work/recount.log"; }
+# A memory cap below a whole share of 20 (global batch 40, 12 regularization samples, 2 ranks): each share in
+# pieces, regularization samples weighted in whichever piece they fall, the same losses within 1e-5.
+big=(--set train.global_batch_size=40 --set train.reg_ratio=0.3 --set train.prior_loss_weight=2
+     --set train.gradient_checkpointing=false)
+run2 "$work/b40.log" --set name=b40 "${big[@]}"
+whole=$(grep -m1 -o "memory estimate per rank: .* = [0-9.]* [kMG]B" "$work/b40.log" | grep -o "[0-9.]* [kMG]B$")
+limit=$(python3 -c "import sys; v, u = sys.argv[1].split()
+print(int(float(v) * {'kB': 1e3, 'MB': 1e6, 'GB': 1e9}[u] * 0.9))" "$whole")
+WICK_MEMORY_LIMIT=$limit run2 "$work/b40capped.log" --set name=b40capped "${big[@]}"
+grep -m1 "each share trained in" "$work/b40capped.log" || fail "under WICK_MEMORY_LIMIT=$limit the shares were not split"
+python3 "$here/compare_losses.py" "$work/out/b40/metrics.jsonl" "$work/out/b40capped/metrics.jsonl" 20 --relative 1e-5 ||
+  fail "split shares with regularization samples differ from whole shares beyond 1e-5"
+
 exit $((failures > 0))
