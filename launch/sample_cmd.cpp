@@ -7,6 +7,7 @@
 //   wick sample output/flux_lora --prompt "a photo of [trigger]" --n 2 --width 768 --out me.png   # Flux
 //   wick sample output/flux_lora --prompt "[trigger] in Paris" --set model.t5_path=t5xxl_fp16.safetensors ...
 //   wick sample output/sd35_lora --prompt "a photo of [trigger]" --guidance 5 --set sample.negative_prompt=blurry ...
+//   wick sample output/sdxl_lora --prompt "a photo of [trigger]" --steps 30 --width 832 --height 1216 --out me.png
 //
 // --set overrides a key of the run's config for this command (the text encoders of a run that trained
 // with the dataset's stored sample prompts only, keep_encoders_loaded, ...).
@@ -80,14 +81,14 @@ void add_sample_command(CLI::App& app) {
   sample->add_option("--steps", args->steps, "sampler steps (default: the run's sample.steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   sample->add_option("--guidance", args->guidance,
-                     "classifier-free guidance scale (SD3, the DiT), 1 = none; Flux dev: its guidance input "
+                     "classifier-free guidance scale (SD3, SDXL, the DiT), 1 = none; Flux dev: its guidance input "
                      "(default: sample.guidance)")
       ->check(CLI::Range(0.0, 1e6));
   sample->add_option("--seed", args->seed, "noise seed (default: sample.seed)")->check(CLI::NonNegativeNumber);
-  sample->add_option("--width", args->width, "image width in pixels, Flux and SD3 (default: sample.width, else the "
+  sample->add_option("--width", args->width, "image width in pixels, Flux, SD3 and SDXL (default: sample.width, else the "
                      "dataset's first bucket)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
-  sample->add_option("--height", args->height, "image height in pixels, Flux and SD3 (default: sample.height, else the "
+  sample->add_option("--height", args->height, "image height in pixels, Flux, SD3 and SDXL (default: sample.height, else the "
                      "dataset's first bucket)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   sample->add_option("--lora", args->lora, "LoRA/DoRA file written by wick train (replaces the run's own)");

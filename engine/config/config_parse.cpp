@@ -632,9 +632,6 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
   if (c.train.prediction_type == PredictionType::V && c.train.noise_scheduler != NoiseScheduler::Ddpm)
     ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction is a DDPM target (noise_scheduler ddpm); "
                                           "a flowmatch model predicts its velocity ε − x0 already");
-  if (c.train.prediction_type == PredictionType::V && c.sample.every > 0)
-    ctx.fail_key("train.prediction_type", "train.prediction_type v_prediction trains a v target, but wick's DDIM "
-                                          "sample images take the model's output as ε: set sample.every to 0");
   if (c.network.conv > 0 && !(c.network.conv_alpha > 0))
     ctx.fail_key("network.conv_alpha", "network.conv_alpha must be > 0 with network.conv " +
                                            std::to_string(c.network.conv) +
@@ -648,7 +645,9 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
                                      " sets the rank of convolution adapters, but network.type full trains every "
                                      "weight itself (no adapters)");
   if (c.sample.sampler == SamplerKind::Auto)
-    c.sample.sampler = c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler : SamplerKind::Ddim;
+    c.sample.sampler = arch->default_sampler                                    ? *arch->default_sampler
+                       : c.train.noise_scheduler == NoiseScheduler::FlowMatch ? SamplerKind::Euler
+                                                                               : SamplerKind::Ddim;
   for (DatasetConfig& d : c.datasets)
     if (d.caption_dropout < 0) d.caption_dropout = c.train.caption_dropout;
   // ai-toolkit's `timestep_type: shift` draws σ uniformly and applies its scheduler's shift: 3.0 (SD3)

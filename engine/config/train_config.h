@@ -78,6 +78,9 @@ struct ArchSchema {
   // sample.guidance when the config gives none; nullopt: SampleConfig's (4.0, classifier-free). Flux:
   // 3.5, the distilled guidance input of dev.
   std::optional<double> default_sample_guidance = std::nullopt;
+  // What sample.sampler auto resolves to; nullopt: euler for flowmatch, ddim for ddpm. SDXL: euler (diffusers'
+  // EulerDiscreteScheduler for its DDPM model).
+  std::optional<SamplerKind> default_sampler = std::nullopt;
   LoraFormat default_lora_format = LoraFormat::Kohya;  // save.format when the config sets none
   // Checks across its keys: the (key, message) of the first problem, or nullopt.
   std::function<std::optional<std::pair<std::string, std::string>>(const ModelOptions&)> check = {};

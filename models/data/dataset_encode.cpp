@@ -553,9 +553,11 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   const text::ModelPromptEncoder encoder(prompt_options);
   for (const std::string& prompt : options.sample_prompts)
     job.sample_prompts.push_back(apply_trigger(prompt, options.captions.trigger_word, false));
-  // SD3 samples with classifier-free guidance: its negative prompt is encoded too (models/sd3/sd3_sampler.h).
+  // SD3 and SDXL sample with classifier-free guidance: the negative prompt is encoded too (models/sd3/sd3_sampler.h,
+  // models/sdxl/sdxl_sampler.h), but for SDXL's empty one, which is zeros (force_zeros_for_empty_prompt).
   const std::string negative = apply_trigger(options.negative_prompt, options.captions.trigger_word, false);
-  if (options.model == "sd3" && !job.sample_prompts.empty() &&
+  const bool stores_negative = options.model == "sd3" || (options.model == "sdxl" && !negative.empty());
+  if (stores_negative && !job.sample_prompts.empty() &&
       std::find(job.sample_prompts.begin(), job.sample_prompts.end(), negative) == job.sample_prompts.end())
     job.sample_prompts.push_back(negative);
 

@@ -91,7 +91,17 @@ Tensor sample_noise(const Shape& image_shape, int64_t first, int64_t n, uint64_t
   return stack(parts, 0);
 }
 
+namespace {
+// The DDIM sampler takes the model's output as ε (SDXL's sampler reads v as well: models/sdxl/sdxl_sampler.h).
+void check_prediction(const TrainConfig& config) {
+  WICK_CHECK_KIND(Config, config.train.prediction_type != PredictionType::V, "train.prediction_type v_prediction "
+                  "trains a v target, but the DDIM sample images of model.arch ", config.model.arch, " take the "
+                  "model's output as ε: set sample.every to 0");
+}
+}  // namespace
+
 std::unique_ptr<ImageSampler> make_hashed_text_sampler(const TrainConfig& config, const LatentDataset& dataset) {
+  check_prediction(config);
   try {
     dataset_text_encoder(dataset);
     latents_to_images(zeros({1, dataset.attributes().latent_channels, 2, 2}), dataset.attributes());
@@ -128,6 +138,7 @@ Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const 
   WICK_CHECK_KIND(Config, guidance >= 0.0, "generate: guidance must be >= 0, got ", guidance);
   WICK_CHECK(latent_shape.size() == 3, "generate: latent_shape must be {C, H, W}");
   const SamplerKind sampler = resolved_sampler(config);
+  if (sampler == SamplerKind::Ddim) check_prediction(config);
   const Device device = model_device(model);
   const Shape& image_shape = latent_shape;
   const int64_t n = static_cast<int64_t>(captions.size());

@@ -42,11 +42,12 @@ Tensor guided_prediction(const Denoiser& model, const Tensor& x, const Tensor& t
   const Conditioning& un = guidance.uncond;
   bool batched = guidance.batched && pairs_up(cond.context, un.context) &&
                  pairs_up(cond.context_mask, un.context_mask) && pairs_up(cond.pooled, un.pooled) &&
-                 pairs_up(cond.guidance, un.guidance);
+                 pairs_up(cond.guidance, un.guidance) && pairs_up(cond.size_ids, un.size_ids);
   Tensor v_cond, v_uncond;
   if (batched) {
     Conditioning both{cat2(cond.context, un.context), cat2(cond.context_mask, un.context_mask),
-                      cat2(cond.pooled, un.pooled), cat2(cond.guidance, un.guidance)};
+                      cat2(cond.pooled, un.pooled), cat2(cond.guidance, un.guidance),
+                      cat2(cond.size_ids, un.size_ids)};
     Tensor v = model(concat({x, x}, 0), concat({t, t}, 0), both);
     int64_t n = x.shape()[0];
     WICK_CHECK(v.dim() >= 1 && v.shape()[0] == 2 * n, "guided_prediction: the model returned ", v.describe(),

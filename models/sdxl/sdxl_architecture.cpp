@@ -1,5 +1,6 @@
 #include "models/sdxl/sdxl_architecture.h"
 
+#include "models/sdxl/sdxl_sampler.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "models/sdxl/sdxl_weights.h"
 #include "models/weights/key_map.h"
@@ -59,8 +60,30 @@ class SdxlArchitecture : public Architecture {
          .help = "GroupNorm groups; 0 = a diffusers folder's config.json, else 32"},
         {.name = "addition_time_embed_dim", .aliases = {"size_embed_dim"}, .type = OptionType::Int,
          .default_value = int64_t{0}, .range = ConfigRange::at_least(0),
-         .help = "width of each micro-conditioning sinusoid; 0 = a diffusers folder's config.json, else 256"}};
+         .help = "width of each micro-conditioning sinusoid; 0 = a diffusers folder's config.json, else 256"},
+        // What sample images need (sdxl_sampler.h); aliases: kohya's arguments, ai-toolkit's and SimpleTuner's keys.
+        // "" = the pipeline folder's part, or the single file's, when there is one.
+        {.name = "vae_path", .aliases = {"vae", "pretrained_vae_model_name_or_path"}, .type = OptionType::String,
+         .default_value = std::string(),
+         .help = "the SDXL VAE for sample images: a diffusers vae/ folder, a VAE file or an SDXL single file"},
+        {.name = "clip_l_path", .aliases = {"clip_l", "text_encoder_path"}, .type = OptionType::String,
+         .default_value = std::string(),
+         .help = "CLIP-L for sample prompts: a file, a text_encoder/ folder or an SDXL single file"},
+        {.name = "clip_g_path", .aliases = {"clip_g", "text_encoder_2_path"}, .type = OptionType::String,
+         .default_value = std::string(),
+         .help = "CLIP-G (bigG) for sample prompts: a file, a text_encoder_2/ folder or an SDXL single file"},
+        {.name = "clip_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+         .help = "CLIP's vocabulary: a tokenizer/ folder (vocab.json, merges.txt) or open_clip's "
+                 "bpe_simple_vocab_16e6.txt.gz"},
+        {.name = "clip_g_tokenizer_path", .type = OptionType::String, .default_value = std::string(),
+         .help = "bigG's tokenizer_2/ folder; empty = clip_tokenizer_path padded with \"!\" (SAI, ComfyUI)"},
+        {.name = "keep_encoders_loaded", .type = OptionType::Bool, .default_value = false,
+         .help = "keep the text encoders and the VAE in memory between sample grids"}};
     schema_.needs_base_weights = true;
+    schema_.sample_size = true;
+    // sample.guidance when the config gives none: StableDiffusionXLPipeline's guidance_scale.
+    schema_.default_sample_guidance = 5.0;
+    schema_.default_sampler = SamplerKind::Euler;  // diffusers' EulerDiscreteScheduler (sdxl_sampler.h)
     schema_.default_noise_scheduler = NoiseScheduler::Ddpm;
     schema_.default_lora_format = LoraFormat::Kohya;  // ComfyUI reads no PEFT SDXL LoRA; diffusers reads kohya
   }
@@ -120,10 +143,8 @@ class SdxlArchitecture : public Architecture {
     return {.metadata = metadata, .peft_layout = sdxl::lora_layout(c)};
   }
 
-  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest&) const override {
-    WICK_FAIL(Config, "SDXL sample images need the SDXL VAE decoder and the CLIP-L / bigG text encoders wired into "
-                      "the run, which wick does not do for SDXL yet; the training itself does not need them (latents "
-                      "and text embeddings are cached): set sample.every to 0");
+  std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const override {
+    return sdxl::make_sdxl_sampler(request);
   }
 
   std::filesystem::path export_model(const DiffusionModel& model, const std::filesystem::path& directory,

@@ -10,7 +10,9 @@
 //                                          .device = Device::cuda(0)});
 //
 // Keys (model.*), the facts no weight shape holds; 0 (default) = a diffusers folder's config.json, else SDXL's:
-// head_dim (64), num_heads (a fixed head count instead, SD 1.x's 8), norm_groups (32), addition_time_embed_dim (256).
+// head_dim (64), num_heads (a fixed head count instead, SD 1.x's 8), norm_groups (32), addition_time_embed_dim (256);
+// and what sample images need (models/sdxl/sdxl_sampler.h): vae_path, clip_l_path, clip_g_path, clip_tokenizer_path,
+// clip_g_tokenizer_path ("" = the pipeline folder's or the single file's part), keep_encoders_loaded.
 // docs/models.md ("SDXL") describes the model, its weights and its LoRA files.
 #pragma once
 

@@ -36,20 +36,6 @@ SdxlTextEncoders make(clip::ClipTokenizer clip_l_tokenizer, std::string clip_l_s
   return e;
 }
 
-// model_index.json's force_zeros_for_empty_prompt; true (diffusers' default) without the file or the key.
-bool read_force_zeros(const fs::path& root) {
-  const fs::path path = root / "model_index.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return true;
-  std::ifstream in(path);
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
-  WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), path.string(), ": not a JSON object");
-  if (!json.contains("force_zeros_for_empty_prompt")) return true;
-  WICK_CHECK_KIND(Data, json["force_zeros_for_empty_prompt"].is_boolean(), path.string(),
-                  ": force_zeros_for_empty_prompt is not true or false");
-  return json["force_zeros_for_empty_prompt"].get<bool>();
-}
-
 // Rows `rows` of a row-major [n, length] id buffer, as an I64 [rows, length] tensor.
 Tensor select_rows(const std::vector<int32_t>& ids, int64_t length, const std::vector<int64_t>& rows) {
   std::vector<int32_t> picked;
@@ -69,13 +55,27 @@ Tensor scatter_rows(const Tensor& part, int64_t n, const std::vector<int64_t>& r
 
 }  // namespace
 
+bool pipeline_force_zeros(const std::string& folder) {
+  if (folder.empty()) return true;
+  const fs::path path = fs::path(folder) / "model_index.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return true;
+  std::ifstream in(path);
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), path.string(), ": not a JSON object");
+  if (!json.contains("force_zeros_for_empty_prompt")) return true;
+  WICK_CHECK_KIND(Data, json["force_zeros_for_empty_prompt"].is_boolean(), path.string(),
+                  ": force_zeros_for_empty_prompt is not true or false");
+  return json["force_zeros_for_empty_prompt"].get<bool>();
+}
+
 SdxlTextEncoders SdxlTextEncoders::from_pipeline(const std::string& folder, const text::EncoderLoading& loading) {
   const fs::path root(folder);
   WICK_CHECK_KIND(Data, fs::is_directory(root), "sdxl text encoders: ", folder, " is not a folder");
   const std::string tokenizer = (root / "tokenizer").string(), tokenizer_2 = (root / "tokenizer_2").string();
   return make(clip::ClipTokenizer::from_folder(tokenizer), tokenizer, clip::ClipTokenizer::from_folder(tokenizer_2),
               tokenizer_2, (root / "text_encoder").string(), (root / "text_encoder_2").string(), loading,
-              read_force_zeros(root));
+              pipeline_force_zeros(folder));
 }
 
 SdxlTextEncoders SdxlTextEncoders::from_files(const text::TextEncoderFiles& files,

@@ -45,6 +45,11 @@ struct SdxlTextEncoders {
   static SdxlTextEncoders from_files(const text::TextEncoderFiles& files, const text::EncoderLoading& loading = {});
 };
 
+// A pipeline folder's model_index.json force_zeros_for_empty_prompt; true (diffusers' default, SDXL base's value)
+// without the file or the key, or for folder "". WickError (Data) naming the file when it is not a JSON object or
+// the value is not true or false.
+bool pipeline_force_zeros(const std::string& folder);
+
 struct SdxlPromptOptions {
   bool zeros_for_empty_prompt = false;  // "" -> zero context and pooled (see the header comment)
   int64_t batch_size = 8;

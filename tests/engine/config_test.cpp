@@ -212,6 +212,9 @@ TEST(Config, SdxlLoraInAiToolkitShapeParses) {
   EXPECT_EQ(c.train.noise_offset, 0.0357);
   EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
   EXPECT_EQ(c.sample.every, 0);
+  // SDXL samples with Euler (EulerDiscreteScheduler) at diffusers' guidance 5 unless the config says otherwise.
+  EXPECT_EQ(c.sample.sampler, SamplerKind::Euler);
+  EXPECT_EQ(c.sample.guidance, 5.0);
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
   EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
   expect_round_trip(c);
@@ -220,6 +223,10 @@ TEST(Config, SdxlLoraInAiToolkitShapeParses) {
                                         {"network.conv_dim=4", "train.prediction_type=v_prediction"});
   EXPECT_EQ(kohya.network.conv, 4);
   EXPECT_EQ(kohya.train.prediction_type, PredictionType::V);
+  // v-prediction with sample grids parses: SDXL's sampler reads v (the DiT's DDIM sampler refuses it when made).
+  TrainConfig v_samples = parse_config_file(kConfigsDir + "/sdxl_lora.yaml", config_schema(),
+                                            {"train.prediction_type=v", "sample.every=10", "sample.prompts=[a cat]"});
+  EXPECT_EQ(v_samples.sample.every, 10);
   TrainConfig defaults =
       parse(kMinimal + "network:\n  type: lora\n  conv: 6\n", {"model.arch=sdxl", "model.path=base.safetensors"});
   EXPECT_EQ(defaults.network.conv_alpha, 6.0);

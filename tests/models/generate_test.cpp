@@ -129,6 +129,11 @@ TEST(Generate, DdpmUsesDdimAndTheShiftChangesTheFlowPath) {
   ddpm.sample.sampler = SamplerKind::Euler;
   EXPECT_THAT(error_of([&] { generate_latents(*dit, ddpm, encoder, {"Bag"}, {4, 4, 4}, 2, 1.0, 3); }),
               HasSubstr("does not fit train.noise_scheduler ddpm"));
+  // DDIM takes the output as ε: a v-prediction model is refused, naming the architecture (SDXL's sampler reads v).
+  ddpm.sample.sampler = SamplerKind::Auto;
+  ddpm.train.prediction_type = PredictionType::V;
+  EXPECT_THAT(error_of([&] { generate_latents(*dit, ddpm, encoder, {"Bag"}, {4, 4, 4}, 2, 1.0, 3); }),
+              HasSubstr("DDIM sample images of model.arch dit take the model's output as ε"));
 }
 
 TEST(Generate, BadArgumentsNameTheProblem) {
