@@ -1,8 +1,11 @@
 // The std::thread code, driven from several threads at once: the prefetcher read by a second thread (what the
 // progress display and the checkpoint writer do) while the training thread takes batches, the byte observer held
-// back by its copy limit, and parallel_for's job hand-out. Each test checks the values; in the ThreadSanitizer build
+// back by its copy limit, parallel_for's job hand-out, and a stop signal handled on another thread than the
+// training thread. Each test checks the values; in the ThreadSanitizer build
 // (label tsan, tests/sanitizers/tsan_run.sh) a data race or a lock-order inversion in them also fails the run.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +21,7 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/data/latent_dataset.h"
 #include "engine/data/prefetcher.h"
+#include "engine/train/preemption.h"
 #include "runtime/byte_observer_thread.h"
 #include "runtime/error.h"
 #include "tests/test_data.h"
@@ -140,4 +144,26 @@ TEST(Threads, ParallelForRunsEveryJobOnceAcrossThreads) {
       EXPECT_EQ(digests[i], sha256_hex(text.data(), text.size())) << "job " << i << " of " << n;
     }
   }
+}
+
+// The kernel runs a process-directed signal's handler on any thread that does not block it: the prefetcher's loader,
+// parallel_for's helpers, Open MPI's progress thread. The training thread must still see the request.
+TEST(Threads, StopSignalHandledOnAnotherThreadReachesTheTrainingThread) {
+  PreemptionWatch watch(0, 1);
+  ASSERT_FALSE(watch.requested());
+  std::atomic<bool> signalled{false}, done{false};
+  std::thread helper([&] {  // stands for the loader thread: the signal is sent to it alone
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  ASSERT_EQ(pthread_kill(helper.native_handle(), SIGUSR1), 0);
+  bool seen = false;  // polled while the helper thread still runs, as the step loop does
+  for (int i = 0; i < 5000 && !seen; ++i) {
+    seen = watch.requested();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  signalled.store(seen);
+  done.store(true);
+  helper.join();
+  EXPECT_TRUE(signalled.load()) << "the training thread never saw the stop signal handled on the helper thread";
+  EXPECT_EQ(watch.signal_number(), SIGUSR1);
 }
