@@ -32,3 +32,13 @@ function(wick_sanitizer_environment)
     endif()
   endforeach()
 endfunction()
+
+# The ThreadSanitizer build (WICK_TSAN): the environment of its tests (label tsan, tests/CMakeLists.txt), each run
+# through tests/sanitizers/tsan_run.sh, which adds log_path and fails on any report. Every report is collected
+# (halt_on_error=0), with the second stack of a lock-order inversion; tsan.supp names only third-party libraries.
+# OpenMP and OpenBLAS run one thread: libgomp is not built with ThreadSanitizer, which cannot see its barriers and
+# would report every parallel loop (docs/testing.md "ThreadSanitizer"). Open MPI refuses root unless told.
+set(WICK_TSAN_ENVIRONMENT
+    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/sanitizers/tsan.supp:halt_on_error=0:second_deadlock_stack=1:history_size=4"
+    "OMP_NUM_THREADS=1" "OPENBLAS_NUM_THREADS=1" "OMP_WAIT_POLICY=passive"
+    "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -1,5 +1,6 @@
 #include "comm/termination_notice.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,10 +17,12 @@ size_t g_length = 0;
 struct sigaction g_previous;
 
 void on_sigterm(int signal_number) {
+  const int saved_errno = errno;  // the previous handler may return: leave errno as the interrupted code had it
   ssize_t ignored = ::write(STDERR_FILENO, g_message, g_length);
   (void)ignored;
   ::sigaction(SIGTERM, &g_previous, nullptr);
   ::raise(signal_number);
+  errno = saved_errno;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // PreemptionWatch: async-signal-safe handlers (a flag, write(2), sigaction, raise) for SIGTERM and SIGUSR1.
 #include "engine/train/preemption.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,7 +17,12 @@ namespace {
 
 constexpr int kSignals[] = {SIGTERM, SIGUSR1};
 
-volatile sig_atomic_t g_signal = 0;  // the first signal received, 0 before
+// The first signal received, 0 before. Atomic, not a volatile sig_atomic_t: the kernel runs the handler on any thread
+// that does not block the signal (the prefetcher's loader, parallel_for's helpers, Open MPI's progress thread), and
+// the training thread reads the flag (ThreadSanitizer reported the volatile one as a data race). Lock-free, so
+// async-signal-safe.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_installed{false};
 struct sigaction g_previous[2];
 // Formatted before installation, one per signal: the first signal's and a second signal's lines.
@@ -35,10 +41,12 @@ void write_all(const char* text, size_t length) {
 }
 
 void on_stop_signal(int signal_number) {
+  const int saved_errno = errno;  // write(2) may set it under the code the signal interrupted
   const int slot = slot_of(signal_number);
-  if (g_signal == 0) {
-    g_signal = signal_number;
+  int none = 0;
+  if (g_signal.compare_exchange_strong(none, signal_number)) {
     write_all(g_first[slot], g_first_length[slot]);
+    errno = saved_errno;
     return;
   }
   // A second signal: stop now, by the signal's own default action (the exit status says which).
@@ -49,6 +57,7 @@ void on_stop_signal(int signal_number) {
   sigemptyset(&fallback.sa_mask);
   ::sigaction(signal_number, &fallback, nullptr);
   ::raise(signal_number);  // delivered when this handler returns
+  errno = saved_errno;
 }
 
 // snprintf's return value -> the length of what it wrote into `capacity` bytes.
@@ -66,7 +75,7 @@ const char* stop_signal_name(int signal_number) {
 
 PreemptionWatch::PreemptionWatch(int rank, int world) {
   WICK_CHECK(!g_installed.exchange(true), "PreemptionWatch: only one watch may be installed at a time");
-  g_signal = 0;
+  g_signal.store(0);
   const int pid = static_cast<int>(::getpid());
   for (int signal_number : kSignals) {
     const int slot = slot_of(signal_number);
@@ -103,6 +112,6 @@ PreemptionWatch::~PreemptionWatch() {
   g_installed.store(false);
 }
 
-int PreemptionWatch::signal_number() const { return g_signal; }
+int PreemptionWatch::signal_number() const { return g_signal.load(); }
 
 }  // namespace wick
