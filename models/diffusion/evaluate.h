@@ -129,9 +129,10 @@ struct TargetCheck {
   bool met = false;
   std::string description;
 };
-inline constexpr double base_seen_accuracy_target = 0.70;
-inline constexpr double lora_new_class_accuracy_target = 0.60;
-inline constexpr double lora_max_other_drop = 0.05;
+// The quickstart's goals, judged by the CNN classifier (docs/evaluation.md "Targets").
+inline constexpr double base_seen_accuracy_target = 0.80;
+inline constexpr double lora_new_class_accuracy_target = 0.80;
+inline constexpr double lora_max_other_drop = 0.03;
 
 // `lora` may be null (only the base target). seen_labels: the classes the base was trained on;
 // new_labels: the classes the LoRA was trained on. The drop compares the accuracy over the classes

@@ -53,9 +53,9 @@ EOF
 expect 0 "wrote grid.png" sample output/tiny --prompt Bag --prompt "Ankle boot" --n 3 --steps 2 \
   --out grid.png
 [ -s grid.png ] || fail "sample wrote no grid.png"
-expect 0 "target base_seen_accuracy" eval tiny.yaml --n-per-class 2 --steps 2 --classifier "$classifier"
+expect 0 "target base_seen_accuracy" eval tiny.yaml --n-per-class 2 --steps 2 --classifier "$classifier" --classifier-arch mlp
 # What each class is mistaken for, on the real test images and on the base's images.
-expect 0 "^9 Ankle boot: .*% | " eval tiny.yaml --n-per-class 1 --steps 1 --classifier "$classifier" --out cm/eval.json
+expect 0 "^9 Ankle boot: .*% | " eval tiny.yaml --n-per-class 1 --steps 1 --classifier "$classifier" --classifier-arch mlp --out cm/eval.json
 [ -s "$classifier" ] || fail "eval saved no classifier"
 [ -s output/tiny/eval_base.png ] || fail "eval wrote no eval_base.png"
 json=output/tiny/eval.json
@@ -64,7 +64,7 @@ for field in '"format": "wick.eval"' '"n_per_class": 2' '"test_accuracy"' '"name
   grep -q -- "$field" "$json" || fail "eval.json lacks $field"
 done
 # A second evaluation reuses the saved classifier.
-expect 0 "$(basename "$classifier") loaded" eval output/tiny --n-per-class 1 --steps 1 --classifier "$classifier" \
+expect 0 "$(basename "$classifier") loaded" eval output/tiny --n-per-class 1 --steps 1 --classifier "$classifier" --classifier-arch mlp \
   --out other/eval.json
 [ -s other/eval.json ] || fail "--out other/eval.json was not written"
 # A LoRA on the tiny base, trained on class 9 only: eval runs base and base + LoRA and checks the LoRA targets.
@@ -80,7 +80,7 @@ save: {every: 0}
 EOF
 "$wick" train tiny_lora.yaml --no-progress >train_lora.log 2>&1 || { echo "FAIL: wick train (LoRA)"; cat train_lora.log; exit 1; }
 expect 0 "target lora_other_classes_drop" eval output/tiny_lora --n-per-class 1 --steps 1 \
-  --classifier "$classifier"
+  --classifier "$classifier" --classifier-arch mlp
 json=output/tiny_lora/eval.json
 for field in '"new_labels": \[' '"name": "lora"' '"lora_new_class_accuracy"' '"new_accuracy"' 'tiny_lora.safetensors'; do
   grep -q -- "$field" "$json" || fail "LoRA eval.json lacks $field"

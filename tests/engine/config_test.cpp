@@ -79,8 +79,8 @@ TEST(Config, QuickstartParses) {
   expect_round_trip(c);
 }
 
-TEST(Config, QuickstartLoraParses) {
-  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora.yaml", config_schema());
+TEST(Config, QuickstartLoraContextParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora_context.yaml", config_schema());
   EXPECT_EQ(c.network.type, NetworkType::Lora);
   EXPECT_EQ(c.network.linear, 8);
   EXPECT_EQ(c.network.linear_alpha, 8.0);
@@ -92,8 +92,8 @@ TEST(Config, QuickstartLoraParses) {
   expect_round_trip(c);
 }
 
-TEST(Config, QuickstartLoraRegParses) {
-  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora_reg.yaml", config_schema());
+TEST(Config, QuickstartLoraParses) {
+  TrainConfig c = parse_config_file(kConfigsDir + "/quickstart_lora.yaml", config_schema());
   EXPECT_EQ(c.network.type, NetworkType::Lora);
   EXPECT_TRUE(c.network.target.empty());  // the default preset
   ASSERT_EQ(c.datasets.size(), 2u);

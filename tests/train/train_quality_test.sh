@@ -32,7 +32,7 @@ YAML
 start=$(date +%s)
 "$wick" train quality.yaml --no-progress >train.log 2>&1 || { echo "FAIL: wick train"; tail -20 train.log; exit 1; }
 trained=$(date +%s)
-"$wick" eval output/quality --n-per-class 20 --steps 10 --guidance 3 --classifier "$classifier" >eval.log 2>&1 ||
+"$wick" eval output/quality --n-per-class 20 --steps 10 --guidance 3 --classifier "$classifier" --classifier-arch mlp >eval.log 2>&1 ||
   { echo "FAIL: wick eval"; tail -20 eval.log; exit 1; }
 echo "train $((trained - start)) s, eval $(($(date +%s) - trained)) s"
 python3 - output/quality/metrics.jsonl output/quality/eval.json "$loss_bound" "$min_accuracy" <<'PY'
