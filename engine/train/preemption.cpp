@@ -112,6 +112,8 @@ PreemptionWatch::~PreemptionWatch() {
   g_installed.store(false);
 }
 
-int PreemptionWatch::signal_number() const { return g_signal.load(); }
+int PreemptionWatch::signal_number() { return g_signal.load(); }
+
+bool PreemptionWatch::installed() { return g_installed.load(); }
 
 }  // namespace wick

@@ -31,9 +31,13 @@ class PreemptionWatch {
   PreemptionWatch(const PreemptionWatch&) = delete;
   PreemptionWatch& operator=(const PreemptionWatch&) = delete;
 
-  // The first signal that asked this process to stop (SIGTERM or SIGUSR1), 0 when none has.
-  int signal_number() const;
-  bool requested() const { return signal_number() != 0; }
+  // The first signal that asked this process to stop (SIGTERM or SIGUSR1) since the installed watch was
+  // made, 0 when none has (or none is installed).
+  static int signal_number();
+  static bool requested() { return signal_number() != 0; }
+  // Whether a watch is installed: `wick train` installs one as soon as its process group exists, so that a
+  // signal while the data and the model load is kept until step 1 ends (the step loop then uses that one).
+  static bool installed();
 };
 
 // "SIGTERM", "SIGUSR1", otherwise "signal <n>".

@@ -231,7 +231,7 @@ bool StepLoop::train_step(int64_t step) {
   BucketReport reduced;
   if (buckets_) reduced = buckets_->finish(grads_);
   // A stop request rides on the step's one small collective, so every rank stops after this step.
-  std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad, watch_->requested() ? 1.0 : 0.0});
+  std::vector<double> totals = all_reduce_sum(*group_, {local_sum, local_bad, PreemptionWatch::requested() ? 1.0 : 0.0});
   stopping_ranks_ = static_cast<int64_t>(totals[2]);
   // The mean loss over the step's samples (equal shares: the mean of the micro-batches' means).
   const double mean = uniform_ ? totals[0] / static_cast<double>(accumulation * world)
@@ -306,7 +306,7 @@ void StepLoop::save(int64_t step) {
 void StepLoop::preempted(int64_t step, bool saved) {
   result_.preempted = true;
   if (!rank0()) return;
-  const std::string who = group_->size() == 1 ? stop_signal_name(watch_->signal_number())
+  const std::string who = group_->size() == 1 ? stop_signal_name(PreemptionWatch::signal_number())
                                               : "a stop signal on " + std::to_string(stopping_ranks_) + " of " +
                                                     std::to_string(group_->size()) + " ranks";
   std::string checkpoint;
@@ -395,7 +395,8 @@ void StepLoop::announce(int64_t last) {
 }
 
 LoopResult StepLoop::run() {
-  watch_.emplace(group_->rank(), group_->size());  // SIGTERM / SIGUSR1: stop after a step, with a checkpoint
+  // SIGTERM / SIGUSR1: stop after a step, with a checkpoint (train() may have installed the watch already).
+  if (!PreemptionWatch::installed()) watch_.emplace(group_->rank(), group_->size());
   setup();
   const int64_t last = options_.stop_after_step > 0 ? std::min(options_.stop_after_step, t_.steps) : t_.steps;
   result_.first_step = start_step_ + 1;

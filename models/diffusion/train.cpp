@@ -8,6 +8,7 @@
 #include "comm/rank_layout.h"
 #include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/sha256.h"
+#include "engine/train/preemption.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/diffusion_task.h"
 #include "models/diffusion/memory_check.h"
@@ -109,6 +110,10 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
   const bool rank0 = group->rank() == 0;
+  // From here on a SIGTERM / SIGUSR1 (a preemption while the data and the model load) is kept, and the run
+  // stops after step 1 with a checkpoint and exit status 75 (the step loop reads this watch).
+  std::optional<PreemptionWatch> watch;
+  if (!PreemptionWatch::installed()) watch.emplace(group->rank(), group->size());
   device = rank_device(*group, device);
   if (group->size() > 1) {
     const std::vector<comm::RankPlace> places = comm::gather_rank_places(*group, device);

@@ -10,10 +10,14 @@
  * WICK_FAULT_ON=fsync instead leaves writes alone and fails fsync/fdatasync of chosen files.
  * WICK_FAULT_ON=slow-fsync makes fsync/fdatasync of chosen files succeed after WICK_FAULT_DELAY_MS
  * milliseconds (default 1000): a slow disk, so that a test can signal a process inside a save
- * (tests/train/preemption_test.sh). */
+ * (tests/train/preemption_test.sh). WICK_FAULT_ON=slow-open delays each open(2) of a path containing
+ * WICK_FAULT_PATH the same way (a slow network file system while a run starts). With WICK_FAULT_MARK set,
+ * a delay first creates that file, so that a test knows the process is inside it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +52,15 @@ static int slow_fsync(void) {
   return on != NULL && strcmp(on, "slow-fsync") == 0;
 }
 
-/* Sleeps WICK_FAULT_DELAY_MS (resuming after signals that interrupt it). */
+/* Sleeps WICK_FAULT_DELAY_MS (resuming after signals that interrupt it), after creating WICK_FAULT_MARK. */
 static void delay(void) {
+  const char* mark = getenv("WICK_FAULT_MARK");
+  if (mark != NULL && *mark != '\0') {
+    static int (*real_open)(const char*, int, ...);
+    if (real_open == NULL) real_open = (int (*)(const char*, int, ...))dlsym(RTLD_NEXT, "open");
+    int fd = real_open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+  }
   const char* text = getenv("WICK_FAULT_DELAY_MS");
   long long ms = text != NULL ? atoll(text) : 1000;
   struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -92,4 +103,45 @@ int fdatasync(int fd) {
   }
   if (slow_fsync() && chosen(fd)) delay();
   return real_fdatasync(fd);
+}
+
+static int slow_open(const char* path) {
+  const char* on = getenv("WICK_FAULT_ON");
+  const char* pattern = getenv("WICK_FAULT_PATH");
+  return on != NULL && strcmp(on, "slow-open") == 0 && pattern != NULL && *pattern != '\0' && path != NULL &&
+         strstr(path, pattern) != NULL;
+}
+
+/* open, open64 and openat with the optional mode argument passed on. */
+#define WICK_OPEN_MODE(flags, mode)                     \
+  mode_t mode = 0;                                      \
+  if ((flags) & (O_CREAT | O_TMPFILE)) {                \
+    va_list args;                                       \
+    va_start(args, flags);                              \
+    mode = (mode_t)va_arg(args, int);                   \
+    va_end(args);                                       \
+  }
+
+int open(const char* path, int flags, ...) {
+  static int (*real)(const char*, int, ...);
+  if (real == NULL) real = (int (*)(const char*, int, ...))dlsym(RTLD_NEXT, "open");
+  WICK_OPEN_MODE(flags, mode)
+  if (slow_open(path)) delay();
+  return real(path, flags, mode);
+}
+
+int open64(const char* path, int flags, ...) {
+  static int (*real)(const char*, int, ...);
+  if (real == NULL) real = (int (*)(const char*, int, ...))dlsym(RTLD_NEXT, "open64");
+  WICK_OPEN_MODE(flags, mode)
+  if (slow_open(path)) delay();
+  return real(path, flags, mode);
+}
+
+int openat(int dir, const char* path, int flags, ...) {
+  static int (*real)(int, const char*, int, ...);
+  if (real == NULL) real = (int (*)(int, const char*, int, ...))dlsym(RTLD_NEXT, "openat");
+  WICK_OPEN_MODE(flags, mode)
+  if (slow_open(path)) delay();
+  return real(dir, path, flags, mode);
 }

@@ -12,6 +12,8 @@
 #     checkpoint still verifies and `latest` still names it, its staging directory is left behind;
 #     --resume auto continues from the previous checkpoint bitwise and removes the leftover.
 #  5. One rank without a launcher: SIGTERM, exit 75, resume bitwise.
+#     And a signal while a 2-rank run starts (its dataset's open made slow by the shim): step 1, its
+#     checkpoint, exit 75, resume bitwise.
 #  6. scripts/slurm_train.sbatch run without Slurm (scontrol stubbed): SIGUSR1 to the batch script,
 #     exit 75 and `scontrol requeue $SLURM_JOB_ID`; the requeued script finishes the run bitwise.
 #   preemption_test.sh MPIEXEC WICK FIXTURE WRITE_FAULT_SHIM WORK_DIR
@@ -183,6 +185,20 @@ done
 send one_term TERM "$(pgrep -f "^$wick train $work/run.yaml --no-progress --set name=one_term\$")"
 finish
 stopped one_term "SIGTERM" one 1
+# A stop signal while the run starts, before step 1: the ranks keep it through loading the data and the
+# model, train step 1, write its checkpoint and exit 75.
+start_job startup LD_PRELOAD="$shim" WICK_FAULT_ON=slow-open WICK_FAULT_PATH=synthetic.h5 WICK_FAULT_DELAY_MS=2000 \
+  WICK_FAULT_MARK="$work/startup.mark"
+for _ in $(seq 1 3000); do
+  [ -e "$work/startup.mark" ] && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.01
+done
+[ -e "$work/startup.mark" ] || fail "startup: the ranks never reached the dataset's open"
+send startup USR1 "$job"
+finish
+[ "$before" = 0 ] || fail "startup: $before steps were logged before the signal"
+stopped startup "a stop signal on 2 of 2 ranks" whole 2
 
 # 6. scripts/slurm_train.sbatch without Slurm (scontrol is a stub that records its arguments): SIGUSR1
 #    to the batch script reaches the ranks through mpirun, the job is requeued after exit 75, and the
