@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
+#include "models/text/stored_prompts.h"
 #include "models/vae/vae_weights.h"
 #include "models/weights/pipeline_folder.h"
 #include "runtime/error.h"
@@ -183,35 +185,20 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
 
   // Each distinct prompt once: its stored row when the dataset holds it, else the encoders' output.
   const int64_t t5_length = t5_length_for(model);
-  std::vector<std::string> distinct;
-  std::vector<int64_t> source_row;  // per distinct prompt: its stored row, or -1 - (its place among the encoded)
-  std::vector<std::string> to_encode;
-  std::map<std::string, int64_t> row_of;
-  std::vector<int64_t> rows;
-  for (const std::string& prompt : prompts) {
-    const std::string text = prompt_text(prompt, setup_.trigger_word);
-    auto [at, added] = row_of.emplace(text, static_cast<int64_t>(distinct.size()));
-    if (added) {
-      distinct.push_back(text);
-      if (is_stored(text, t5_length)) {
-        source_row.push_back(stored_row_.at(text));
-      } else {
-        source_row.push_back(-1 - static_cast<int64_t>(to_encode.size()));
-        to_encode.push_back(text);
-      }
-    }
-    rows.push_back(at->second);
-  }
-  if (!to_encode.empty() && !encoders_) {
-    std::string stored;
-    for (const std::string& caption : setup_.stored_prompts->captions)
-      stored += (stored.empty() ? "\"" : ", \"") + caption + "\"";
+  std::vector<std::string> texts;
+  for (const std::string& prompt : prompts) texts.push_back(prompt_text(prompt, setup_.trigger_word));
+  const text::PromptPlan plan = text::plan_prompts(texts, [&](const std::string& text) -> std::optional<int64_t> {
+    if (!is_stored(text, t5_length)) return std::nullopt;
+    return stored_row_.at(text);
+  });
+  if (!plan.to_encode.empty() && !encoders_) {
     const int64_t stored_length = setup_.stored_prompts->embeds.size(1);
     const std::string length_note = stored_length == t5_length ? std::string()
                                                                 : ", made with " + std::to_string(stored_length) +
                                                                       " T5 tokens, not " + std::to_string(t5_length);
-    WICK_FAIL(Config, "the prompt \"", to_encode.front(), "\" is not among the sample prompts stored in the dataset (",
-              stored, length_note, "), so it needs the text encoders, and these are not given: ", missing_text_parts(),
+    WICK_FAIL(Config, "the prompt \"", plan.to_encode.front(), "\" is not among the sample prompts stored in the dataset (",
+              text::quoted_captions(*setup_.stored_prompts), length_note,
+              "), so it needs the text encoders, and these are not given: ", missing_text_parts(),
               " (a diffusers pipeline folder as model.name_or_path gives all of them; wick sample takes "
               "--set model.clip_l_path=... and the like)");
   }
@@ -219,20 +206,11 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   {
     // The table of distinct prompts' embeddings, f32 on the CPU, then each prompt's row of it.
     text::PromptEmbeddings encoded;
-    if (!to_encode.empty()) encoded = encode_flux_prompts(*encoders_, to_encode, {.t5_length = t5_length});
-    std::vector<Tensor> context_rows, pooled_rows;
-    for (int64_t row : source_row) {
-      if (row >= 0) {
-        context_rows.push_back(setup_.stored_prompts->embeds.narrow(0, row, 1).to(DType::F32).to(Device::cpu()));
-        pooled_rows.push_back(setup_.stored_prompts->pooled.narrow(0, row, 1).to(DType::F32).to(Device::cpu()));
-      } else {
-        context_rows.push_back(encoded.context.narrow(0, -1 - row, 1).to(DType::F32).to(Device::cpu()));
-        pooled_rows.push_back(encoded.pooled.narrow(0, -1 - row, 1).to(DType::F32).to(Device::cpu()));
-      }
-    }
-    const Tensor index = Tensor::from_vector<int64_t>(rows, {n}, Device::cpu());
-    context = index_select(concat(context_rows, 0), 0, index).to(device);
-    pooled = index_select(concat(pooled_rows, 0), 0, index).to(device);
+    if (!plan.to_encode.empty()) encoded = encode_flux_prompts(*encoders_, plan.to_encode, {.t5_length = t5_length});
+    std::tie(context, pooled) =
+        text::gather_prompts(plan, setup_.stored_prompts ? &*setup_.stored_prompts : nullptr, encoded);
+    context = context.to(device);
+    pooled = pooled.to(device);
   }
 
   // Euler over BFL's schedule; dev takes the guidance as an input (one forward per step).

@@ -11,6 +11,7 @@
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
+#include "models/text/stored_prompts.h"
 #include "models/vae/vae_weights.h"
 #include "models/weights/pipeline_folder.h"
 #include "runtime/error.h"
@@ -214,49 +215,22 @@ Tensor Sd3ImageSampler::generate(DiffusionModel& model, const std::vector<std::s
 }
 
 std::pair<Tensor, Tensor> Sd3ImageSampler::embed(const std::vector<std::string>& texts) {
-  std::vector<std::string> distinct, to_encode;
-  std::vector<int64_t> source_row;  // per distinct text: its stored row, or -1 - (its place among the encoded)
-  std::map<std::string, int64_t> row_of;
-  std::vector<int64_t> rows;
-  for (const std::string& text : texts) {
-    auto [at, added] = row_of.emplace(text, static_cast<int64_t>(distinct.size()));
-    if (added) {
-      distinct.push_back(text);
-      if (is_stored(text)) {
-        source_row.push_back(stored_row_.at(text));
-      } else {
-        source_row.push_back(-1 - static_cast<int64_t>(to_encode.size()));
-        to_encode.push_back(text);
-      }
-    }
-    rows.push_back(at->second);
-  }
-  if (!to_encode.empty() && !encoders_) {
-    std::string stored;
-    for (const std::string& caption : setup_.stored_prompts->captions)
-      stored += (stored.empty() ? "\"" : ", \"") + caption + "\"";
-    const bool negative = to_encode.front() == prompt_text(setup_.negative_prompt, setup_.trigger_word);
-    WICK_FAIL(Config, "the ", negative ? "negative prompt" : "prompt", " \"", to_encode.front(),
-              "\" is not among the sample prompts stored in the dataset (", stored,
+  const text::PromptPlan plan = text::plan_prompts(texts, [this](const std::string& text) -> std::optional<int64_t> {
+    if (!is_stored(text)) return std::nullopt;
+    return stored_row_.at(text);
+  });
+  if (!plan.to_encode.empty() && !encoders_) {
+    const bool negative = plan.to_encode.front() == prompt_text(setup_.negative_prompt, setup_.trigger_word);
+    WICK_FAIL(Config, "the ", negative ? "negative prompt" : "prompt", " \"", plan.to_encode.front(),
+              "\" is not among the sample prompts stored in the dataset (", text::quoted_captions(*setup_.stored_prompts),
               "), so it needs the text encoders, and these are not given: ", missing_text_parts(),
               " (a diffusers pipeline folder as model.name_or_path gives all of them; wick sample takes "
               "--set model.clip_l_path=... and the like)");
   }
   text::PromptEmbeddings encoded;
-  if (!to_encode.empty())
-    encoded = encode_sd3_prompts(*encoders_, to_encode,
-                                 {.t5_length = setup_.t5_length, .clip_l_pooled = setup_.clip_l_pooled});
-  std::vector<Tensor> context_rows, pooled_rows;
-  for (int64_t row : source_row) {
-    const bool stored = row >= 0;
-    const Tensor& context = stored ? setup_.stored_prompts->embeds : encoded.context;
-    const Tensor& pooled = stored ? setup_.stored_prompts->pooled : encoded.pooled;
-    const int64_t at = stored ? row : -1 - row;
-    context_rows.push_back(context.narrow(0, at, 1).to(DType::F32).to(Device::cpu()));
-    pooled_rows.push_back(pooled.narrow(0, at, 1).to(DType::F32).to(Device::cpu()));
-  }
-  const Tensor index = Tensor::from_vector<int64_t>(rows, {static_cast<int64_t>(rows.size())}, Device::cpu());
-  return {index_select(concat(context_rows, 0), 0, index), index_select(concat(pooled_rows, 0), 0, index)};
+  if (!plan.to_encode.empty()) encoded = encode_sd3_prompts(*encoders_, plan.to_encode,
+                                                          {.t5_length = setup_.t5_length, .clip_l_pooled = setup_.clip_l_pooled});
+  return text::gather_prompts(plan, setup_.stored_prompts ? &*setup_.stored_prompts : nullptr, encoded);
 }
 
 Tensor Sd3ImageSampler::generate_from_noise(MMDiT& model, const std::vector<std::string>& prompts, const Tensor& noise,
