@@ -3,6 +3,7 @@
 #include "engine/data/hdf5_util.h"
 
 #include <cstring>
+#include <new>
 
 namespace wick::h5 {
 namespace {
@@ -27,6 +28,8 @@ std::string attribute_label(const std::string& name) { return "attribute '" + na
 }  // namespace
 
 H5Lock::H5Lock() : guard_(hdf5_mutex()) { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void reset_lock_after_fork() { new (&hdf5_mutex()) std::recursive_mutex(); }
 
 std::string last_error() {
   std::string text;

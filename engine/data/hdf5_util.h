@@ -28,6 +28,10 @@ class H5Lock {
   std::lock_guard<std::recursive_mutex> guard_;
 };
 
+// In a forked child only (engine/data/child_check.h): re-creates the process-wide lock unlocked, since
+// a thread of the parent may have held it at fork time and no such thread exists in the child.
+void reset_lock_after_fork();
+
 // The innermost description on HDF5's error stack (then clears it); "" when empty.
 std::string last_error();
 [[noreturn]] void fail(const std::string& file, const std::string& object, const std::string& what,

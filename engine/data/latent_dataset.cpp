@@ -86,6 +86,25 @@ LatentDataset::~LatentDataset() {
 std::shared_ptr<LatentDataset> LatentDataset::open(const std::string& path) {
   WICK_CHECK_KIND(Data, std::filesystem::exists(path), path, ": no such file");
   WICK_CHECK_KIND(Data, std::filesystem::is_regular_file(path), path, ": not a regular file");
+  check_in_child(path);
+  return open_in_process(path);
+}
+
+void LatentDataset::read_every_string() const {
+  const State& s = *state_;
+  H5Lock lock;
+  const int64_t block = 4096;
+  for (const State::Bucket& bucket : s.buckets) {
+    for (int64_t start = 0; start < bucket.info.n_samples; start += block) {
+      const int64_t n = std::min(block, bucket.info.n_samples - start);
+      h5::read_strings(bucket.captions.get(), start, n, s.path, bucket_path(bucket.info.name, "captions"));
+      if (bucket.sources.valid())
+        h5::read_strings(bucket.sources.get(), start, n, s.path, bucket_path(bucket.info.name, "source"));
+    }
+  }
+}
+
+std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string& path) {
   H5Lock lock;
   htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   h5::last_error();

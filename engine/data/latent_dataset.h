@@ -129,7 +129,10 @@ struct ValidationReport {
 
 class LatentDataset {
  public:
-  // Opens read-only and checks the structure (docs/dataset.md "Opening and validation").
+  // Opens read-only and checks the structure (docs/dataset.md "Opening and validation"). First reads
+  // the whole file (open, validate, every string) in a child process with a time and memory limit, so
+  // that a file that crashes or hangs libhdf5 is refused (Data) without wick touching it
+  // (docs/troubleshooting.md "A damaged or hostile file"; WICK_DATASET_CHECK=0 skips this).
   static std::shared_ptr<LatentDataset> open(const std::string& path);
   ~LatentDataset();
   LatentDataset(const LatentDataset&) = delete;
@@ -167,6 +170,9 @@ class LatentDataset {
 
  private:
   LatentDataset();
+  static void check_in_child(const std::string& path);  // throws WickError (Data) on a bad file
+  static std::shared_ptr<LatentDataset> open_in_process(const std::string& path);
+  void read_every_string() const;  // captions and sources of every sample
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -3,6 +3,8 @@
 // prefetcher and packing Fashion-MNIST.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -294,6 +296,72 @@ TEST(LatentDataset, BadInputsNameTheFileAndObject) {
   ValidationReport report = ds->validate();
   ASSERT_FALSE(report.ok());
   EXPECT_THAT(report.errors[0], HasSubstr("/buckets/2x6/latents row 1 holds a non-finite value (NaN)"));
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// libhdf5_segv.h5 is fixture.h5 with 8 bytes changed (a random mutation): libhdf5 1.10.8 dies of
+// SIGSEGV on it when wick reads it in-process (WICK_DATASET_CHECK=0).
+TEST(LatentDataset, AFileThatCrashesLibhdf5IsRefused) {
+  const std::string message = open_error(fixture("hostile/libhdf5_segv.h5"));
+  EXPECT_THAT(message, HasSubstr("libhdf5_segv.h5: libhdf5 crashed (SIGSEGV) reading the file"));
+  EXPECT_THAT(message, HasSubstr("child process"));
+}
+
+// Inputs the fuzzer found (bench/results/2026-11-25-fuzz.md) that break libhdf5 1.10.8 itself: open
+// reads them in a child process first and refuses them without this process touching them.
+// libhdf5_oom.h5 (19 KB) makes libhdf5 allocate 1.9 GB for /label_names: the child's address-space
+// limit turns that into an allocation failure, and this process's peak memory stays small.
+TEST(LatentDataset, AFileThatMakesLibhdf5AllocateGigabytesIsRefused) {
+  const std::string message = open_error(fixture("hostile/libhdf5_oom.h5"));
+  EXPECT_THAT(message, HasSubstr("libhdf5_oom.h5: /label_names: H5Dread failed (memory allocation failed"));
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 1024 * 1024) << "peak resident KiB of the test process";
+}
+
+// libhdf5_hang.h5 crashes libhdf5 (SIGSEGV in H5HG__protect) in the clang build and spins forever in
+// the gcc build: the child is killed at WICK_DATASET_CHECK_TIMEOUT.
+TEST(LatentDataset, AHangInLibhdf5IsCutByTheTimeLimit) {
+  ScopedEnv timeout("WICK_DATASET_CHECK_TIMEOUT", "2");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = open_error(fixture("hostile/libhdf5_hang.h5"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool stopped = message.find("libhdf5_hang.h5: libhdf5 did not finish reading the file within 2 s") !=
+                       std::string::npos;
+  const bool crashed = message.find("libhdf5_hang.h5: libhdf5 crashed (SIG") != std::string::npos;
+  EXPECT_TRUE(stopped || crashed) << message;
+  EXPECT_THAT(message, HasSubstr("child process"));
+  EXPECT_LT(seconds, 30.0);
+}
+
+// The check's settings are validated; valid files open with the check on and with it off.
+TEST(LatentDataset, ChildCheckSettings) {
+  {
+    ScopedEnv bad("WICK_DATASET_CHECK_TIMEOUT", "soon");
+    try {
+      LatentDataset::open(fixture("fixture.h5"));
+      ADD_FAILURE() << "a timeout of 'soon' was accepted";
+    } catch (const WickError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::Config);
+      EXPECT_THAT(error.what(), HasSubstr("WICK_DATASET_CHECK_TIMEOUT='soon' must be a positive number"));
+    }
+  }
+  {
+    ScopedEnv off("WICK_DATASET_CHECK", "0");
+    EXPECT_EQ(LatentDataset::open(fixture("fixture.h5"))->size(), 8);
+  }
+  EXPECT_EQ(LatentDataset::open(fixture("fixture.h5"))->size(), 8);
 }
 
 TEST(LatentDataset, ValidateFindsNonFiniteLatentsWrittenByWick) {
