@@ -330,8 +330,11 @@ TEST(LatentDataset, AFileThatMakesLibhdf5AllocateGigabytesIsRefused) {
   EXPECT_LT(usage.ru_maxrss, 1024 * 1024) << "peak resident KiB of the test process";
 }
 
-// libhdf5_hang.h5 crashes libhdf5 (SIGSEGV in H5HG__protect) in the clang build and spins forever in
-// the gcc build: the child is killed at WICK_DATASET_CHECK_TIMEOUT.
+// libhdf5_hang.h5 crashes libhdf5 (SIGSEGV in H5HG__protect) in the clang build and, in the gcc build,
+// mostly spins forever (the child is killed at WICK_DATASET_CHECK_TIMEOUT) but now and then reads a
+// garbage bucket name and fails validation instead (libhdf5 reads memory it never wrote). Whichever it
+// does, the open ends within the limit with a Data error naming the file; the time limit itself is
+// checked deterministically by ChildCheck.AHangIsKilledAtTheTimeLimit.
 TEST(LatentDataset, AHangInLibhdf5IsCutByTheTimeLimit) {
   ScopedEnv timeout("WICK_DATASET_CHECK_TIMEOUT", "2");
   const auto start = std::chrono::steady_clock::now();
@@ -340,8 +343,11 @@ TEST(LatentDataset, AHangInLibhdf5IsCutByTheTimeLimit) {
   const bool stopped = message.find("libhdf5_hang.h5: libhdf5 did not finish reading the file within 2 s") !=
                        std::string::npos;
   const bool crashed = message.find("libhdf5_hang.h5: libhdf5 crashed (SIG") != std::string::npos;
-  EXPECT_TRUE(stopped || crashed) << message;
-  EXPECT_THAT(message, HasSubstr("child process"));
+  const bool garbage = message.find("libhdf5_hang.h5: bucket name") != std::string::npos;
+  EXPECT_TRUE(stopped || crashed || garbage) << message;
+  if (stopped || crashed) {
+    EXPECT_THAT(message, HasSubstr("child process"));
+  }
   EXPECT_LT(seconds, 30.0);
 }
 
