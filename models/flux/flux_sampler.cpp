@@ -9,6 +9,7 @@
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
+#include "models/sampler_files.h"
 #include "models/text/stored_prompts.h"
 #include "models/vae/vae_weights.h"
 #include "models/weights/pipeline_folder.h"
@@ -20,6 +21,8 @@
 namespace fs = std::filesystem;
 
 namespace wick::flux {
+
+using text::prompt_text;
 namespace {
 
 // Images per transformer call.
@@ -55,10 +58,6 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
 }
 
 }  // namespace
-
-std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
-  return apply_trigger(prompt, trigger_word, /*prepend=*/false);
-}
 
 FluxSamplingFiles sampling_files(const ModelConfig& model) {
   const ModelOptions& o = model.options;
@@ -292,17 +291,12 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
   // The dataset's stored sample prompts, when they are Flux's (T5 states, CLIP-L pooled) at this T5 length; the
   // text encoders are optional when they hold every prompt of the grid.
   std::optional<SamplePrompts> stored;
-  std::vector<std::string> not_stored;
   if (recorded > 0 && data.text_pooled_encoder == "clip-l") stored = dataset.sample_prompts();
   if (stored && (stored->embeds.size(1) != t5_length || stored->captions.empty())) stored.reset();
   std::vector<std::string> grid = request.config.sample.prompts;
   if (request.config.sample.n_per_class > 0)
     grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
-  for (const std::string& prompt : grid) {
-    const std::string text = prompt_text(prompt, request.config.trigger_word);
-    if (!stored || std::find(stored->captions.begin(), stored->captions.end(), text) == stored->captions.end())
-      not_stored.push_back(text);
-  }
+  const std::vector<std::string> not_stored = text::texts_not_stored(grid, request.config.trigger_word, stored);
   const bool text_optional = stored && not_stored.empty();
 
   std::vector<std::string> missing;
@@ -328,23 +322,13 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
                   missing.size() == 1 ? "it is" : "they are",
                   " not given (a diffusers pipeline folder as model.name_or_path, such as FLUX.1-dev/, gives all "
                   "five)", why_text);
-  const std::vector<std::pair<const char*, const std::string*>> keyed = {
+  check_files_exist({
       {"vae_path", &files.vae},
       {"clip_l_path", &files.clip_l},
       {"t5_path", &files.t5},
       {"clip_tokenizer_path", &files.clip_tokenizer},
-      {"t5_tokenizer_path", &files.t5_tokenizer}};
-  std::error_code ec;
-  for (const auto& [key, path] : keyed)
-    WICK_CHECK_KIND(Config, path->empty() || fs::exists(*path, ec), "model.", key, ": ", *path,
-                    ": no such file or folder");
-
-  vae::VaeConfig sizes;
-  try {
-    sizes = vae::read_vae_header(files.vae).config;
-  } catch (const WickError& error) {
-    throw WickError(error.kind(), "model.vae_path " + files.vae + ": " + message_of(error));
-  }
+      {"t5_tokenizer_path", &files.t5_tokenizer}});
+  const vae::VaeConfig sizes = sampler_vae_config(files.vae);
 
   FluxSamplerSetup setup{.files = files,
                          .t5_length = t5_length,

@@ -74,9 +74,6 @@ struct FluxSamplerSetup {
   std::optional<SamplePrompts> stored_prompts;
 };
 
-// What a prompt says once the trigger word is put in: "[trigger]" and "[name]" replaced, the ends trimmed (as
-// `wick dataset encode` writes the sample prompts it stores). What the encoders get and the stored captions match.
-std::string prompt_text(const std::string& prompt, const std::string& trigger_word);
 
 class FluxImageSampler : public ImageSampler {
  public:

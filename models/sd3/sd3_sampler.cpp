@@ -11,6 +11,7 @@
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
+#include "models/sampler_files.h"
 #include "models/text/stored_prompts.h"
 #include "models/vae/vae_weights.h"
 #include "models/weights/pipeline_folder.h"
@@ -22,6 +23,8 @@
 namespace fs = std::filesystem;
 
 namespace wick::sd3 {
+
+using text::prompt_text;
 namespace {
 
 // Images per MMDiT call (twice as many rows with guidance).
@@ -30,10 +33,6 @@ constexpr int64_t kSampleBatch = 4;
 Device device_of(const Module& model) {
   auto parameters = model.named_parameters();
   return parameters.empty() ? Device::cpu() : parameters.front().second.device();
-}
-
-std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
-  return apply_trigger(prompt, trigger_word, /*prepend=*/false);
 }
 
 bool text_parts_given(const Sd3SamplingFiles& f) {
@@ -352,12 +351,7 @@ std::unique_ptr<ImageSampler> make_sd3_sampler(const SamplerRequest& request) {
   if (request.config.sample.n_per_class > 0)
     grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
   if (request.config.sample.guidance != 1.0) grid.push_back(request.config.sample.negative_prompt);
-  std::vector<std::string> not_stored;
-  for (const std::string& prompt : grid) {
-    const std::string text = prompt_text(prompt, request.config.trigger_word);
-    if (!stored || std::find(stored->captions.begin(), stored->captions.end(), text) == stored->captions.end())
-      not_stored.push_back(text);
-  }
+  const std::vector<std::string> not_stored = text::texts_not_stored(grid, request.config.trigger_word, stored);
   const bool text_optional = stored && not_stored.empty();
 
   std::vector<std::string> missing;
@@ -386,25 +380,15 @@ std::unique_ptr<ImageSampler> make_sd3_sampler(const SamplerRequest& request) {
                   " not given (a diffusers pipeline folder as model.name_or_path, such as "
                   "stable-diffusion-3.5-large/, gives all of them)",
                   why_text);
-  const std::vector<std::pair<const char*, const std::string*>> keyed = {
+  check_files_exist({
       {"vae_path", &files.vae},
       {"clip_l_path", &files.clip_l},
       {"clip_g_path", &files.clip_g},
       {"t5_path", &files.t5},
       {"clip_tokenizer_path", &files.clip_tokenizer},
       {"clip_g_tokenizer_path", &files.clip_g_tokenizer},
-      {"t5_tokenizer_path", &files.t5_tokenizer}};
-  std::error_code ec;
-  for (const auto& [key, path] : keyed)
-    WICK_CHECK_KIND(Config, path->empty() || fs::exists(*path, ec), "model.", key, ": ", *path,
-                    ": no such file or folder");
-
-  vae::VaeConfig sizes;
-  try {
-    sizes = vae::read_vae_header(files.vae).config;
-  } catch (const WickError& error) {
-    throw WickError(error.kind(), "model.vae_path " + files.vae + ": " + message_of(error));
-  }
+      {"t5_tokenizer_path", &files.t5_tokenizer}});
+  const vae::VaeConfig sizes = sampler_vae_config(files.vae);
 
   const double configured_shift = model.options.get_float("sample_shift");
   double shift = 3.0;

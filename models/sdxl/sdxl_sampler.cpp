@@ -8,6 +8,7 @@
 #include "engine/data/captions.h"
 #include "models/diffusion/euler_discrete.h"
 #include "models/diffusion/generate.h"
+#include "models/sampler_files.h"
 #include "models/text/stored_prompts.h"
 #include "models/vae/vae_weights.h"
 #include "models/weights/pipeline_folder.h"
@@ -19,6 +20,8 @@
 namespace fs = std::filesystem;
 
 namespace wick::sdxl {
+
+using text::prompt_text;
 namespace {
 
 // Images per UNet call (twice as many rows with guidance).
@@ -27,10 +30,6 @@ constexpr int64_t kSampleBatch = 4;
 Device device_of(const Module& model) {
   auto parameters = model.named_parameters();
   return parameters.empty() ? Device::cpu() : parameters.front().second.device();
-}
-
-std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
-  return apply_trigger(prompt, trigger_word, /*prepend=*/false);
 }
 
 bool text_parts_given(const SdxlSamplingFiles& f) {
@@ -306,12 +305,7 @@ std::unique_ptr<ImageSampler> make_sdxl_sampler(const SamplerRequest& request) {
     grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
   const std::string negative = prompt_text(request.config.sample.negative_prompt, request.config.trigger_word);
   if (request.config.sample.guidance != 1.0 && !(zeros_for_empty && negative.empty())) grid.push_back(negative);
-  std::vector<std::string> not_stored;
-  for (const std::string& prompt : grid) {
-    const std::string text = prompt_text(prompt, request.config.trigger_word);
-    if (!stored || std::find(stored->captions.begin(), stored->captions.end(), text) == stored->captions.end())
-      not_stored.push_back(text);
-  }
+  const std::vector<std::string> not_stored = text::texts_not_stored(grid, request.config.trigger_word, stored);
   const bool text_optional = stored && not_stored.empty();
 
   std::vector<std::string> missing;
@@ -336,23 +330,13 @@ std::unique_ptr<ImageSampler> make_sdxl_sampler(const SamplerRequest& request) {
                   " not given (a diffusers pipeline folder as model.name_or_path, such as "
                   "stable-diffusion-xl-base-1.0/, gives all of them)",
                   why_text);
-  const std::vector<std::pair<const char*, const std::string*>> keyed = {
+  check_files_exist({
       {"vae_path", &files.vae},
       {"clip_l_path", &files.clip_l},
       {"clip_g_path", &files.clip_g},
       {"clip_tokenizer_path", &files.clip_tokenizer},
-      {"clip_g_tokenizer_path", &files.clip_g_tokenizer}};
-  std::error_code ec;
-  for (const auto& [key, path] : keyed)
-    WICK_CHECK_KIND(Config, path->empty() || fs::exists(*path, ec), "model.", key, ": ", *path,
-                    ": no such file or folder");
-
-  vae::VaeConfig sizes;
-  try {
-    sizes = vae::read_vae_header(files.vae).config;
-  } catch (const WickError& error) {
-    throw WickError(error.kind(), "model.vae_path " + files.vae + ": " + message_of(error));
-  }
+      {"clip_g_tokenizer_path", &files.clip_g_tokenizer}});
+  const vae::VaeConfig sizes = sampler_vae_config(files.vae);
 
   SdxlSamplerSetup setup{.files = files,
                          .negative_prompt = request.config.sample.negative_prompt,

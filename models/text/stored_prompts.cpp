@@ -1,12 +1,18 @@
 #include "models/text/stored_prompts.h"
 
+#include <algorithm>
 #include <map>
 
+#include "engine/data/captions.h"
 #include "runtime/error.h"
 #include "runtime/ops/index.h"
 #include "runtime/ops/join.h"
 
 namespace wick::text {
+
+std::string prompt_text(const std::string& prompt, const std::string& trigger_word) {
+  return apply_trigger(prompt, trigger_word, /*prepend=*/false);
+}
 
 PromptPlan plan_prompts(const std::vector<std::string>& texts,
                         const std::function<std::optional<int64_t>(const std::string&)>& stored_row) {
@@ -42,6 +48,17 @@ std::pair<Tensor, Tensor> gather_prompts(const PromptPlan& plan, const SamplePro
   const Tensor index =
       Tensor::from_vector<int64_t>(plan.rows, {static_cast<int64_t>(plan.rows.size())}, Device::cpu());
   return {index_select(concat(context_rows, 0), 0, index), index_select(concat(pooled_rows, 0), 0, index)};
+}
+
+std::vector<std::string> texts_not_stored(const std::vector<std::string>& prompts, const std::string& trigger_word,
+                                          const std::optional<SamplePrompts>& stored) {
+  std::vector<std::string> out;
+  for (const std::string& prompt : prompts) {
+    const std::string text = prompt_text(prompt, trigger_word);
+    if (!stored || std::find(stored->captions.begin(), stored->captions.end(), text) == stored->captions.end())
+      out.push_back(text);
+  }
+  return out;
 }
 
 std::string quoted_captions(const SamplePrompts& stored) {

@@ -21,6 +21,10 @@
 
 namespace wick::text {
 
+// What a prompt says once the trigger word is put in: "[trigger]" and "[name]" replaced, the ends trimmed (as
+// `wick dataset encode` writes the sample prompts it stores). What the encoders get and the stored captions match.
+std::string prompt_text(const std::string& prompt, const std::string& trigger_word);
+
 struct PromptPlan {
   std::vector<int64_t> rows;            // per text: the place of its distinct text
   std::vector<int64_t> source_row;      // per distinct text: its stored row (>= 0), or -1 - its place in to_encode
@@ -35,6 +39,11 @@ PromptPlan plan_prompts(const std::vector<std::string>& texts,
 // (null when the plan has none), the others from `encoded` (made from plan.to_encode, in its order).
 std::pair<Tensor, Tensor> gather_prompts(const PromptPlan& plan, const SamplePrompts* stored,
                                          const PromptEmbeddings& encoded);
+
+// The texts of a sample grid (each prompt with the trigger word put in) that `stored` does not hold, in order;
+// all of them without stored prompts. Empty: the sampler needs no text encoder.
+std::vector<std::string> texts_not_stored(const std::vector<std::string>& prompts, const std::string& trigger_word,
+                                          const std::optional<SamplePrompts>& stored);
 
 // The stored captions as `"a", "b"`, for messages.
 std::string quoted_captions(const SamplePrompts& stored);

@@ -20,6 +20,7 @@
 
 #include "models/flux/flux_architecture.h"
 #include "models/flux/flux_sampler.h"
+#include "models/text/stored_prompts.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
 #include "tests/models/weights_test_util.h"
@@ -253,10 +254,10 @@ TEST(FluxSampler, ImagesAreDeterministicPerSeedAndTheModeIsRestored) {
 // ---- stored sample prompts ----
 
 TEST(FluxSampler, PromptTextIsWhatDatasetEncodeStores) {
-  EXPECT_EQ(flux::prompt_text("a photo of [trigger]", "sks"), "a photo of sks");
-  EXPECT_EQ(flux::prompt_text("[name] and [trigger] ", "sks"), "sks and sks");  // as apply_trigger(..., false)
-  EXPECT_EQ(flux::prompt_text("  a cat", ""), "a cat");
-  EXPECT_EQ(flux::prompt_text("[trigger] on the moon", "ohwx"), "ohwx on the moon");
+  EXPECT_EQ(text::prompt_text("a photo of [trigger]", "sks"), "a photo of sks");
+  EXPECT_EQ(text::prompt_text("[name] and [trigger] ", "sks"), "sks and sks");  // as apply_trigger(..., false)
+  EXPECT_EQ(text::prompt_text("  a cat", ""), "a cat");
+  EXPECT_EQ(text::prompt_text("[trigger] on the moon", "ohwx"), "ohwx on the moon");
 }
 
 // The dataset's /sample_prompts (a caption -> T5 states and CLIP-L pooled, f16 in the file) in place of the
