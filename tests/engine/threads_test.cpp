@@ -54,6 +54,19 @@ TEST(Threads, PrefetcherReadByAnotherThreadWhileBatchesAreTaken) {
       std::this_thread::yield();
     }
   });
+  // On a loaded 2-core machine the observer may not be scheduled before 16 small batches are taken (seen in CI):
+  // wait for its first poll (bounded) so that its reads overlap the batches being taken.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (n_polls.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  struct StopObserver {  // an ASSERT that returns early still stops and joins the observer
+    std::atomic<bool>& done;
+    std::thread& thread;
+    ~StopObserver() {
+      done.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } stop_observer{done, observer};
+  ASSERT_GT(n_polls.load(), 0) << "the observer thread never ran in 30 s";
   for (int step = 0; step < 16; ++step) {  // crosses epoch boundaries
     std::vector<int64_t> want;
     reference.next(want);
@@ -65,7 +78,6 @@ TEST(Threads, PrefetcherReadByAnotherThreadWhileBatchesAreTaken) {
   done.store(true);
   observer.join();
   EXPECT_FALSE(impossible.load());
-  EXPECT_GT(n_polls.load(), 0);
   EXPECT_LE(worst_ready.load(), 2);  // never more than depth batches held
 }
 
