@@ -32,6 +32,7 @@ struct ChildCheckResult {
     OutOfMemory, // std::bad_alloc under the address-space limit
     Signaled,    // the child died by a signal (signal_number)
     TimedOut,    // killed after limits.timeout_seconds
+    SanitizerReport,  // (WICK_SANITIZE builds) AddressSanitizer ended the child; message is its summary line
     Failed,      // fork failed, or the child exited without reporting (message says how)
   };
   Outcome outcome = Outcome::Passed;

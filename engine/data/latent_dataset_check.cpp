@@ -59,6 +59,8 @@ void LatentDataset::check_in_child(const std::string& path) {
       throw WickError(result.error_kind, result.message);  // what the parent's own open would have said
     case Outcome::Signaled:
       WICK_FAIL(Data, path, ": libhdf5 crashed (", signal_name(result.signal_number), ") reading the file", hint);
+    case Outcome::SanitizerReport:
+      WICK_FAIL(Data, path, ": reading the file ended in a memory error (", result.message, ")", hint);
     case Outcome::TimedOut:
       WICK_FAIL(Data, path, ": libhdf5 did not finish reading the file within ", limits.timeout_seconds,
                 " s and was stopped", hint, "; on a slow file system raise WICK_DATASET_CHECK_TIMEOUT (seconds)");

@@ -70,12 +70,12 @@ python3 "$here/same_tensors.py" "$work/out/two/checkpoints/step_00000020/model.s
 for w in 0 1 2; do run1 "$work/w$w.log" --set name=w$w --set train.batch_size=12 --set train.steps=1 \
   --set train.prior_loss_weight=$w; done
 python3 - "$(loss_at w0 1)" "$(loss_at w1 1)" "$(loss_at w2 1)" <<'PY' ||
-  fail "the step-1 loss is not linear in the weight"
 import sys
 l0, l1, l2 = map(float, sys.argv[1:])
 print(f"step-1 loss with prior_loss_weight 0, 1, 2: {l0} {l1} {l2}")
 sys.exit(0 if l1 - l0 > 1e-3 and abs((l2 - l1) - (l1 - l0)) < 1e-5 * l2 else 1)
 PY
+  fail "the step-1 loss is not linear in the weight"
 # Weight 0: regularization classes 1 and 2 train the same parameters; weight 1: they differ.
 for w in 0 1; do
   for k in 1 2; do run1 "$work/c$k-w$w.log" --set name=c$k-w$w --set train.steps=5 --set train.prior_loss_weight=$w \
