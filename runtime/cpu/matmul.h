@@ -1,4 +1,5 @@
-// CPU GEMM through OpenBLAS, called by the matmul and conv front-ends after validation.
+// CPU GEMM, called by the matmul and conv front-ends after validation: wick's AVX-512 kernel
+// (runtime/cpu/gemm_avx512.h) for the f32 products it suits, OpenBLAS for the rest.
 //
 //   GemmProblem p = ...;      // see runtime/ops/gemm_problem.h; dtype F32 or F64
 //   cpu::gemm(p);             // C[i] = A[i] @ B[i] for every batch index
@@ -8,7 +9,7 @@
 
 namespace wick::cpu {
 
-// F32 (cblas_sgemm) or F64 (cblas_dgemm) only; the front-ends convert 16-bit operands to F32.
+// F32 (avx512_gemm or cblas_sgemm) or F64 (cblas_dgemm) only; the front-ends convert 16-bit operands to F32.
 // Small products run the batch loop in parallel; large ones let OpenBLAS thread each product.
 void gemm(const GemmProblem& problem);
 

@@ -30,6 +30,9 @@ struct GemmProblem {
   void* c = nullptr;  // m x n, always row-major
   int64_t ldc = 1;
   bool accumulate = false;  // C += A @ B (beta = 1) instead of C = A @ B
+  // CPU only, not with `accumulate`: C = bias + A @ B, bias a contiguous row of n values (C's dtype)
+  // added to every row of every product (a linear layer's bias, without a broadcast copy into C first).
+  const void* bias = nullptr;
   // Batch: n_batch products; the i-th reads A at a + a_batch.offset_of(i) elements, and so on.
   // The batch views hold the coalesced batch axes (rank 0 for a single product).
   int64_t n_batch = 1;

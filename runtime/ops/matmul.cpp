@@ -35,11 +35,13 @@ void run_gemm(const GemmProblem& problem, Device device) {
 }
 
 // a [B..., M, K], b [B..., K, N] (batch already broadcast, same dtype) into out [B..., M, N];
-// adds to out's contents when `accumulate`.
-void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+// adds to out's contents when `accumulate`, or to the row `bias_row` (CPU; see GemmProblem::bias).
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate,
+                  const void* bias_row = nullptr) {
   int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (out.numel() == 0) return;
   if (k == 0) {
+    WICK_CHECK(bias_row == nullptr, "matmul: an empty inner axis with a bias row");
     if (!accumulate) copy_into(out, Tensor::scalar(0.0, out.dtype(), out.device()));
     return;
   }
@@ -58,6 +60,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool accu
   problem.c = out.data();
   problem.ldc = n;
   problem.accumulate = accumulate;
+  problem.bias = bias_row;
   Shape batch = batch_of(out);
   Strides a_strides = batch_strides_of(a), b_strides = batch_strides_of(b), c_strides = batch_strides_of(out);
   problem.n_batch = numel(batch);
@@ -100,8 +103,12 @@ Tensor matmul_plus(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   a_shape.insert(a_shape.end(), {m, k});
   b_shape.insert(b_shape.end(), {k, n});
   Tensor out = Tensor::empty(out_shape, compute, device);
-  if (bias.defined()) copy_into(out, bias);
-  batched_gemm(a.expand(a_shape), b.expand(b_shape), out, bias.defined());
+  // The CPU adds a linear layer's bias row as it writes C; anything else is broadcast into C first.
+  bool bias_row = bias.defined() && device.is_cpu() && k > 0 && bias.dim() == 1 && bias.size(0) == n &&
+                  bias.dtype() == compute && bias.is_contiguous();
+  if (bias.defined() && !bias_row) copy_into(out, bias);
+  batched_gemm(a.expand(a_shape), b.expand(b_shape), out, bias.defined() && !bias_row,
+               bias_row ? bias.data() : nullptr);
   if (compute != dtype) out = cast(out, dtype);
 
   if (vector_a) out = out.squeeze(out.dim() - 2);

@@ -96,6 +96,9 @@ std::vector<OpCase> matmul_cases() {
       matmul_case("matmul_batched_vector", {3, 4, 7}, {7}),
       matmul_case("matmul_strided", {2, 5, 9}, {9, 4}, /*non_contiguous=*/true),
       matmul_case("matmul_empty_k", {3, 0}, {0, 4}),
+      // Large enough for the CPU's AVX-512 tiles (14 x 32) where the CPU has them, with partial tiles.
+      matmul_case("matmul_tiles_45x40x70", {45, 70}, {70, 40}),
+      matmul_case("matmul_tiles_batched", {3, 29, 16}, {16, 64}),
   };
   cases.push_back({.name = "matmul_transpose_a",
                    .inputs = {spec({9, 6}), spec({9, 5})},
@@ -132,6 +135,20 @@ std::vector<OpCase> matmul_cases() {
                    .inputs = {spec({2, 3, 8}), spec({5, 8}), spec({5})},
                    .run = [](const Inputs& x) { return Outputs{linear(x[0], x[1], x[2])}; },
                    .reference = [ref_linear](const RefInputs& x) { return RefOutputs{ref_linear(x[0], x[1], &x[2])}; },
+                   .dtypes = all_float,
+                   .cpu_tolerance = gemm_tolerance,
+                   .cuda_tolerance = gemm_tolerance});
+  cases.push_back({.name = "linear_bias_tiles",
+                   .inputs = {spec({3, 20, 24}), spec({40, 24}), spec({40})},
+                   .run = [](const Inputs& x) { return Outputs{linear(x[0], x[1], x[2])}; },
+                   .reference = [ref_linear](const RefInputs& x) { return RefOutputs{ref_linear(x[0], x[1], &x[2])}; },
+                   .dtypes = all_float,
+                   .cpu_tolerance = gemm_tolerance,
+                   .cuda_tolerance = gemm_tolerance});
+  cases.push_back({.name = "matmul_transpose_a_tiles",
+                   .inputs = {spec({70, 45}), spec({70, 33})},
+                   .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1], true, false)}; },
+                   .reference = [](const RefInputs& x) { return RefOutputs{ref_matmul(ref_transpose_last(x[0]), x[1])}; },
                    .dtypes = all_float,
                    .cpu_tolerance = gemm_tolerance,
                    .cuda_tolerance = gemm_tolerance});

@@ -1,0 +1,34 @@
+// wick's own f32 GEMM for x86 CPUs with AVX-512, for the products where one operand is small enough to
+// stay in the L2 cache: the linear layers of small models (a DiT's 1568 x 96 x 96 or 96 x 384 x 1568),
+// where OpenBLAS spends a large share of its time packing both operands. Chosen at run time by
+// cpu::gemm (runtime/cpu/matmul.cpp); everything else goes to OpenBLAS.
+//
+//   if (cpu::avx512_gemm_suits(p)) cpu::avx512_gemm(p, a, b, c, /*threads=*/true);
+//
+// The kernel: C is cut into tiles of 14 rows x 32 columns, each held in 28 zmm registers over the whole
+// K and written once (C = A @ B, or C += A @ B when p.accumulate). A is read in place (its 14 values of
+// one k are broadcast); B is read in place when row-major, or first copied into 32-column panels when
+// stored column-major (a weight used as W^T). Each element of C is one sequential fused multiply-add
+// chain over k (then added to C or to the bias), whatever the thread count: the result does not
+// depend on it. Threads split the tiles, never K.
+#pragma once
+
+#include "runtime/ops/gemm_problem.h"
+
+namespace wick::cpu {
+
+// True on an x86-64 CPU with AVX-512F (checked once), unless the environment variable WICK_CPU_GEMM is
+// "openblas" (every f32 product then goes to OpenBLAS, for comparisons).
+bool avx512_gemm_available();
+
+// avx512_gemm_available() and this F32 product has an operand of at most avx512_gemm_max_operand_bytes
+// (A when B is the larger), so that the other can be streamed past it.
+bool avx512_gemm_suits(const GemmProblem& p);
+inline constexpr int64_t avx512_gemm_max_operand_bytes = int64_t{1} << 20;
+
+// One product of p (a, b, c point at its operands; p's batch fields are ignored): C = A @ B,
+// C += A @ B when p.accumulate, C = bias + A @ B when p.bias. `threads`: split the tiles over the OpenMP threads (when not already
+// inside a parallel region). Requires avx512_gemm_available().
+void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads);
+
+}  // namespace wick::cpu
