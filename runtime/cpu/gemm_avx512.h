@@ -27,8 +27,9 @@ bool avx512_gemm_suits(const GemmProblem& p);
 inline constexpr int64_t avx512_gemm_max_operand_bytes = int64_t{1} << 20;
 
 // One product of p (a, b, c point at its operands; p's batch fields are ignored): C = A @ B,
-// C += A @ B when p.accumulate, C = bias + A @ B when p.bias. `threads`: split the tiles over the OpenMP threads (when not already
-// inside a parallel region). Requires avx512_gemm_available().
+// C += A @ B when p.accumulate, C = bias + A @ B when p.bias. `threads`: split the tiles over the
+// OpenMP threads (when not already inside a parallel region). Any m, n, k >= 1. Requires
+// avx512_gemm_available().
 void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads);
 
 }  // namespace wick::cpu

@@ -83,6 +83,13 @@ Tensor matmul_plus(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   int64_t b_inner = b_in.size(b_in.dim() == 1 ? 0 : -2);
   WICK_CHECK(a_in.size(-1) == b_inner, "matmul: inner dimensions differ: ", a_in.describe(), " @ ", b_in.describe(),
              " (", a_in.size(-1), " vs ", b_inner, ")");
+  // One shared matrix under a batch of contiguous rows (grad_x = g @ W of a linear layer): one GEMM over
+  // all the rows instead of one small GEMM per batch index; every output element is the same sum.
+  if (b_in.dim() == 2 && a_in.dim() > 2 && a_in.is_contiguous()) {
+    Shape out_shape = a_in.shape();
+    out_shape.back() = b_in.size(1);
+    return matmul_plus(a_in.reshape({-1, a_in.size(-1)}), b_in, bias).view(out_shape);
+  }
   DType dtype = promote_types(a_in.dtype(), b_in.dtype());
   Device device = a_in.device();
   bool vector_a = a_in.dim() == 1, vector_b = b_in.dim() == 1;
