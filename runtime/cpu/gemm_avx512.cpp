@@ -62,7 +62,7 @@ void pack_b_panels(const float* b, int64_t ldb, int64_t k, int64_t n, float* pac
 template <int R, bool AT, bool FULL>
 WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, const float* b, int64_t b_step, int64_t k,
                                                 float* c, int64_t ldc, __mmask16 mask0, __mmask16 mask1,
-                                                bool accumulate, const float* bias) {
+                                                bool accumulate, const float* bias, const float* next_a) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -70,6 +70,10 @@ WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, con
     __m512 b0 = FULL ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(mask0, b);
     __m512 b1 = FULL ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(mask1, b + 16);
     const float* ak = AT ? a + kk * lda : a + kk;
+    if (!AT && next_a != nullptr) {
+      int64_t line = kk / R;
+      if (line * 16 < k) _mm_prefetch(reinterpret_cast<const char*>(next_a + (kk % R) * lda + line * 16), _MM_HINT_T0);
+    }
     if (AT) {
       _mm_prefetch(reinterpret_cast<const char*>(ak + 8 * lda), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + 8 * b_step), _MM_HINT_T0);
@@ -114,7 +118,7 @@ WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, con
 }
 
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, __mmask16, __mmask16,
-                        bool, const float*);
+                        bool, const float*, const float*);
 
 template <bool AT, bool FULL>
 constexpr TileFn tile_fns[tile_rows + 1] = {
@@ -136,9 +140,13 @@ void run_tiles(const Tiles& t, int64_t begin, int64_t end) {
     int64_t rows = std::min(tile_rows, t.m - i0), cols = std::min(tile_cols, t.n - j0);
     const float* a = t.a_transposed ? t.a + i0 : t.a + i0 * t.lda;
     const float* b = t.b + panel * t.b_panel_step;
+    // Rows stream past a resident B: while the last panel of a row block runs, fetch the next block's A.
+    const float* next_a = nullptr;
+    if (!t.a_transposed && t.rows_outer && panel == t.col_panels - 1 && i0 + tile_rows < t.m)
+      next_a = t.a + (i0 + tile_rows) * t.lda;
     __mmask16 mask0 = columns_mask(cols), mask1 = cols > 16 ? columns_mask(cols - 16) : 0;
     (cols == tile_cols ? full : partial)[rows](a, t.lda, b, t.b_step, t.k, t.c + i0 * t.ldc + j0, t.ldc, mask0, mask1, t.accumulate,
-        t.bias == nullptr ? nullptr : t.bias + j0);
+        t.bias == nullptr ? nullptr : t.bias + j0, next_a);
   }
 }
 #endif
