@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/exp_f32.h"
+#include "runtime/cpu/gemm_avx512.h"
 #include "runtime/cpu/parallel.h"
+#include "runtime/cpu/row_reduce.h"
 
 namespace wick::cpu {
 namespace {
@@ -26,6 +29,10 @@ void clear_rows(C* c, int64_t m, int64_t n, int64_t ldc) {
 
 void gemm(bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (k > 0 && avx512_gemm_available()) {  // per-head products: no BLAS call overhead
+    avx512_gemm(f32_product(false, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, false), a, b, c, false, alpha);
+    return;
+  }
   clear_rows(c, m, n, ldc);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
@@ -44,6 +51,22 @@ inline void exp_shifted(float* s, int64_t n, float shift) {
 }
 inline void exp_shifted(double* s, int64_t n, double shift) {
   for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - shift);
+}
+
+template <typename C>
+C maximum(const C* s, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) return row_max(s, n);
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+template <typename C>
+C total(const C* s, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) return row_sum(s, n);
+  C sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += s[j];
+  return sum;
 }
 
 template <typename C>
@@ -79,23 +102,20 @@ void attention_typed(const C* q, const C* k, const C* v, const AttentionLayouts&
               int64_t base = b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2];
               if (mask_dtype == DType::U8) {
                 const uint8_t* m = static_cast<const uint8_t*>(mask) + base;
-                for (int64_t j = 0; j < n_k; ++j)
-                  if (m[j * mask_strides[3]] == 0) s[j] = minus_inf;
+                drop_masked(s, m, mask_strides[3], n_k);
               } else {
                 const C* m = static_cast<const C*>(mask) + base;
                 for (int64_t j = 0; j < n_k; ++j) s[j] += m[j * mask_strides[3]];
               }
             }
-            C row_max = minus_inf;
-            for (int64_t j = 0; j < n_k; ++j) row_max = std::max(row_max, s[j]);
+            C row_max = maximum(s, n_k);
             if (row_max == minus_inf) {  // every key masked: output 0, logsumexp -inf
               std::fill(s, s + n_k, C(0));
               lse_rows[r] = minus_inf;
               continue;
             }
             exp_shifted(s, n_k, row_max);
-            C sum = 0;
-            for (int64_t j = 0; j < n_k; ++j) sum += s[j];
+            C sum = total(s, n_k);
             C inverse = C(1) / sum;
             for (int64_t j = 0; j < n_k; ++j) s[j] *= inverse;
             lse_rows[r] = row_max + std::log(sum);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "runtime/dtype.h"
 
@@ -30,6 +31,18 @@ inline RowLayout dense_rows(int64_t heads, int64_t length, int64_t dim) {
 struct AttentionLayouts {
   RowLayout q, k, v, out;
 };
+
+// s[j] = -inf where the U8 mask row m (`step` apart) holds 0; a contiguous row vectorizes.
+template <typename C>
+inline void drop_masked(C* s, const uint8_t* m, int64_t step, int64_t n) {
+  const C minus_inf = -std::numeric_limits<C>::infinity();
+  if (step == 1) {
+    for (int64_t j = 0; j < n; ++j) s[j] = m[j] == 0 ? minus_inf : s[j];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    if (m[j * step] == 0) s[j] = minus_inf;
+}
 
 // q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv] and out [B, H, Lq, Dv] in `dtype` (F32 or F64)
 // at `layouts`; logsumexp [B, H, Lq] contiguous in dtype. mask (nullable) is U8 (0 = drop)

@@ -6,19 +6,27 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/exp_f32.h"
+#include "runtime/cpu/gemm_avx512.h"
 #include "runtime/cpu/parallel.h"
+#include "runtime/cpu/row_reduce.h"
 
 namespace wick::cpu {
 namespace {
 
 inline constexpr int64_t rows_per_block = 64;
 
-// Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C, op(A) [m, k], op(B) [k, n].
+// Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C, op(A) [m, k], op(B) [k, n], beta 0 or 1.
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (k > 0 && avx512_gemm_available()) {  // per-head products: no BLAS call overhead
+    avx512_gemm(f32_product(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, beta != 0.0f), a, b, c, false,
+                alpha);
+    return;
+  }
   // beta 0 as "clear, then accumulate": bitwise the same, without OpenBLAS's slower clearing loop.
   if (beta == 0.0f) {
     for (int64_t row = 0; row < m; ++row) std::memset(c + row * ldc, 0, static_cast<size_t>(n) * sizeof(float));
@@ -47,6 +55,14 @@ inline void exp_shifted(double* p, int64_t n, double lse) {
 template <typename C>
 void zero_rows(C* base, int64_t n_rows, int64_t cols, int64_t row) {
   for (int64_t r = 0; r < n_rows; ++r) std::fill(base + r * row, base + r * row + cols, C(0));
+}
+
+template <typename C>
+C dot_product(const C* x, const C* y, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) return row_dot(x, y, n);
+  C dot = 0;
+  for (int64_t e = 0; e < n; ++e) dot += x[e] * y[e];
+  return dot;
 }
 
 template <typename C>
@@ -98,8 +114,7 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
                 int64_t base = b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2];
                 if (mask_dtype == DType::U8) {
                   const uint8_t* m = static_cast<const uint8_t*>(mask) + base;
-                  for (int64_t j = 0; j < n_k; ++j)
-                    if (m[j * mask_strides[3]] == 0) p[j] = minus_inf;
+                  drop_masked(p, m, mask_strides[3], n_k);
                 } else {
                   const C* m = static_cast<const C*>(mask) + base;
                   for (int64_t j = 0; j < n_k; ++j) p[j] += m[j * mask_strides[3]];
@@ -112,8 +127,7 @@ void backward_typed(const C* grad_out, const C* q, const C* k, const C* v, const
                 exp_shifted(p, n_k, lse);
               const C* go = grad_out_rows + r * at.grad_out.row;
               const C* o = out_rows + r * at.out.row;
-              C dot = 0;  // D_i = dO_i . O_i (= sum_j P_ij dP_ij)
-              for (int64_t e = 0; e < dv; ++e) dot += go[e] * o[e];
+              C dot = dot_product(go, o, dv);  // D_i = dO_i . O_i (= sum_j P_ij dP_ij)
               row_dot[static_cast<size_t>(r)] = dot;
             }
             // dV += P^T dO

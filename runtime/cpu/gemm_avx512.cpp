@@ -32,6 +32,7 @@ struct Tiles {
   int64_t ldc = 0;
   bool accumulate = false;
   const float* bias = nullptr;  // a row of n values added to every row of C
+  float alpha = 1.0f;           // C = alpha * (A @ B) (+ C or bias)
   bool rows_outer = true;  // tile order: all column panels of a row block, then the next row block
   int64_t row_blocks = 0, col_panels = 0;
 };
@@ -62,7 +63,8 @@ void pack_b_panels(const float* b, int64_t ldb, int64_t k, int64_t n, float* pac
 template <int R, bool AT, bool FULL>
 WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, const float* b, int64_t b_step, int64_t k,
                                                 float* c, int64_t ldc, __mmask16 mask0, __mmask16 mask1,
-                                                bool accumulate, const float* bias, const float* next_a) {
+                                                bool accumulate, const float* bias, const float* next_a,
+                                                float alpha) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -85,6 +87,14 @@ WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, con
       __m512 x = _mm512_set1_ps(AT ? ak[r] : ak[r * lda]);
       acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
+    }
+  }
+  if (alpha != 1.0f) {
+    __m512 scale = _mm512_set1_ps(alpha);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm512_mul_ps(acc0[r], scale);
+      acc1[r] = _mm512_mul_ps(acc1[r], scale);
     }
   }
   if (bias != nullptr) {
@@ -118,7 +128,7 @@ WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, con
 }
 
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, __mmask16, __mmask16,
-                        bool, const float*, const float*);
+                        bool, const float*, const float*, float);
 
 template <bool AT, bool FULL>
 constexpr TileFn tile_fns[tile_rows + 1] = {
@@ -146,7 +156,7 @@ void run_tiles(const Tiles& t, int64_t begin, int64_t end) {
       next_a = t.a + (i0 + tile_rows) * t.lda;
     __mmask16 mask0 = columns_mask(cols), mask1 = cols > 16 ? columns_mask(cols - 16) : 0;
     (cols == tile_cols ? full : partial)[rows](a, t.lda, b, t.b_step, t.k, t.c + i0 * t.ldc + j0, t.ldc, mask0, mask1, t.accumulate,
-        t.bias == nullptr ? nullptr : t.bias + j0, next_a);
+        t.bias == nullptr ? nullptr : t.bias + j0, next_a, t.alpha);
   }
 }
 #endif
@@ -179,7 +189,7 @@ bool avx512_gemm_suits(const GemmProblem& p) {
   return b_bytes <= avx512_gemm_max_operand_bytes || (a_bytes <= avx512_gemm_max_operand_bytes && !p.b_transposed);
 }
 
-void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads) {
+void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads, float alpha) {
 #if defined(__x86_64__)
   WICK_CHECK(avx512_gemm_available(), "the AVX-512 GEMM called on a CPU without AVX-512");
   Tiles t;
@@ -193,6 +203,7 @@ void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c,
   t.ldc = p.ldc;
   t.accumulate = p.accumulate;
   t.bias = static_cast<const float*>(p.bias);
+  t.alpha = alpha;
   t.row_blocks = (p.m + tile_rows - 1) / tile_rows;
   t.col_panels = (p.n + tile_cols - 1) / tile_cols;
   t.rows_outer = p.k * p.n <= p.m * p.k;  // keep the smaller operand resident: B when rows stream by
@@ -232,7 +243,7 @@ void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c,
   }
 #endif
 #else
-  (void)p, (void)a, (void)b, (void)c, (void)threads;
+  (void)p, (void)a, (void)b, (void)c, (void)threads, (void)alpha;
   WICK_CHECK(false, "the AVX-512 GEMM called on a CPU without AVX-512");
 #endif
 }

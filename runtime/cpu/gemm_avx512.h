@@ -26,10 +26,31 @@ bool avx512_gemm_available();
 bool avx512_gemm_suits(const GemmProblem& p);
 inline constexpr int64_t avx512_gemm_max_operand_bytes = int64_t{1} << 20;
 
-// One product of p (a, b, c point at its operands; p's batch fields are ignored): C = A @ B,
-// C += A @ B when p.accumulate, C = bias + A @ B when p.bias. `threads`: split the tiles over the
-// OpenMP threads (when not already inside a parallel region). Any m, n, k >= 1. Requires
-// avx512_gemm_available().
-void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads);
+// One product of p (a, b, c point at its operands; p's batch fields are ignored): C = alpha (A @ B),
+// C += alpha (A @ B) when p.accumulate, C = bias + alpha (A @ B) when p.bias. `threads`: split the
+// tiles over the OpenMP threads (when not already inside a parallel region). Any m, n, k >= 1 (the
+// attention kernels call it on their per-head products directly). Requires avx512_gemm_available().
+void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads, float alpha = 1.0f);
+
+// The row-major f32 product C [m, n] (=|+=) op(A) [m, k] @ op(B) [k, n] as a GemmProblem, op transposing
+// an operand stored the other way (BLAS's convention).
+inline GemmProblem f32_product(bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k, const float* a,
+                               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  GemmProblem p;
+  p.dtype = DType::F32;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = a;
+  p.a_transposed = a_transposed;
+  p.lda = lda;
+  p.b = b;
+  p.b_transposed = b_transposed;
+  p.ldb = ldb;
+  p.c = c;
+  p.ldc = ldc;
+  p.accumulate = accumulate;
+  return p;
+}
 
 }  // namespace wick::cpu

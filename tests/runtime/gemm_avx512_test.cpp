@@ -1,7 +1,7 @@
 // wick's AVX-512 f32 GEMM (runtime/cpu/gemm_avx512.h) against a float64 triple loop: every operand
 // layout, partial tiles in both directions, padded leading dimensions (whose padding must stay
-// untouched), C = A @ B, C += A @ B and C = bias + A @ B; threads split the tiles without changing a bit.
-// Skipped on CPUs without AVX-512.
+// untouched), C = a A @ B, C += a A @ B and C = bias + a A @ B; threads split the tiles without changing
+// a bit. Skipped on CPUs without AVX-512.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +20,7 @@ struct Case {
   int64_t m, n, k;
   bool a_transposed, b_transposed;
   Mode mode;
+  float alpha = 1.0f;  // C = alpha (A @ B) (+ C or bias)
 };
 
 constexpr float padding_value = 12345.0f;
@@ -72,16 +73,17 @@ float b_at(const Operands& o, int64_t kk, int64_t j) {
 }
 
 std::string describe(const Case& t) {
-  const char* modes[] = {"C = A @ B", "C += A @ B", "C = bias + A @ B"};
+  const char* modes[] = {"C = a A @ B", "C += a A @ B", "C = bias + a A @ B"};
   return std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) +
-         (t.a_transposed ? " A^T" : " A") + (t.b_transposed ? " B^T " : " B ") + modes[static_cast<int>(t.mode)];
+         (t.a_transposed ? " A^T" : " A") + (t.b_transposed ? " B^T " : " B ") + modes[static_cast<int>(t.mode)] +
+         " a=" + std::to_string(t.alpha);
 }
 
 void check_case(const Case& t) {
   SCOPED_TRACE(describe(t));
   Operands o = make_operands(t, static_cast<uint64_t>(t.m * 1000003 + t.n * 1009 + t.k));
   std::vector<float> c_before = o.c;
-  cpu::avx512_gemm(o.p, o.a.data(), o.b.data(), o.c.data(), /*threads=*/false);
+  cpu::avx512_gemm(o.p, o.a.data(), o.b.data(), o.c.data(), /*threads=*/false, t.alpha);
   for (int64_t i = 0; i < t.m; ++i) {
     for (int64_t j = 0; j < o.p.ldc; ++j) {
       float got = o.c[static_cast<size_t>(i * o.p.ldc + j)];
@@ -91,7 +93,7 @@ void check_case(const Case& t) {
       }
       double want = 0, magnitude = 0;
       for (int64_t kk = 0; kk < t.k; ++kk) {
-        double term = static_cast<double>(a_at(o, i, kk)) * b_at(o, kk, j);
+        double term = static_cast<double>(t.alpha) * a_at(o, i, kk) * b_at(o, kk, j);
         want += term;
         magnitude += std::fabs(term);
       }
@@ -104,7 +106,7 @@ void check_case(const Case& t) {
   }
   // The same product split over the threads: bitwise the same.
   Operands threaded = make_operands(t, static_cast<uint64_t>(t.m * 1000003 + t.n * 1009 + t.k));
-  cpu::avx512_gemm(threaded.p, threaded.a.data(), threaded.b.data(), threaded.c.data(), /*threads=*/true);
+  cpu::avx512_gemm(threaded.p, threaded.a.data(), threaded.b.data(), threaded.c.data(), /*threads=*/true, t.alpha);
   ASSERT_EQ(std::memcmp(threaded.c.data(), o.c.data(), o.c.size() * sizeof(float)), 0) << "threads changed the result";
 }
 
@@ -116,7 +118,8 @@ TEST(GemmAvx512, MatchesFloat64ForEveryLayoutAndEdge) {
       for (int64_t k : ks)
         for (int layout = 0; layout < 4; ++layout)
           for (Mode mode : {Mode::assign, Mode::accumulate, Mode::bias})
-            check_case({m, n, k, (layout & 1) != 0, (layout & 2) != 0, mode});
+            for (float alpha : {1.0f, 0.375f})
+              check_case({m, n, k, (layout & 1) != 0, (layout & 2) != 0, mode, alpha});
 }
 
 TEST(GemmAvx512, LongInnerAxisAndManyTiles) {
