@@ -6,6 +6,9 @@
 #include <vector>
 
 #if defined(__x86_64__)
+// GCC 12 reports its own _mm512_undefined_ps (self-initialized on purpose) inside the unpack and
+// shuffle intrinsics as "may be used uninitialized" once they are inlined here; GCC 13 does not.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 
@@ -36,22 +39,6 @@ struct Tiles {
   bool rows_outer = true;  // tile order: all column panels of a row block, then the next row block
   int64_t row_blocks = 0, col_panels = 0;
 };
-
-// Copies column-major B (element (kk, j) at b[kk + j * ldb]) into panels of k x 32 row-major floats,
-// zero beyond column n, for panels [begin, end).
-void pack_b_panels(const float* b, int64_t ldb, int64_t k, int64_t n, float* packed, int64_t begin, int64_t end) {
-  for (int64_t panel = begin; panel < end; ++panel) {
-    float* dst = packed + panel * k * tile_cols;
-    int64_t j0 = panel * tile_cols, cols = std::min(tile_cols, n - j0);
-    for (int64_t jj = 0; jj < cols; ++jj) {
-      const float* src = b + (j0 + jj) * ldb;
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk * tile_cols + jj] = src[kk];
-    }
-    if (cols < tile_cols)
-      for (int64_t kk = 0; kk < k; ++kk)
-        std::memset(dst + kk * tile_cols + cols, 0, static_cast<size_t>(tile_cols - cols) * sizeof(float));
-  }
-}
 
 #if defined(__x86_64__)
 #define WICK_AVX512 __attribute__((target("avx512f")))
@@ -127,6 +114,60 @@ WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, con
   }
 }
 
+__mmask16 columns_mask(int64_t cols) {
+  return cols >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
+}
+
+// r[i] (row i of a 16 x 16 block) becomes column i: r[j] holds the block's column j.
+WICK_AVX512 inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {  // 32-bit pairs of rows i, i+1 within each 128-bit lane
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 4) {  // now r[i + c], lane L: column 4L + c of rows i..i+3
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < 4; ++c) {  // 4 x 4 transpose of the 128-bit lanes of r[c], r[4 + c], r[8 + c], r[12 + c]
+    __m512 x0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+    __m512 x2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), x3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_f32x4(x0, x2, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
+    t[8 + c] = _mm512_shuffle_f32x4(x1, x3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Copies column-major B (element (kk, j) at b[kk + j * ldb]) into panels of k x 32 row-major floats,
+// zero beyond column n, for panels [begin, end): 16 x 16 blocks transposed in registers.
+WICK_AVX512 void pack_b_panels(const float* b, int64_t ldb, int64_t k, int64_t n, float* packed, int64_t begin,
+                               int64_t end) {
+  for (int64_t panel = begin; panel < end; ++panel) {
+    float* dst = packed + panel * k * tile_cols;
+    for (int64_t half = 0; half < 2; ++half) {
+      int64_t j0 = panel * tile_cols + half * 16;
+      for (int64_t k0 = 0; k0 < k; k0 += 16) {
+        int64_t depth = std::min<int64_t>(16, k - k0);
+        __mmask16 k_mask = columns_mask(depth);
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < 16; ++i)
+          r[i] = j0 + i < n ? _mm512_maskz_loadu_ps(k_mask, b + (j0 + i) * ldb + k0) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t kk = 0; kk < depth; ++kk) _mm512_storeu_ps(dst + (k0 + kk) * tile_cols + half * 16, r[kk]);
+      }
+    }
+  }
+}
+
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, __mmask16, __mmask16,
                         bool, const float*, const float*, float);
 
@@ -135,10 +176,6 @@ constexpr TileFn tile_fns[tile_rows + 1] = {
     nullptr,               tile<1, AT, FULL>,  tile<2, AT, FULL>,  tile<3, AT, FULL>,  tile<4, AT, FULL>,
     tile<5, AT, FULL>,     tile<6, AT, FULL>,  tile<7, AT, FULL>,  tile<8, AT, FULL>,  tile<9, AT, FULL>,
     tile<10, AT, FULL>,    tile<11, AT, FULL>, tile<12, AT, FULL>, tile<13, AT, FULL>, tile<14, AT, FULL>};
-
-__mmask16 columns_mask(int64_t cols) {
-  return cols >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
-}
 
 void run_tiles(const Tiles& t, int64_t begin, int64_t end) {
   const TileFn* full = t.a_transposed ? tile_fns<true, true> : tile_fns<false, true>;
