@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/cpu/parallel.h"
+#include "runtime/cpu/row_reduce.h"
 #include "runtime/kernel_args.h"
 
 namespace wick::cpu {
@@ -17,16 +18,12 @@ void normalize_typed(const NormProblem& p, const T* x, const S* weight, const S*
     for (int64_t row = begin; row < end; ++row) {
       const T* in = x + row * d;
       T* out = y + row * d;
-      double mean = 0;
-      if (p.subtract_mean) {
-        for (int64_t j = 0; j < d; ++j) mean += static_cast<double>(static_cast<compute_t<T>>(in[j]));
-        mean /= static_cast<double>(d);
-      }
-      double squares = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        double centered = static_cast<double>(static_cast<compute_t<T>>(in[j])) - mean;
-        squares += centered * centered;
-      }
+      auto value_at = [&](int64_t j) { return static_cast<double>(static_cast<compute_t<T>>(in[j])); };
+      double mean = p.subtract_mean ? lane_sum(d, value_at) / static_cast<double>(d) : 0.0;
+      double squares = lane_sum(d, [&](int64_t j) {
+        double centered = value_at(j) - mean;
+        return centered * centered;
+      });
       S row_mean = static_cast<S>(mean);
       S row_rstd = static_cast<S>(1.0 / std::sqrt(squares / static_cast<double>(d) + p.eps));
       if (mean_out) mean_out[row] = row_mean;

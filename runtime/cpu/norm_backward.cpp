@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/cpu/parallel.h"
+#include "runtime/cpu/row_reduce.h"
 #include "runtime/kernel_args.h"
 
 namespace wick::cpu {
@@ -26,10 +27,13 @@ void grad_x_rows(const NormProblem& p, const T* grad_y, const T* x, const S* mea
       const T* in = x + row * d;
       double row_mean = mean ? static_cast<double>(mean[row]) : 0.0, row_rstd = static_cast<double>(rstd[row]);
       double sum_gw = 0, sum_gw_xhat = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        double gw = load(g, j) * (weight ? static_cast<double>(weight[p.channel_of(row, j)]) : 1.0);
-        sum_gw += gw;
-        sum_gw_xhat += gw * (load(in, j) - row_mean) * row_rstd;
+      if (weight == nullptr) {  // the common unweighted case as loops GCC vectorizes
+        sum_gw = lane_sum(d, [&](int64_t j) { return load(g, j); });
+        sum_gw_xhat = lane_sum(d, [&](int64_t j) { return load(g, j) * (load(in, j) - row_mean) * row_rstd; });
+      } else {
+        auto gw_at = [&](int64_t j) { return load(g, j) * static_cast<double>(weight[p.channel_of(row, j)]); };
+        sum_gw = lane_sum(d, gw_at);
+        sum_gw_xhat = lane_sum(d, [&](int64_t j) { return gw_at(j) * (load(in, j) - row_mean) * row_rstd; });
       }
       double mean_gw = p.subtract_mean ? sum_gw / static_cast<double>(d) : 0.0;
       double mean_gw_xhat = sum_gw_xhat / static_cast<double>(d);
