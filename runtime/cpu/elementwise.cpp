@@ -4,6 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/gelu_avx512.h"
 #include "runtime/cpu/gelu_tanh.h"
 #include "runtime/cpu/parallel.h"
 
@@ -22,6 +24,12 @@ inline C cpu_unary_value(C x) {
 template <UnaryOp kOp, typename T>
 void unary_typed(const T* x, const StridedView& x_view, T* out, int64_t n) {
   using C = compute_t<T>;
+  if constexpr (kOp == UnaryOp::GeluTanh && std::is_same_v<T, float>) {
+    if (view_is_flat(x_view) && cpu_has_avx512f()) {
+      parallel_for(n, [&](int64_t begin, int64_t end) { gelu_tanh_forward_avx512(x, out, begin, end); });
+      return;
+    }
+  }
   if (view_is_flat(x_view)) {
     parallel_for(n, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = convert<T>(cpu_unary_value<kOp>(convert<C>(x[i])));

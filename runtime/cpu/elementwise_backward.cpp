@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/gelu_avx512.h"
 #include "runtime/cpu/gelu_tanh.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_args.h"
@@ -19,6 +21,12 @@ void unary_backward(UnaryOp op, DType dtype, const void* grad, const void* x, vo
       T* o = static_cast<T*>(out);
       dispatch_unary_backward_op(op, [&](auto op_tag) {
         constexpr UnaryOp kOp = decltype(op_tag)::value;
+        if constexpr (kOp == UnaryOp::GeluTanh && std::is_same_v<T, float>) {
+          if (cpu_has_avx512f()) {
+            parallel_for(n, [&](int64_t begin, int64_t end) { gelu_tanh_backward_avx512(g, xs, o, begin, end); });
+            return;
+          }
+        }
         parallel_for(n, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
             C x_i = convert<C>(xs[i]);

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/error.h"
@@ -198,22 +199,13 @@ void run_tiles(const Tiles& t, int64_t begin, int64_t end) {
 }
 #endif
 
-bool cpu_has_avx512() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 bool avx512_gemm_available() {
   static const bool available = [] {
     const char* choice = std::getenv("WICK_CPU_GEMM");
     if (choice != nullptr && std::strcmp(choice, "openblas") == 0) return false;
-    return cpu_has_avx512();
+    return cpu_has_avx512f();
   }();
   return available;
 }

@@ -57,6 +57,7 @@ std::vector<OpCase> unary_cases() {
       unary_case("gelu_tanh", gelu_tanh, gelu_tanh_ref, {4, 9}, -5, 5),
       // Past the OpenMP grain (32768 elements), contiguous and strided.
       unary_case("gelu_tanh_large", gelu_tanh, gelu_tanh_ref, {40000}, -5, 5),
+      unary_case("gelu_tanh_odd", gelu_tanh, gelu_tanh_ref, {40007}, -9, 9),
       unary_case("silu_large_strided", silu, [](double v) { return v * sigmoid_ref(v); }, {200, 170}, -6, 6, true),
   };
 }
