@@ -10,7 +10,7 @@
 namespace wick::cpu {
 
 // F32 (avx512_gemm or cblas_sgemm) or F64 (cblas_dgemm) only; the front-ends convert 16-bit operands to F32.
-// Small products run the batch loop in parallel; large ones let OpenBLAS thread each product.
+// Small products run the batch loop in parallel; large ones are threaded inside each product.
 void gemm(const GemmProblem& problem);
 
 // Below this m*n*k OpenBLAS runs a product on one thread, so batches of such products are
