@@ -213,9 +213,12 @@ bool avx512_gemm_available() {
 bool avx512_gemm_suits(const GemmProblem& p) {
   if (p.dtype != DType::F32 || p.k < 1 || p.m < 8 || p.n < 32 || !avx512_gemm_available()) return false;
   int64_t a_bytes = p.m * p.k * 4, b_bytes = p.k * p.n * 4;
-  // B small: kept in L2 while A streams by. A small: B streams by, read in place (a column-major B
-  // would first be copied whole, which costs as much as OpenBLAS's packing).
-  return b_bytes <= avx512_gemm_max_operand_bytes || (a_bytes <= avx512_gemm_max_operand_bytes && !p.b_transposed);
+  // B small: kept in L2 while A streams by (a column-major A gives 14 values from each of its rows, so
+  // the rows must lie near each other). A small: B streams by, read in place, 32 values from each row,
+  // so its rows too (an image's im2col columns, 10^5 values apart, would cost a TLB miss a row); a
+  // column-major B would first be copied whole, which costs as much as OpenBLAS's packing.
+  if (b_bytes <= avx512_gemm_max_operand_bytes && (!p.a_transposed || p.lda <= avx512_gemm_max_stride)) return true;
+  return a_bytes <= avx512_gemm_max_operand_bytes && !p.b_transposed && p.ldb <= avx512_gemm_max_stride;
 }
 
 void avx512_gemm(const GemmProblem& p, const float* a, const float* b, float* c, bool threads, float alpha) {

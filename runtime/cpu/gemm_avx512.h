@@ -22,9 +22,11 @@ namespace wick::cpu {
 bool avx512_gemm_available();
 
 // avx512_gemm_available() and this F32 product has an operand of at most avx512_gemm_max_operand_bytes
-// (A when B is the larger), so that the other can be streamed past it.
+// (A when B is the larger), so that the other can be streamed past it, and the streamed operand's
+// rows lie at most avx512_gemm_max_stride elements apart where it is read across them.
 bool avx512_gemm_suits(const GemmProblem& p);
 inline constexpr int64_t avx512_gemm_max_operand_bytes = int64_t{1} << 20;
+inline constexpr int64_t avx512_gemm_max_stride = 4096;
 
 // One product of p (a, b, c point at its operands; p's batch fields are ignored): C = alpha (A @ B),
 // C += alpha (A @ B) when p.accumulate, C = bias + alpha (A @ B) when p.bias. `threads`: split the

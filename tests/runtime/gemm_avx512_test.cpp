@@ -159,6 +159,15 @@ TEST(GemmAvx512, SuitsOnlyProductsWithASmallOperand) {
   EXPECT_TRUE(cpu::avx512_gemm_suits(p));
   p.b_transposed = true;  // ... but a large column-major B would need a whole copy first
   EXPECT_FALSE(cpu::avx512_gemm_suits(p));
+  // A convolution's weights [128, 1152] times the im2col columns of a 512 x 512 image: the columns'
+  // rows lie 262,144 values apart, too far to stream 32 values from each: OpenBLAS.
+  p.m = 128;
+  p.k = 1152;
+  p.n = p.ldb = 262144;
+  p.b_transposed = false;
+  EXPECT_FALSE(cpu::avx512_gemm_suits(p));
+  p.n = p.ldb = 4096;
+  EXPECT_TRUE(cpu::avx512_gemm_suits(p));
 }
 
 }  // namespace
