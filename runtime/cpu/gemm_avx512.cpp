@@ -37,7 +37,7 @@ struct Tiles {
   bool accumulate = false;
   const float* bias = nullptr;  // a row of n values added to every row of C
   float alpha = 1.0f;           // C = alpha * (A @ B) (+ C or bias)
-  bool rows_outer = true;  // tile order: all column panels of a row block, then the next row block
+  bool rows_outer = true;       // tile order: all column panels of a row block, then the next block
   int64_t row_blocks = 0, col_panels = 0;
 };
 
@@ -47,7 +47,9 @@ struct Tiles {
 // One tile of R rows: the 2R accumulators live in registers over all of K. a points at the tile's
 // first row (row r, step kk at a[r * lda + kk], or a[kk * lda + r] when A is transposed); b at the
 // tile's first column of k = 0, the next k b_step floats on. mask0/mask1 select the valid columns of
-// the tile's two 16-column halves.
+// the tile's two 16-column halves (FULL: all 32, plain loads and stores). next_a (or null): the next row
+// block's A, fetched into the cache a line per k step. The sums are scaled by alpha, then the bias row
+// or C's old values added.
 template <int R, bool AT, bool FULL>
 WICK_AVX512 __attribute__((noinline)) void tile(const float* a, int64_t lda, const float* b, int64_t b_step, int64_t k,
                                                 float* c, int64_t ldc, __mmask16 mask0, __mmask16 mask1,
