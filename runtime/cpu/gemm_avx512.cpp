@@ -22,6 +22,7 @@ namespace {
 
 constexpr int64_t tile_rows = 14;  // 14 x 2 accumulators + 2 B vectors + 1 broadcast = 31 of 32 zmm
 constexpr int64_t tile_cols = 32;
+constexpr int64_t k_slice = 256;  // K summed in registers at a time (see run_tiles)
 
 // What one call's tiles read and write. B is either `b` itself (row-major, b_step = ldb) or the packed
 // panels (b_step = tile_cols, one panel of k x 32 after another).
@@ -195,8 +196,16 @@ void run_tiles(const Tiles& t, int64_t begin, int64_t end) {
     if (!t.a_transposed && t.rows_outer && panel == t.col_panels - 1 && i0 + tile_rows < t.m)
       next_a = t.a + (i0 + tile_rows) * t.lda;
     __mmask16 mask0 = columns_mask(cols), mask1 = cols > 16 ? columns_mask(cols - 16) : 0;
-    (cols == tile_cols ? full : partial)[rows](a, t.lda, b, t.b_step, t.k, t.c + i0 * t.ldc + j0, t.ldc, mask0, mask1, t.accumulate,
-        t.bias == nullptr ? nullptr : t.bias + j0, next_a, t.alpha);
+    TileFn fn = (cols == tile_cols ? full : partial)[rows];
+    // K in slices of k_slice, each summed in registers and added to C: one f32 chain over a long K
+    // (1568 rows of a weight gradient) rounds worse than slices added up, as BLAS's K blocking does.
+    for (int64_t k0 = 0; k0 < t.k; k0 += k_slice) {
+      int64_t depth = std::min(k_slice, t.k - k0);
+      bool first = k0 == 0, last = k0 + depth == t.k;
+      fn(t.a_transposed ? a + k0 * t.lda : a + k0, t.lda, b + k0 * t.b_step, t.b_step, depth, t.c + i0 * t.ldc + j0,
+         t.ldc, mask0, mask1, t.accumulate || !first, first && t.bias != nullptr ? t.bias + j0 : nullptr,
+         last && next_a != nullptr ? next_a : nullptr, t.alpha);
+    }
   }
 }
 #endif

@@ -8,9 +8,9 @@
 // The kernel: C is cut into tiles of 14 rows x 32 columns, each held in 28 zmm registers over the whole
 // K and written once (C = A @ B, or C += A @ B when p.accumulate). A is read in place (its 14 values of
 // one k are broadcast); B is read in place when row-major, or first copied into 32-column panels when
-// stored column-major (a weight used as W^T). Each element of C is one sequential fused multiply-add
-// chain over k (then added to C or to the bias), whatever the thread count: the result does not
-// depend on it. Threads split the tiles, never K.
+// stored column-major (a weight used as W^T). Each element of C is a fused multiply-add chain over
+// each slice of 256 k, the slices added to C in order (the first to the bias or C's old values),
+// whatever the thread count: the result does not depend on it. Threads split the tiles, never K.
 #pragma once
 
 #include "runtime/ops/gemm_problem.h"
