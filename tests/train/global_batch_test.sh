@@ -3,16 +3,16 @@
 # global batches of 10 samples on 1, 2, 3 and 4 ranks (shares 10; 5+5; 4+3+3; 3+3+2+2), each rank's
 # loss weighted by its share, so that
 #  - 2 ranks with global_batch_size 10 are bitwise 2 ranks with batch_size 5;
-#  - 2, 3 and 4 ranks give the 1-rank losses within 1e-5 (relative), and so does an uneven split of
-#    5 samples over 2 ranks (3 + 2) against 1 rank;
-#  - a 2-rank checkpoint continues on 3 ranks, a 4-rank one on 3, a 3-rank one on 1, each within 1e-5
+#  - 2, 3 and 4 ranks give the 1-rank losses within 5e-5 (relative; rounding, see `tolerance`), and so
+#    does an uneven split of 5 samples over 2 ranks (3 + 2) against 1 rank;
+#  - a 2-rank checkpoint continues on 3 ranks, a 4-rank one on 3, a 3-rank one on 1, each within 5e-5
 #    (relative) of the uninterrupted 2-rank run;
 #  - a batch_size-only 2-rank checkpoint is refused on 3 ranks with a message naming
 #    train.global_batch_size, and continues there with --set train.global_batch_size=10;
 #  - the all-reduce path (distributed.shard_optimizer false) and gradient accumulation over uneven
-#    shares give the 1-rank losses within 1e-5; non-finite losses are skipped on every rank alike;
+#    shares give the 1-rank losses within 5e-5; non-finite losses are skipped on every rank alike;
 #  - under a memory cap (WICK_MEMORY_LIMIT) below the estimate for a whole share (global batch 40 on 2
-#    ranks), each share is trained in several micro-batches (printed), with the same losses within 1e-5.
+#    ranks), each share is trained in several micro-batches (printed), with the same losses within 5e-5.
 #   global_batch_test.sh MPIEXEC WICK FIXTURE WORK_DIR
 set -u
 mpiexec=$1 wick=$2 fixture=$3 work=$4
@@ -46,11 +46,16 @@ runn() {
   return $status
 }
 metrics() { echo "$work/out/$1/metrics.jsonl"; }
-# close NAME_A NAME_B: the 20 steps' losses agree within 1e-5 (relative)
-close() { python3 "$here/compare_losses.py" "$(metrics "$1")" "$(metrics "$2")" 20 --relative 1e-5 || fail "$3"; }
-# continues NAME_A NAME_B: B's steps 11..20 continue A's within 1e-5 relative
+# Different rank counts sum each gradient in a different order (per-rank partial sums, then the
+# all-reduce), so their losses differ by rounding, and 20 steps of training amplify that: 2e-5
+# (relative) by step 20 with wick's AVX-512 GEMM and with OpenBLAS alike. A sample given to the wrong
+# rank, dropped or weighted wrongly moves a loss by far more (successive batches' losses here differ by 10%).
+tolerance=5e-5
+# close NAME_A NAME_B: the 20 steps' losses agree within $tolerance (relative)
+close() { python3 "$here/compare_losses.py" "$(metrics "$1")" "$(metrics "$2")" 20 --relative $tolerance || fail "$3"; }
+# continues NAME_A NAME_B: B's steps 11..20 continue A's within $tolerance relative
 continues() {
-  python3 - "$(metrics "$1")" "$(metrics "$2")" <<'PY' || fail "$3"
+  python3 - "$(metrics "$1")" "$(metrics "$2")" "$tolerance" <<'PY' || fail "$3"
 import json, sys
 def rows(p):
     r = {}
@@ -62,7 +67,7 @@ def rows(p):
 a, b = rows(sys.argv[1]), rows(sys.argv[2])
 worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in range(11, 21))
 print(f"{sys.argv[2]}: largest relative loss difference over steps 11..20: {worst:.2e}")
-sys.exit(0 if sorted(b) == list(range(11, 21)) and worst < 1e-5 else 1)
+sys.exit(0 if sorted(b) == list(range(11, 21)) and worst < float(sys.argv[3]) else 1)
 PY
 }
 # moved SRC STEP NAME N ARGS...: SRC's checkpoint STEP copied into run NAME, resumed on N ranks
@@ -85,9 +90,9 @@ grep -m1 "global batch of 10 samples over 3 ranks: 4 (1 rank) or 3 samples per r
 runn 4 "$work/g4.log" --set name=g4
 grep -m1 "global batch of 10 samples over 4 ranks: 3 (2 ranks) or 2 samples per rank" "$work/g4.log" ||
   fail "4 ranks: no share line"
-close g1 g2 "2 ranks differ from 1 rank beyond 1e-5"
-close g1 g3 "3 ranks (4 + 3 + 3) differ from 1 rank beyond 1e-5"
-close g1 g4 "4 ranks (3 + 3 + 2 + 2) differ from 1 rank beyond 1e-5"
+close g1 g2 "2 ranks differ from 1 rank beyond the tolerance"
+close g1 g3 "3 ranks (4 + 3 + 3) differ from 1 rank beyond the tolerance"
+close g1 g4 "4 ranks (3 + 3 + 2 + 2) differ from 1 rank beyond the tolerance"
 
 # Equal shares are the batch_size arithmetic exactly.
 cat >"$work/per_rank.yaml" <<YAML
@@ -128,13 +133,13 @@ runn 1 "$work/u1.log" --set name=u1 --set train.global_batch_size=5
 runn 2 "$work/u2.log" --set name=u2 --set train.global_batch_size=5
 grep -m1 "global batch of 5 samples over 2 ranks: 3 (1 rank) or 2 samples per rank" "$work/u2.log" ||
   fail "5 over 2: no share line"
-close u1 u2 "5 samples over 2 ranks (3 + 2) differ from 1 rank beyond 1e-5"
+close u1 u2 "5 samples over 2 ranks (3 + 2) differ from 1 rank beyond the tolerance"
 
 # The all-reduce path (optimizer not sharded), and gradient accumulation over uneven shares (5 over
 # 3 ranks: 2 + 2 + 1, two micro-steps a step), against 1 rank.
 runn 3 "$work/g3_unsharded.log" --set name=g3_unsharded --set distributed.shard_optimizer=false
 grep -m1 "gradients all-reduced" "$work/g3_unsharded.log" || fail "3 ranks unsharded: gradients not all-reduced"
-close g1 g3_unsharded "3 ranks, all-reduce (no ZeRO-1), differ from 1 rank beyond 1e-5"
+close g1 g3_unsharded "3 ranks, all-reduce (no ZeRO-1), differ from 1 rank beyond the tolerance"
 # With 32-bit AdamW, within 1e-6: the sums' order is all that differs. (adamw8bit turns such 1e-8
 # differences into a flipped 8-bit code now and then; over 20 steps here that reached 1.8e-5.)
 accumulated=(--set train.global_batch_size=5 --set train.gradient_accumulation=2 --set train.optimizer=adamw)
@@ -154,7 +159,7 @@ grep -m1 "3 non-finite losses in a row" "$work/nonfinite.log" || fail "non-finit
   fail "non-finite losses on 3 ranks: latest does not name step_00000001"
 
 # A memory cap below the estimate for whole shares of 20 (global batch 40 on 2 ranks; activations
-# dominate there): each share in pieces, the same losses within 1e-5. Gradient checkpointing is fixed off:
+# dominate there): each share in pieces, the same losses within 5e-5. Gradient checkpointing is fixed off:
 # at `auto` the memory plan would turn it on to fit the cap before any share is split.
 runn 2 "$work/g40.log" --set name=g40 --set train.global_batch_size=40 --set train.gradient_checkpointing=false
 whole=$(grep -m1 -o "memory estimate per rank: .* = [0-9.]* [kMG]B" "$work/g40.log" | grep -o "[0-9.]* [kMG]B$")
@@ -167,7 +172,7 @@ grep -m1 "each share is trained in [0-9]* micro-batches of at most [0-9]* sample
   fail "under WICK_MEMORY_LIMIT=$limit the shares were not split"
 grep -m1 "global batch of 40 samples over 2 ranks: 20 samples per rank, each share trained in" "$work/capped.log" ||
   fail "the start-up line does not say the shares are split"
-close g40 capped "the split shares differ from whole shares beyond 1e-5"
+close g40 capped "the split shares differ from whole shares beyond the tolerance"
 
 echo "global_batch_test.sh: $failures failure(s) in $(($(date +%s) - start)) s"
 exit $((failures > 0))
