@@ -5,8 +5,8 @@
 //
 //   if (cpu::avx512_gemm_suits(p)) cpu::avx512_gemm(p, a, b, c, /*threads=*/true);
 //
-// The kernel: C is cut into tiles of 14 rows x 32 columns, each held in 28 zmm registers over the whole
-// K and written once (C = A @ B, or C += A @ B when p.accumulate). A is read in place (its 14 values of
+// The kernel: C is cut into tiles of 14 rows x 32 columns, each held in 28 zmm registers over a slice
+// of up to 256 k and then written (C = A @ B, or C += A @ B when p.accumulate). A is read in place (its 14 values of
 // one k are broadcast); B is read in place when row-major, or first copied into 32-column panels when
 // stored column-major (a weight used as W^T). Each element of C is a fused multiply-add chain over
 // each slice of 256 k, the slices added to C in order (the first to the bias or C's old values),
