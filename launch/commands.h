@@ -2,6 +2,9 @@
 // the CLI11 app; the callback sets the exit status it wants through set_exit_status.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 #include "runtime/error.h"
@@ -23,5 +26,9 @@ int exit_status();
 void set_exit_status(int status);
 // The exit status of an error: 2 Usage / Config, 3 Data, 4 anything else (a failure during a run).
 int exit_status_for(ErrorKind kind);
+// Runs a command's `body`; a WickError (its kind's status) or another std::exception (status 4) is printed as
+// "wick: error<where()>: <what>" on stderr and becomes the exit status; under mpirun the whole job ends with it
+// (comm::exit_after_failure), so no rank waits for a peer that failed. launch/exit_status.cpp.
+void report_errors(const std::function<void()>& body, const std::function<std::string()>& where = {});
 
 }  // namespace wick::launch

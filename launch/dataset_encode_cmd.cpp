@@ -1,6 +1,7 @@
-// `wick dataset encode IMAGE_DIR --model flux|sd3|sdxl (--path PIPELINE | --vae F --clip-l F [--clip-g F] [--t5 F]
+// `wick dataset encode IMAGE_DIR --model MODEL (--path PIPELINE | --vae F --clip-l F [--clip-g F] [--t5 F]
 // --clip-vocab P [--t5-tokenizer P]) --out FILE.h5 [options]`: a folder of images and captions -> a cached-latent
-// dataset (models/data/dataset_encode.h, docs/dataset.md "Encoding a folder").
+// dataset (models/data/dataset_encode.h, docs/dataset.md "Encoding a folder"). MODEL is any registered architecture
+// with a DatasetSpec; the text-encoder files and prompt options are theirs (launch/prompt_args.h).
 //
 //   wick dataset encode photos --model flux --path FLUX.1-dev --resolution 1024 --trigger-word ohwx
 //        --device cuda --out data/photos.h5
@@ -15,6 +16,8 @@
 
 #include "comm/launch_env.h"
 #include "launch/commands.h"
+#include "launch/prompt_args.h"
+#include "models/registry.h"
 #include "models/data/dataset_encode.h"
 #include "runtime/error.h"
 
@@ -23,6 +26,7 @@ namespace {
 
 struct EncodeArgs {
   DatasetEncodeOptions options;
+  PromptArgs text;
   std::string device = "cpu", dtype, latents = "distribution", config;
   std::string caption_ext = ".txt";
   bool random_crop = false, center_crop = false, no_progress = false;
@@ -30,7 +34,7 @@ struct EncodeArgs {
 
 void run_dataset_encode(EncodeArgs& args) {
   std::shared_ptr<comm::ProcessGroup> group;
-  try {
+  report_errors([&] {
     DatasetEncodeOptions& o = args.options;
     o.device = parse_device(args.device);
     if (o.device.is_cuda())
@@ -42,6 +46,7 @@ void run_dataset_encode(EncodeArgs& args) {
     o.captions.extension = args.caption_ext;
     o.progress = !args.no_progress;
     if (!args.config.empty()) take_training_config(o, args.config);
+    o.prompts = prompt_request(args.text, find_encodable_architecture(o.model, "dataset encode: --model"));
     // Ranks only wait for each other (no data moves between them): MPI under a launcher, no timeout, since
     // a rank may encode for hours before the others need it; a failing rank aborts the job instead.
     if (comm::detect_launch_env().world_size > 1) group = comm::make_process_group("mpi", Device::cpu(), 0);
@@ -58,17 +63,11 @@ void run_dataset_encode(EncodeArgs& args) {
     for (const auto& [name, n] : s.buckets) std::printf(" %s (%lld)", name.c_str(), static_cast<long long>(n));
     std::printf("\n%lld chunks (%lld finished by an earlier run), %.1f s\n", static_cast<long long>(s.n_chunks),
                 static_cast<long long>(s.n_chunks_resumed), s.seconds);
-  } catch (const WickError& error) {
-    const std::string rank =
-        group && group->size() > 1 ? " (rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) + ")" : "";
-    std::fprintf(stderr, "wick: error%s: %s\n", rank.c_str(), error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));
-    set_exit_status(exit_status_for(error.kind()));
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(4);
-    set_exit_status(4);
-  }
+  }, [&] {
+    return group && group->size() > 1
+               ? " (rank " + std::to_string(group->rank()) + " of " + std::to_string(group->size()) + ")"
+               : std::string();
+  });
 }
 
 }  // namespace
@@ -79,20 +78,12 @@ void add_dataset_encode_command(CLI::App& dataset) {
   CLI::App* cmd = dataset.add_subcommand(
       "encode", "Encode a folder of images and captions into a cached-latent file (VAE + text encoders)");
   cmd->add_option("image_dir", o.image_dir, "folder of .jpg/.jpeg/.png/.webp images with caption files")->required();
-  cmd->add_option("--model", o.model, "flux, sd3 or sdxl")->required()->check(CLI::IsMember({"flux", "sd3", "sdxl"}));
+  std::vector<std::string> models;
+  for (const Architecture* arch : encodable_architectures()) models.push_back(arch->name());
+  cmd->add_option("--model", o.model, encodable_architecture_names())->required()->check(CLI::IsMember(models));
   cmd->add_option("--out", o.out, "the .h5 file to write (work goes to OUT.partial/ until it is done)")->required();
-  CLI::Option* path = cmd->add_option("--path", o.prompts.pipeline,
-                                      "diffusers pipeline folder (vae/, text_encoder*/, tokenizer*/)");
   cmd->add_option("--vae", o.vae, "VAE weights (ae.safetensors, a vae/ folder, ...); overrides the pipeline's");
-  CLI::Option* clip_l = cmd->add_option("--clip-l", o.prompts.files.clip_l, "CLIP-L weights");
-  CLI::Option* clip_g = cmd->add_option("--clip-g", o.prompts.files.clip_g, "CLIP-G (bigG) weights (sd3, sdxl)");
-  CLI::Option* t5 = cmd->add_option("--t5", o.prompts.files.t5, "T5-XXL weights (flux, sd3)");
-  CLI::Option* vocab = cmd->add_option("--clip-vocab", o.prompts.files.clip_vocab,
-                                       "CLIP vocabulary: tokenizer folder or bpe_simple_vocab_16e6.txt.gz");
-  CLI::Option* vocab_g = cmd->add_option("--clip-g-vocab", o.prompts.files.clip_g_vocab,
-                                         "bigG's own tokenizer folder (default: --clip-vocab padded with \"!\")");
-  CLI::Option* spiece = cmd->add_option("--t5-tokenizer", o.prompts.files.t5_tokenizer, "T5's spiece.model or its folder");
-  for (CLI::Option* file : {clip_l, clip_g, t5, vocab, vocab_g, spiece}) path->excludes(file);
+  add_prompt_args(*cmd, args->text);
   cmd->add_option("--config", args->config,
                   "training config: its sample.prompts go into the file, its trigger_word is used unless given");
 
@@ -120,12 +111,6 @@ void add_dataset_encode_command(CLI::App& dataset) {
   cmd->add_option("--default-caption", o.captions.default_caption, "caption of images without a caption file");
   cmd->add_option("--trigger-word", o.captions.trigger_word,
                   "replaces [trigger] and [name]; put in front of captions that lack it");
-  cmd->add_option("--t5-length", o.prompts.t5_length, "T5 tokens (default: flux 512, sd3 256)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--clip-l-pooled", o.prompts.clip_l_pooled, "sd3: projected (diffusers, kohya) or unprojected")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"projected", "unprojected"}));
-
   cmd->add_option("--latents", args->latents,
                   "distribution: the VAE's mean and logvar (training samples from them); mean: the mean only")
       ->capture_default_str()

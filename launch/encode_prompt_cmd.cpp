@@ -1,8 +1,8 @@
-// `wick encode-prompt --model flux|sd3|sdxl (--path PIPELINE_FOLDER | --clip-l F [--clip-g F] [--t5 F]
-// --clip-vocab P [--clip-g-vocab P] [--t5-tokenizer P]) --prompt TEXT [--prompt ...] [--t5-length N]
-// [--clip-l-pooled projected|unprojected] [--zeros-for-empty-prompt] [--device cpu|cuda] [--dtype f32|bf16]
-// [--batch-size N] --out FILE.safetensors`: what the model takes from its text encoders (models/flux/flux_text.h,
-// models/sd3/sd3_text.h, models/sdxl/sdxl_text.h), written to a safetensors file.
+// `wick encode-prompt --model MODEL (--path PIPELINE_FOLDER | --clip-l F [--clip-g F] [--t5 F] --clip-vocab P ...)
+// --prompt TEXT [--prompt ...] [the model's prompt options] [--device cpu|cuda] [--dtype f32|bf16] [--batch-size N]
+// --out FILE.safetensors`: what the model takes from its text encoders (its Architecture::make_prompt_encoder), written
+// to a safetensors file. The file options and prompt options are every encodable architecture's (launch/prompt_args.h):
+// --t5-length (flux, sd3), --clip-l-pooled (sd3), --zeros-for-empty-prompt (sdxl), ...
 //
 //   wick encode-prompt --model flux --path FLUX.1-dev --prompt "a photo of a cat" --device cuda --out cat.safetensors
 //   wick encode-prompt --model sd3 --clip-l clip_l.safetensors --clip-g clip_g.safetensors --t5 t5xxl_fp16.safetensors
@@ -24,7 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/commands.h"
-#include "models/text/model_prompts.h"
+#include "launch/prompt_args.h"
+#include "models/registry.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "wick/build_info.h"
@@ -33,12 +34,10 @@ namespace wick::launch {
 namespace {
 
 struct EncodePromptArgs {
-  std::string model, path, out, device = "cpu", dtype, clip_l_pooled = "projected";
-  text::TextEncoderFiles files;
+  std::string model, out, device = "cpu", dtype;
+  PromptArgs text;
   std::vector<std::string> prompts;
-  int64_t t5_length = 0;  // 0: the model's default (Flux 512, SD3 256)
   int64_t batch_size = 8;
-  bool zeros_for_empty_prompt = false;
 };
 
 std::string shape_text(const Tensor& t) {
@@ -48,15 +47,11 @@ std::string shape_text(const Tensor& t) {
 }
 
 text::PromptEmbeddings encode(const EncodePromptArgs& args, const text::EncoderLoading& loading) {
-  const text::ModelPromptEncoder encoder({.model = args.model,
-                                          .pipeline = args.path,
-                                          .files = args.files,
-                                          .loading = loading,
-                                          .t5_length = args.t5_length,
-                                          .clip_l_pooled = args.clip_l_pooled,
-                                          .zeros_for_empty_prompt = args.zeros_for_empty_prompt,
-                                          .batch_size = args.batch_size});
-  return encoder.encode(args.prompts);
+  const Architecture& arch = find_encodable_architecture(args.model, "encode-prompt: --model");
+  text::PromptEncoderRequest request = prompt_request(args.text, arch);
+  request.loading = loading;
+  request.batch_size = args.batch_size;
+  return arch.make_prompt_encoder(request)->encode(args.prompts);
 }
 
 void run_encode_prompt(const EncodePromptArgs& args) {
@@ -92,37 +87,16 @@ void run_encode_prompt(const EncodePromptArgs& args) {
 
 void add_encode_prompt_command(CLI::App& app) {
   auto args = std::make_shared<EncodePromptArgs>();
+  std::vector<std::string> models;
+  for (const Architecture* arch : encodable_architectures()) models.push_back(arch->name());
   CLI::App* cmd = app.add_subcommand(
-      "encode-prompt", "Encode prompts as Flux, SD3 or SDXL takes them from its text encoders (a safetensors file)");
-  cmd->add_option("--model", args->model, "flux (T5 512 for dev, --t5-length 256 for schnell), sd3 or sdxl")
-      ->required()
-      ->check(CLI::IsMember({"flux", "sd3", "sdxl"}));
-  CLI::Option* path =
-      cmd->add_option("--path", args->path, "diffusers pipeline folder (tokenizer*/ and text_encoder*/)");
-  CLI::Option* clip_l =
-      cmd->add_option("--clip-l", args->files.clip_l, "CLIP-L weights (e.g. ComfyUI clip_l.safetensors)");
-  CLI::Option* clip_g = cmd->add_option("--clip-g", args->files.clip_g, "CLIP-G (bigG) weights (sd3, sdxl)");
-  CLI::Option* t5 = cmd->add_option("--t5", args->files.t5, "T5-XXL weights (flux, sd3; e.g. t5xxl_fp16.safetensors)");
-  CLI::Option* vocab = cmd->add_option(
-      "--clip-vocab", args->files.clip_vocab,
-      "CLIP vocabulary: a tokenizer folder (vocab.json + merges.txt) or open_clip's bpe_simple_vocab_16e6.txt.gz");
-  CLI::Option* vocab_g = cmd->add_option("--clip-g-vocab", args->files.clip_g_vocab,
-                                         "bigG's own tokenizer folder (default: --clip-vocab padded with \"!\")");
-  CLI::Option* spiece =
-      cmd->add_option("--t5-tokenizer", args->files.t5_tokenizer, "T5's spiece.model, or a folder holding it");
-  for (CLI::Option* file : {clip_l, clip_g, t5, vocab, vocab_g, spiece}) path->excludes(file);
+      "encode-prompt", "Encode prompts as a model takes them from its text encoders (a safetensors file)");
+  cmd->add_option("--model", args->model, encodable_architecture_names())->required()->check(CLI::IsMember(models));
+  add_prompt_args(*cmd, args->text);
   cmd->add_option("--prompt", args->prompts, "prompt to encode (repeatable; \"\" allowed)")
       ->required()
       ->allow_extra_args(false)
       ->take_all();
-  cmd->add_option("--t5-length", args->t5_length, "T5 tokens (default: flux 512, sd3 256)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--clip-l-pooled", args->clip_l_pooled,
-                  "sd3: CLIP-L's pooled vector projected (diffusers, kohya) or unprojected (SAI, ComfyUI)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"projected", "unprojected"}));
-  cmd->add_flag("--zeros-for-empty-prompt", args->zeros_for_empty_prompt,
-                "sdxl: \"\" prompts get zero embeddings (diffusers' force_zeros_for_empty_prompt)");
   cmd->add_option("--device", args->device, "cpu or cuda[:N]")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "f32 or bf16 (default: bf16 on cuda, f32 on cpu)")
       ->check(CLI::IsMember({"f32", "bf16"}));

@@ -22,8 +22,6 @@
 namespace wick::launch {
 namespace {
 
-int status_ = 0;
-
 std::string or_none(const std::string& text) { return text.empty() ? "not built" : text; }
 
 void print_info() {
@@ -84,17 +82,6 @@ void print_info() {
 }
 
 }  // namespace
-
-int exit_status() { return status_; }
-void set_exit_status(int status) { status_ = status; }
-int exit_status_for(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::Usage:
-    case ErrorKind::Config: return 2;
-    case ErrorKind::Data: return 3;
-    default: return 4;
-  }
-}
 
 void add_info_command(CLI::App& app) {
   CLI::App* info = app.add_subcommand("info", "Print version, build features and visible devices");

@@ -37,7 +37,7 @@ Device planned_device(const comm::ProcessGroup& group, int gpus_per_node) {
 }
 
 void run_ranks(const RanksArgs& args) {
-  try {
+  report_errors([&] {
     const comm::LaunchEnv launch = comm::detect_launch_env();
     // The collectives' device: NCCL needs the rank's GPU (make_process_group picks it); --gpus-per-node
     // plans for GPUs this machine may not have, so it checks the layout over MPI on host memory.
@@ -88,11 +88,7 @@ void run_ranks(const RanksArgs& args) {
     }
     if (wrong_total != 0) WICK_FAIL(Training, "wick ranks: the all-reduce gave ", wrong_total, " wrong sums");
     group->barrier();
-  } catch (const WickError& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));
-    set_exit_status(exit_status_for(error.kind()));
-  }
+  });
 }
 
 }  // namespace

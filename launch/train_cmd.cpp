@@ -34,7 +34,7 @@ struct TrainArgs {
 };
 
 void run_train(const TrainArgs& args) {
-  try {
+  report_errors([&] {
     std::vector<std::string> overrides = args.sets;
     if (args.steps > 0) overrides.push_back("train.steps=" + std::to_string(args.steps));
     if (!args.max_memory.empty()) overrides.push_back("train.max_memory=" + args.max_memory);
@@ -53,15 +53,7 @@ void run_train(const TrainArgs& args) {
       }
       set_exit_status(kExitPreempted);
     }
-  } catch (const WickError& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(exit_status_for(error.kind()));
-    set_exit_status(exit_status_for(error.kind()));
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
-    if (comm::mpi_initialized()) comm::exit_after_failure(4);
-    set_exit_status(4);
-  }
+  });
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "models/architecture.h"
 
 #include "engine/autograd/node.h"
+#include "models/registry.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -8,7 +9,7 @@ namespace wick {
 
 void DiffusionModel::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
   WICK_CHECK_KIND(Config, swapper == nullptr, "train.blocks_to_swap: arch ", arch_name(),
-                  " does not stream its blocks (flux, sd3 and sdxl do)");
+                  " does not stream its blocks (", pretrained_architecture_names(), " do)");
 }
 
 std::vector<std::string> Architecture::targets(const std::vector<std::string>& configured) const {
@@ -45,6 +46,10 @@ std::filesystem::path Architecture::export_model(const DiffusionModel& model, co
   const std::filesystem::path file = directory / (name + ".safetensors");
   save_safetensors(file.string(), tensors, metadata);
   return file;
+}
+
+std::unique_ptr<text::PromptEncoder> Architecture::make_prompt_encoder(const text::PromptEncoderRequest&) const {
+  WICK_FAIL(Config, "model ", name(), " has no text encoders (it trains on datasets made by `wick dataset pack`)");
 }
 
 }  // namespace wick

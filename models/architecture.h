@@ -7,11 +7,15 @@
 //   Tensor v = model->predict(x_t, sigma, cond);               // x_t [B, C, H, W], sigma [B] in [0, 1]
 //   std::vector<std::string> targets = arch.targets("attention");   // LoRA target patterns of a preset
 //   auto sampler = arch.make_sampler({.config = config, .dataset = *dataset, .device = device});   // images
+//   std::optional<DatasetSpec> spec = arch.dataset_spec();     // what `wick dataset encode --model flux` makes
+//   auto encoder = arch.make_prompt_encoder({.pipeline = "FLUX.1-dev"});   // its text encoders, one interface
 //
 // An architecture is one folder under models/ (models/dit, models/flux) plus one line in
 // models/registry.cpp. It owns its config keys (schema), how it reads its sizes from the dataset
 // and from the base weights, its weight formats and key maps, its LoRA target presets and its LoRA
-// file naming, and how it turns prompts into images. Nothing outside its folder names its layers.
+// file naming, the dataset it trains on (latent channels, VAE normalization, bucket divisor, text
+// encoders), its prompt encoder, and how it turns prompts into images. Nothing outside its folder
+// names it or its layers (tests/arch_names_test.sh checks).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +30,11 @@
 #include "engine/block_swap.h"
 #include "engine/config/train_config.h"
 #include "engine/module.h"
-#include "models/activation_memory.h"
+#include "models/memory/activation_memory.h"
 #include "models/diffusion/denoiser.h"
 #include "models/image_sampler.h"
+#include "models/text/prompt_encoder.h"
+#include "models/vae/vae_config.h"
 #include "models/weights/lora_format.h"
 #include "runtime/device.h"
 
@@ -74,7 +80,7 @@ class DiffusionModel : public Module {
   virtual std::string arch_name() const = 0;
   // What a training step's activations take, segment by segment (embedders, each block, output and
   // loss), for micro-batches of `shape` with gradient checkpointing on or off, as the model is now
-  // (its adapters and trainable parameters decide what backward keeps). models/activation_memory.h.
+  // (its adapters and trainable parameters decide what backward keeps). models/memory/activation_memory.h.
   virtual ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const = 0;
   // The model's repeated blocks in execution order, as module paths ("double_blocks.0", ...): what
   // block swapping streams (train.blocks_to_swap: the last N of them) and what model.quantize
@@ -98,6 +104,26 @@ struct LoraNaming {
   // How its modules split into diffusers/PEFT modules (models/weights/lora_format.h); none: each
   // module is one PEFT module of the same path under "transformer.".
   std::optional<LoraLayout> peft_layout;
+};
+
+// Whether `wick dataset encode --config` stores the training config's negative prompt after its sample prompts
+// (architectures that sample with classifier-free guidance need it encoded like them).
+enum class StoredNegative {
+  Never,         // no negative prompt (Flux: guidance is an input)
+  Always,        // "" included (SD3 encodes the empty negative prompt like any prompt)
+  WhenNotEmpty,  // only a non-empty one (SDXL: the empty negative prompt is zeros, force_zeros_for_empty_prompt)
+};
+
+// What `wick dataset encode --model <arch>` makes from a folder of images and captions for the architecture: the
+// latents of its VAE (an AutoencoderKL, models/vae/vae.h) and the embeddings of its prompt encoder. Every sample also
+// keeps its source image's size, crop and mirroring (a few integers): the architectures that condition on them (SDXL's
+// micro-conditioning) read them, so none declares them.
+struct DatasetSpec {
+  int64_t latent_channels = 16;            // the VAE's z channels the model takes (SDXL 4, SD3 and Flux 16)
+  vae::LatentNormalization normalization;  // latents = (z - shift) * scale for its VAE (MODELS.md 1.5)
+  int64_t patch = 1;                       // bucket sides are multiples of the VAE's downscale x patch (Flux 2)
+  StoredNegative negative = StoredNegative::Never;
+  text::PromptSpec prompts;                // the files and options make_prompt_encoder takes
 };
 
 class Architecture {
@@ -129,6 +155,14 @@ class Architecture {
   // found and its headers read, so that a run with sample.every > 0 fails before its first step. A Config
   // error naming what is missing and the key to set when images cannot be made.
   virtual std::unique_ptr<ImageSampler> make_sampler(const SamplerRequest& request) const = 0;
+  // What a dataset of images encoded for it holds; nullopt: the architecture is not trained from images through a
+  // VAE and text encoders (the small DiT trains on packed datasets).
+  virtual std::optional<DatasetSpec> dataset_spec() const { return std::nullopt; }
+  // Its text encoders behind text::PromptEncoder (models/text/prompt_encoder.h), headers read, nothing loaded:
+  // request.files named by dataset_spec()->prompts.parts, request.options its prompt options. WickError (Config)
+  // for an architecture without text encoders, neither a pipeline nor the files, a missing file; (Data) the
+  // encoders' own checks.
+  virtual std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const;
 
   // network.target resolved: preset names expand to their patterns, other entries are glob patterns
   // kept as written; empty = the default preset.

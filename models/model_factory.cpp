@@ -45,7 +45,7 @@ namespace {
 void quantize_base(DiffusionModel& model, const ModelConfig& config, const NetworkConfig& network) {
   const std::vector<std::string> blocks = model.block_paths();
   WICK_CHECK_KIND(Config, !blocks.empty(), "model.quantize: float8: arch ", config.arch,
-                  " has no blocks to quantize (flux, sd3 and sdxl have)");
+                  " has no blocks to quantize (", pretrained_architecture_names(), " have)");
   WICK_CHECK_KIND(Config, network.type != NetworkType::Full,
                   "model.quantize: float8 stores the frozen base as e4m3: network.type full trains the base "
                   "itself (use lora or dora, or model.quantize: none)");
@@ -67,7 +67,7 @@ std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_
   }
   const std::vector<std::string> blocks = model.block_paths();
   WICK_CHECK_KIND(Config, !blocks.empty(), "train.blocks_to_swap: ", n_blocks,
-                  ": this architecture has no blocks to stream (flux, sd3 and sdxl have)");
+                  ": this architecture has no blocks to stream (", pretrained_architecture_names(), " have)");
   WICK_CHECK_KIND(Config, n_blocks <= static_cast<int64_t>(blocks.size()), "train.blocks_to_swap: ", n_blocks,
                   " is more than the model's ", blocks.size(), " blocks");
   std::map<std::string, std::shared_ptr<Module>> modules;

@@ -38,4 +38,32 @@ const Architecture& find_architecture(const std::string& name) {
   WICK_FAIL(Config, "model.arch: unknown architecture '", name, "'");
 }
 
+std::string pretrained_architecture_names() {
+  std::string names;
+  for (const Architecture* arch : architectures())
+    if (arch->schema().needs_base_weights) names += (names.empty() ? "" : ", ") + arch->name();
+  return names;
+}
+
+std::vector<const Architecture*> encodable_architectures() {
+  std::vector<const Architecture*> out;
+  for (const Architecture* arch : architectures())
+    if (arch->dataset_spec()) out.push_back(arch);
+  return out;
+}
+
+std::string encodable_architecture_names() {
+  std::string names;
+  for (const Architecture* arch : encodable_architectures()) names += (names.empty() ? "" : ", ") + arch->name();
+  return names;
+}
+
+const Architecture& find_encodable_architecture(const std::string& name, const std::string& who) {
+  const ArchSchema* schema = config_schema().find(name);
+  for (const Architecture* arch : encodable_architectures())
+    if (schema != nullptr && arch->name() == schema->name) return *arch;
+  WICK_FAIL(Config, who, ": '", name, "' is not a model whose datasets are encoded from images (",
+            encodable_architecture_names(), ")");
+}
+
 }  // namespace wick

@@ -21,7 +21,86 @@ const T& typed(const ModelOptions& options, const std::string& name, const char*
   return *value;
 }
 
+std::vector<std::string> split_items(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) items.push_back(item);
+  return items;
+}
+
+int64_t parse_int(const std::string& text, const ConfigRange& range, const std::string& where) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  WICK_CHECK_KIND(Config, used > 0 && used == text.size(), where, ": '", text, "' is not an integer");
+  WICK_CHECK_KIND(Config, range.contains(static_cast<double>(value)), where, ": ", value, " is not ",
+                  range.describe());
+  return value;
+}
+
+double parse_number(const std::string& text, const ConfigRange& range, const std::string& where) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  WICK_CHECK_KIND(Config, used > 0 && used == text.size(), where, ": '", text, "' is not a number");
+  WICK_CHECK_KIND(Config, range.contains(value), where, ": ", text, " is not ", range.describe());
+  return value;
+}
+
+std::string parse_string(const std::string& text, const std::vector<std::string>& choices, const std::string& where) {
+  if (choices.empty()) return text;
+  std::string names;
+  for (const std::string& choice : choices) {
+    if (choice == text) return text;
+    names += (names.empty() ? "" : ", ") + choice;
+  }
+  WICK_FAIL(Config, where, ": '", text, "' is not one of ", names);
+}
+
 }  // namespace
+
+OptionValue parse_option_text(const OptionKey& key, const std::string& text, const std::string& where) {
+  switch (key.type) {
+    case OptionType::Bool: {
+      for (const char* yes : {"true", "1", "yes", "on"})
+        if (text == yes) return true;
+      for (const char* no : {"false", "0", "no", "off"})
+        if (text == no) return false;
+      WICK_FAIL(Config, where, ": '", text, "' is not true or false");
+    }
+    case OptionType::Int:
+      return parse_int(text, key.range, where);
+    case OptionType::Float:
+      return parse_number(text, key.range, where);
+    case OptionType::String:
+      return parse_string(text, key.choices, where);
+    case OptionType::IntList: {
+      std::vector<int64_t> out;
+      for (const std::string& item : split_items(text)) out.push_back(parse_int(item, key.range, where));
+      return out;
+    }
+    case OptionType::FloatList: {
+      std::vector<double> out;
+      for (const std::string& item : split_items(text)) out.push_back(parse_number(item, key.range, where));
+      return out;
+    }
+    case OptionType::StringList: {
+      std::vector<std::string> out;
+      for (const std::string& item : split_items(text)) out.push_back(parse_string(item, key.choices, where));
+      return out;
+    }
+  }
+  WICK_FAIL(Usage, where, ": unknown option type");
+}
 
 bool ConfigRange::contains(double v) const {
   if (std::isnan(v)) return false;

@@ -51,6 +51,11 @@ struct OptionKey {
   std::string help = {};
 };
 
+// `text` (a command line's value) as `key`'s type, checked against its range and choices: booleans true / false (1 / 0,
+// yes / no, on / off), integers and numbers in full, strings as they are; lists take comma-separated items. WickError
+// (Config) "<where>: ..." for a value that does not parse or fit.
+OptionValue parse_option_text(const OptionKey& key, const std::string& text, const std::string& where);
+
 class ModelOptions {
  public:
   // Every key at its default, in declaration order.

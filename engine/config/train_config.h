@@ -42,7 +42,7 @@ enum class LoraFormat { Kohya, Peft };
 // Files without latents_logvar train on their stored latents either way.
 enum class LatentSampling { Sample, Mean };
 // How the frozen base is stored (docs/models.md "Float8 base"): auto lets `wick train`'s memory plan
-// choose (models/memory_plan.h: none when the run fits); none keeps model.dtype; float8 stores frozen
+// choose (models/memory/memory_plan.h: none when the run fits); none keeps model.dtype; float8 stores frozen
 // Linear weights of the transformer blocks as e4m3 with f32 scales.
 enum class QuantizeMode { Auto, None, Float8 };
 enum class QuantizeScale { PerRow, PerTensor };  // one f32 scale per output row, or one per weight
@@ -138,7 +138,7 @@ struct TrainSection {
   int64_t warmup = 0;                  // lr warmup steps
   double max_grad_norm = 1.0;          // 0 = no clipping
   bool gradient_checkpointing = false;
-  // The config left gradient_checkpointing at auto: the memory plan may turn it on (models/memory_plan.h);
+  // The config left gradient_checkpointing at auto: the memory plan may turn it on (models/memory/memory_plan.h);
   // the plan then sets gradient_checkpointing and clears this.
   bool gradient_checkpointing_auto = true;
   // Transformer blocks whose frozen weights stay in pinned host memory and are streamed to the device

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <utility>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -57,9 +59,13 @@ vae::VaeConfig probe_vae(const std::string& path) {
 
 // The images of the folder, the buckets and everything a resumed run must agree on.
 struct Job {
-  Job(const DatasetEncodeOptions& o, Ranks r) : options(o), ranks(r), dir(o.out + ".partial") {}
+  Job(const DatasetEncodeOptions& o, Ranks r, DatasetSpec s)
+      : options(o), ranks(r), spec(std::move(s)), dir(o.out + ".partial") {}
   const DatasetEncodeOptions& options;
   Ranks ranks;
+  std::string model;            // the architecture's canonical name
+  DatasetSpec spec;             // the architecture's
+  ModelOptions prompt_options;  // its prompt options, defaults filled
   std::string vae_path;
   vae::VaeConfig vae_config;
   std::unique_ptr<BucketPlanner> planner;
@@ -80,8 +86,6 @@ struct Job {
 };
 
 void check_options(const DatasetEncodeOptions& o) {
-  WICK_CHECK_KIND(Config, o.model == "flux" || o.model == "sd3" || o.model == "sdxl", kWho, ": --model must be flux, "
-                  "sd3 or sdxl, got '", o.model, "'");
   WICK_CHECK_KIND(Config, !o.out.empty(), kWho, ": --out is required");
   WICK_CHECK_KIND(Config, !o.image_dir.empty(), kWho, ": the image folder is required");
   WICK_CHECK_KIND(Config, !o.vae.empty() || !o.prompts.pipeline.empty(), kWho,
@@ -103,7 +107,7 @@ DType resolve_dtype(const DatasetEncodeOptions& o, Device device) {
 // (path, size as decoded, bytes on disk, caption). The device is not in it (a run may continue on another).
 std::string make_plan(const Job& job) {
   const DatasetEncodeOptions& o = job.options;
-  const text::ModelPromptOptions& p = o.prompts;
+  const text::PromptEncoderRequest& p = o.prompts;
   const BucketOptions& b = job.planner->options();
   json images = json::array();
   for (const ImageFolderEntry& e : job.images) {
@@ -112,19 +116,11 @@ std::string make_plan(const Job& job) {
     images.push_back({e.relative_path, e.header.height, e.header.width, ec ? -1 : bytes,
                       e.caption.texts.empty() ? "" : e.caption.texts[0]});
   }
-  const json plan = {
+  json plan = {
       {"version", 1},
-      {"model", o.model},
+      {"model", job.model},
       {"vae", job.vae_path},
       {"pipeline", p.pipeline},
-      {"clip_l", p.files.clip_l},
-      {"clip_g", p.files.clip_g},
-      {"t5", p.files.t5},
-      {"clip_vocab", p.files.clip_vocab},
-      {"clip_g_vocab", p.files.clip_g_vocab},
-      {"t5_tokenizer", p.files.t5_tokenizer},
-      {"t5_length", p.t5_length},
-      {"clip_l_pooled", p.clip_l_pooled},
       {"resolution", b.resolution},
       {"bucket_step", b.step},
       {"min_side", b.min_side},
@@ -142,6 +138,9 @@ std::string make_plan(const Job& job) {
       {"chunk_size", o.chunk_size},
       {"sample_prompts", job.sample_prompts},
       {"images", images}};
+  for (const text::PromptPart& part : job.spec.prompts.parts) plan[part.name] = text::prompt_file(p, part.name);
+  for (const auto& [name, value] : job.prompt_options.values())
+    plan[name] = std::visit([](const auto& v) { return json(v); }, value);
   return dump(plan);
 }
 
@@ -333,7 +332,7 @@ LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, vae::AutoencoderK
 
 // ---- phase 2: captions through the text encoders ----
 
-TextChunk encode_text_chunk(const LatentChunk& latents, const text::ModelPromptEncoder& encoder) {
+TextChunk encode_text_chunk(const LatentChunk& latents, const text::PromptEncoder& encoder) {
   TextChunk out;
   std::vector<std::string> unique;
   std::map<std::string, int64_t> row_of;
@@ -405,11 +404,11 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
     WICK_CHECK_KIND(Data, t->row_of.size() == l->samples.size(), job.dir.text_file(c), ": ", t->row_of.size(),
                     " captions for ", l->samples.size(), " samples");
     if (!writer) {
-      attributes.model_family = o.model;
+      attributes.model_family = job.model;
       attributes.latent_channels = l->latent_channels;
       attributes.vae_scaling_factor = l->scaling_factor;
       attributes.vae_shift_factor = l->shift_factor;
-      attributes.text_encoder = o.model + " text encoders (" + t->embeds_encoder + "; " + t->pooled_encoder + ")";
+      attributes.text_encoder = job.model + " text encoders (" + t->embeds_encoder + "; " + t->pooled_encoder + ")";
       attributes.text_embeds_encoder = t->embeds_encoder;
       attributes.text_pooled_encoder = t->pooled_encoder;
       attributes.text_max_length = t->max_length;
@@ -464,7 +463,9 @@ void run_vae_phase(const Job& job, const std::vector<int64_t>& chunks) {
   if (chunks.empty()) return;
   const DatasetEncodeOptions& o = job.options;
   vae::LoadedVae loaded =
-      vae::load_vae(job.vae_path, {.family = vae::parse_family(o.model), .dtype = job.dtype, .device = job.device});
+      vae::load_vae(job.vae_path, {.normalization = vae::ModelNormalization{job.spec.normalization, job.model},
+                                   .dtype = job.dtype,
+                                   .device = job.device});
   int64_t total = 0, done = 0;
   for (int64_t c : chunks) {
     const auto [first, last] = job.chunk_images(c);
@@ -478,7 +479,7 @@ void run_vae_phase(const Job& job, const std::vector<int64_t>& chunks) {
 
 // Phase 2: the captions of `chunks` through the text encoders, each loaded once and kept until the last chunk;
 // rank 0 also encodes the sample prompts. The encoders are freed at the end.
-void run_text_phase(const Job& job, const std::vector<int64_t>& chunks, const text::ModelPromptEncoder& encoder) {
+void run_text_phase(const Job& job, const std::vector<int64_t>& chunks, const text::PromptEncoder& encoder) {
   std::unique_ptr<ProgressBar> bar;
   if (job.options.progress && job.ranks.root() && !chunks.empty())
     bar = std::make_unique<ProgressBar>(static_cast<int64_t>(chunks.size()), "text", stderr);
@@ -525,9 +526,11 @@ void take_training_config(DatasetEncodeOptions& options, const std::string& conf
 
 DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, comm::ProcessGroup* group) {
   const auto started = std::chrono::steady_clock::now();
+  const Architecture& arch = find_encodable_architecture(options.model, std::string(kWho) + ": --model");
   check_options(options);
   Ranks ranks{.group = group, .rank = group ? group->rank() : 0, .world = group ? group->size() : 1};
-  Job job(options, ranks);
+  Job job(options, ranks, *arch.dataset_spec());
+  job.model = arch.name();
   std::error_code ec;
   WICK_CHECK_KIND(Config, options.force || !fs::exists(options.out, ec), options.out, ": exists (pass --force to "
                   "replace it)");
@@ -543,26 +546,28 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   // Everything that can be wrong with the weights is found now, before any work: headers only.
   job.vae_path = options.vae.empty() ? options.prompts.pipeline : options.vae;
   job.vae_config = probe_vae(job.vae_path);
-  const int64_t want_channels = options.model == "sdxl" ? 4 : 16;
+  const int64_t want_channels = job.spec.latent_channels;
   WICK_CHECK_KIND(Data, job.vae_config.z_channels == want_channels, job.vae_path, ": the VAE makes ",
-                  job.vae_config.z_channels, "-channel latents, ", options.model, " takes ", want_channels);
-  text::ModelPromptOptions prompt_options = options.prompts;
-  prompt_options.model = options.model;
-  prompt_options.batch_size = options.batch_size;
-  prompt_options.loading = {.device = job.device, .dtype = job.dtype, .keep_loaded = true};
-  const text::ModelPromptEncoder encoder(prompt_options);
+                  job.vae_config.z_channels, "-channel latents, ", job.model, " takes ", want_channels);
+  text::PromptEncoderRequest prompt_request = options.prompts;
+  job.prompt_options = text::resolved_options(job.spec.prompts, prompt_request);
+  prompt_request.options = job.prompt_options;
+  prompt_request.batch_size = options.batch_size;
+  prompt_request.loading = {.device = job.device, .dtype = job.dtype, .keep_loaded = true};
+  const std::unique_ptr<text::PromptEncoder> encoder = arch.make_prompt_encoder(prompt_request);
   for (const std::string& prompt : options.sample_prompts)
     job.sample_prompts.push_back(apply_trigger(prompt, options.captions.trigger_word, false));
-  // SD3 and SDXL sample with classifier-free guidance: the negative prompt is encoded too (models/sd3/sd3_sampler.h,
-  // models/sdxl/sdxl_sampler.h), but for SDXL's empty one, which is zeros (force_zeros_for_empty_prompt).
+  // Models that sample with classifier-free guidance encode the negative prompt too (DatasetSpec::negative): SD3
+  // always, SDXL unless it is empty (zeros: force_zeros_for_empty_prompt).
   const std::string negative = apply_trigger(options.negative_prompt, options.captions.trigger_word, false);
-  const bool stores_negative = options.model == "sd3" || (options.model == "sdxl" && !negative.empty());
+  const bool stores_negative = job.spec.negative == StoredNegative::Always ||
+                               (job.spec.negative == StoredNegative::WhenNotEmpty && !negative.empty());
   if (stores_negative && !job.sample_prompts.empty() &&
       std::find(job.sample_prompts.begin(), job.sample_prompts.end(), negative) == job.sample_prompts.end())
     job.sample_prompts.push_back(negative);
 
   BucketOptions buckets = options.buckets;
-  buckets.divisor = job.vae_config.downscale() * (options.model == "sdxl" ? 1 : 2);
+  buckets.divisor = job.vae_config.downscale() * job.spec.patch;
   job.planner = std::make_unique<BucketPlanner>(buckets);
 
   ImageFolderScan scan = scan_image_folder(options.image_dir, {.captions = options.captions});
@@ -590,7 +595,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
     std::fprintf(stderr, "%s: %zu images in %s (%lld unreadable), %lld chunks of %lld%s, %s %s on %s%s\n", kWho,
                  job.images.size(), options.image_dir.c_str(), static_cast<long long>(scan.n_skipped),
                  static_cast<long long>(job.n_chunks), static_cast<long long>(options.chunk_size), resuming.c_str(),
-                 options.model.c_str(), dtype_name(job.dtype), job.device.str().c_str(), world.c_str());
+                 job.model.c_str(), dtype_name(job.dtype), job.device.str().c_str(), world.c_str());
   }
 
   // This rank's chunks that are not finished: without latents, and without text (or with latents to redo).
@@ -605,7 +610,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
     if (!text_done) need_text.push_back(c);
   }
   run_vae_phase(job, need_latents);
-  run_text_phase(job, need_text, encoder);
+  run_text_phase(job, need_text, *encoder);
 
   ranks.barrier();  // every chunk is finished
   if (ranks.root()) merge(job, summary);

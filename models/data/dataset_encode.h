@@ -1,6 +1,7 @@
-// `wick dataset encode`: a folder of images with caption files -> the cached-latent dataset a Flux, SD3
-// or SDXL run trains on (docs/dataset.md "Encoding a folder"): bucketed and cropped images through the
-// VAE (mean and log-variance), captions through the model's text encoders, the config's sample prompts.
+// `wick dataset encode`: a folder of images with caption files -> the cached-latent dataset a run of a
+// registered architecture trains on (docs/dataset.md "Encoding a folder"): bucketed and cropped images
+// through the VAE (mean and log-variance), captions through the model's text encoders, the config's
+// sample prompts. The architecture's DatasetSpec (models/architecture.h) says what it takes.
 //
 //   DatasetEncodeOptions o{.image_dir = "photos", .out = "data/photos.h5", .model = "flux",
 //                          .prompts = {.pipeline = "FLUX.1-dev"}};
@@ -24,7 +25,7 @@
 #include "comm/process_group.h"
 #include "engine/data/buckets.h"
 #include "engine/data/captions.h"
-#include "models/text/model_prompts.h"
+#include "models/text/prompt_encoder.h"
 #include "models/vae/vae_tiling.h"
 #include "runtime/device.h"
 
@@ -42,13 +43,14 @@ StoredLatents parse_stored_latents(const std::string& name);
 struct DatasetEncodeOptions {
   std::string image_dir;  // read recursively (engine/data/image_folder.h)
   std::string out;        // the .h5 file
-  std::string model;      // "flux", "sd3", "sdxl"
-  // The text encoders: prompts.pipeline (a diffusers pipeline folder) or prompts.files; t5_length and
-  // clip_l_pooled as text::ModelPromptOptions. model, loading and batch_size are set from the fields here.
-  text::ModelPromptOptions prompts;
+  std::string model;      // a registered architecture with a DatasetSpec (models/registry.h: "flux", "sd3", "sdxl")
+  // The text encoders: prompts.pipeline (a diffusers pipeline folder) or prompts.files (the parts of the model's
+  // DatasetSpec::prompts), prompts.options its prompt options (empty: the defaults); loading and batch_size are set
+  // from the fields here.
+  text::PromptEncoderRequest prompts;
   std::string vae;        // VAE weights (file, vae/ folder); "": the pipeline's vae/
-  // Buckets in image pixels (kohya's rules); `divisor` is set from the VAE: its downscale factor, x2 for
-  // Flux and SD3 (2x2 latent patches).
+  // Buckets in image pixels (kohya's rules); `divisor` is set from the VAE: its downscale factor times the
+  // model's patch (DatasetSpec::patch: 2 for Flux's and SD3's 2x2 latent patches).
   BucketOptions buckets;
   bool random_crop = false;  // else centred (kohya's default)
   uint64_t seed = 42;        // random crops: Philox (seed, image index, 0, Augment)
@@ -58,8 +60,8 @@ struct DatasetEncodeOptions {
   StoredLatents latents = StoredLatents::Distribution;
   // Prompts encoded into /sample_prompts ("[trigger]" and "[name]" become the trigger word).
   std::vector<std::string> sample_prompts;
-  // SD3 (classifier-free guidance): the negative prompt is stored after them ("" by default, as diffusers encodes it)
-  // when there are sample prompts and it is not one of them.
+  // Stored after them when the model samples with classifier-free guidance (DatasetSpec::negative), there are
+  // sample prompts, and it is not one of them ("" by default, as diffusers encodes it for SD3).
   std::string negative_prompt;
   Device device = Device::cpu();  // under mpirun with CUDA: the rank's node-local GPU
   std::optional<DType> dtype;     // VAE and text encoders: f32 or bf16 (default bf16 on CUDA, f32 on the CPU)

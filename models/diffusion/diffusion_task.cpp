@@ -6,7 +6,7 @@
 
 #include "models/diffusion/sample_grid.h"
 #include "models/lora_files.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/weights/float8_weights.h"
 #include "runtime/ops/creation.h"

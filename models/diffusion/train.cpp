@@ -11,9 +11,9 @@
 #include "engine/train/preemption.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/diffusion_task.h"
-#include "models/diffusion/memory_check.h"
+#include "models/memory/memory_check.h"
 #include "models/diffusion/sample_grid.h"
-#include "models/memory_plan.h"
+#include "models/memory/memory_plan.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
 
@@ -67,7 +67,7 @@ void report_rank_places(const comm::ProcessGroup& group, const std::vector<comm:
   }
 }
 
-// The memory plan (models/memory_plan.h) where the config leaves checkpointing, quantization or
+// The memory plan (models/memory/memory_plan.h) where the config leaves checkpointing, quantization or
 // swapping at auto and a budget is known; `model` (built with every auto setting off) is rebuilt
 // when the plan turns one on. Returns the config with the plan's choices written in.
 TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<DiffusionModel>& model,

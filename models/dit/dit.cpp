@@ -13,6 +13,7 @@
 #include "models/nn/basic.h"
 #include "models/nn/linear.h"
 #include "models/nn/norm.h"
+#include "models/nn/position_table.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/join.h"
@@ -120,24 +121,6 @@ class FinalLayer : public Module {
 };
 
 }  // namespace
-
-std::vector<double> sincos_2d_table(int64_t dim, int64_t grid) {
-  WICK_CHECK(dim % 4 == 0, "DiT: hidden_size ", dim, " must be divisible by 4 for the 2-d sin-cos position table");
-  const int64_t quarter = dim / 4;
-  std::vector<double> table(static_cast<size_t>(grid * grid * dim));
-  for (int64_t h = 0; h < grid; ++h)
-    for (int64_t w = 0; w < grid; ++w) {
-      double* row = table.data() + (h * grid + w) * dim;
-      const double pos[2] = {static_cast<double>(w), static_cast<double>(h)};  // MAE's meshgrid(w, h) order
-      for (int64_t half = 0; half < 2; ++half)
-        for (int64_t i = 0; i < quarter; ++i) {
-          double omega = 1.0 / std::pow(10000.0, static_cast<double>(i) / static_cast<double>(quarter));
-          row[half * 2 * quarter + i] = std::sin(pos[half] * omega);
-          row[half * 2 * quarter + quarter + i] = std::cos(pos[half] * omega);
-        }
-    }
-  return table;
-}
 
 DiT::DiT(DiTConfig config) : config_(config) {
   const DiTConfig& c = config_;

@@ -75,8 +75,4 @@ class DiT : public DiffusionModel {
   int64_t grid_;
 };
 
-// The 2-d sin-cos position table of MAE / DiT: [grid·grid, dim], row h·grid + w; the first half
-// of the features encodes the column w, the second the row h. dim divisible by 4.
-std::vector<double> sincos_2d_table(int64_t dim, int64_t grid);
-
 }  // namespace wick

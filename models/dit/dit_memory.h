@@ -1,11 +1,11 @@
 // What a DiT training step keeps for backward, counted from models/dit/dit.cpp and the ops' saved
-// tensors (models/activation_memory.h); DiT::activation_profile returns it.
+// tensors (models/memory/activation_memory.h); DiT::activation_profile returns it.
 //
 //   ActivationProfile p = dit_activation_profile(dit.config(), shape, /*checkpointing=*/false,
 //                                                layer_training_of(dit));
 #pragma once
 
-#include "models/activation_memory.h"
+#include "models/memory/activation_memory.h"
 #include "models/dit/dit.h"
 
 namespace wick {

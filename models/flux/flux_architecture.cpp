@@ -149,6 +149,18 @@ class FluxArchitecture : public Architecture {
     return flux::make_flux_sampler(request);
   }
 
+  std::optional<DatasetSpec> dataset_spec() const override {
+    return DatasetSpec{.latent_channels = 16,
+                       .normalization = flux::kVaeNormalization,
+                       .patch = 2,
+                       .negative = StoredNegative::Never,
+                       .prompts = flux::flux_prompt_spec()};
+  }
+
+  std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const override {
+    return flux::make_flux_prompt_encoder(request);
+  }
+
  private:
   ArchSchema schema_;
 };

@@ -1,7 +1,6 @@
 #include "models/flux/flux_sampler.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -9,28 +8,45 @@
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
-#include "models/sampler_files.h"
 #include "models/text/stored_prompts.h"
-#include "models/vae/vae_weights.h"
-#include "models/weights/pipeline_folder.h"
 #include "runtime/error.h"
-#include "runtime/ops/elementwise.h"
-#include "runtime/ops/index.h"
 #include "runtime/ops/join.h"
-
-namespace fs = std::filesystem;
 
 namespace wick::flux {
 
 using text::prompt_text;
 namespace {
 
-// Images per transformer call.
-constexpr int64_t kSampleBatch = 4;
+// The files a Flux run samples with, by config key.
+const SamplerFile kVae{.label = "the VAE",
+                       .key = "vae_path",
+                       .hint = "ae.safetensors, a diffusers vae/ folder or a pipeline folder",
+                       .pipeline_parts = {"vae", "ae.safetensors"}};
+const std::vector<SamplerFile>& text_files() {
+  static const std::vector<SamplerFile> files = {
+      {.label = "CLIP-L",
+       .key = "clip_l_path",
+       .hint = "clip_l.safetensors or a text_encoder/ folder",
+       .pipeline_parts = {"text_encoder"}},
+      {.label = "T5-XXL",
+       .key = "t5_path",
+       .hint = "t5xxl_fp16.safetensors or a text_encoder_2/ folder",
+       .pipeline_parts = {"text_encoder_2"}},
+      {.label = "the CLIP tokenizer",
+       .key = "clip_tokenizer_path",
+       .hint = "a tokenizer/ folder with vocab.json and merges.txt, or open_clip's bpe_simple_vocab_16e6.txt.gz",
+       .pipeline_parts = {"tokenizer"}},
+      {.label = "the T5 tokenizer",
+       .key = "t5_tokenizer_path",
+       .hint = "spiece.model or a tokenizer_2/ folder",
+       .pipeline_parts = {"tokenizer_2"}},
+  };
+  return files;
+}
 
-Device device_of(const Module& model) {
-  auto parameters = model.named_parameters();
-  return parameters.empty() ? Device::cpu() : parameters.front().second.device();
+std::vector<std::pair<SamplerFile, std::string>> text_paths(const FluxSamplingFiles& f) {
+  const std::vector<SamplerFile>& files = text_files();
+  return {{files[0], f.clip_l}, {files[1], f.t5}, {files[2], f.clip_tokenizer}, {files[3], f.t5_tokenizer}};
 }
 
 // The text encoders, unless stored prompts are given and a text part is not.
@@ -46,41 +62,34 @@ std::optional<FluxTextEncoders> open_encoders(const FluxSamplerSetup& setup) {
                                       {.device = setup.device, .keep_loaded = setup.keep_loaded});
 }
 
-vae::VaeConfig read_vae_sizes(const FluxSamplerSetup& setup) {
-  WICK_CHECK_KIND(Config, !setup.files.vae.empty(), "flux sampler: the VAE (files.vae) is not given");
-  return vae::read_vae_header(setup.files.vae).config;
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+LatentSamplerSetup latent_setup(const FluxSamplerSetup& s) {
+  LatentSamplerSetup out{.model = "Flux",
+                         .vae = s.files.vae,
+                         .vae_model = {kVaeNormalization, "flux"},
+                         .normalization = s.normalization,
+                         .default_height = s.default_height,
+                         .default_width = s.default_width,
+                         .trigger_word = s.trigger_word,
+                         .device = s.device,
+                         .keep_loaded = s.keep_loaded,
+                         .stored_prompts = s.stored_prompts,
+                         .text_parts = text_part_labels(text_paths(s.files))};
   return out;
 }
 
 }  // namespace
 
 FluxSamplingFiles sampling_files(const ModelConfig& model) {
-  const ModelOptions& o = model.options;
-  FluxSamplingFiles files{.vae = o.get_string("vae_path"),
-                          .clip_l = o.get_string("clip_l_path"),
-                          .t5 = o.get_string("t5_path"),
-                          .clip_tokenizer = o.get_string("clip_tokenizer_path"),
-                          .t5_tokenizer = o.get_string("t5_tokenizer_path")};
-  if (std::optional<std::string> root = pipeline_folder(model.name_or_path)) {
-    std::error_code ec;
-    auto part = [&](std::string& slot, const char* name) {
-      const fs::path candidate = fs::path(*root) / name;
-      if (slot.empty() && fs::exists(candidate, ec)) slot = candidate.string();
-    };
-    part(files.vae, "vae");
-    part(files.vae, "ae.safetensors");
-    part(files.clip_l, "text_encoder");
-    part(files.t5, "text_encoder_2");
-    part(files.clip_tokenizer, "tokenizer");
-    part(files.t5_tokenizer, "tokenizer_2");
-    files.pipeline = *root;
-  }
-  return files;
+  std::vector<SamplerFile> files = text_files();
+  files.push_back(kVae);
+  std::string pipeline;
+  std::map<std::string, std::string> paths = resolve_sampler_files(model, files, &pipeline);
+  return {.vae = paths["vae_path"],
+          .clip_l = paths["clip_l_path"],
+          .t5 = paths["t5_path"],
+          .clip_tokenizer = paths["clip_tokenizer_path"],
+          .t5_tokenizer = paths["t5_tokenizer_path"],
+          .pipeline = pipeline};
 }
 
 std::vector<double> flux_sigmas(int64_t steps, int64_t latent_height, int64_t latent_width, bool shift) {
@@ -95,86 +104,53 @@ std::vector<double> flux_sigmas(int64_t steps, int64_t latent_height, int64_t la
 // ---- FluxImageSampler ----
 
 FluxImageSampler::FluxImageSampler(FluxSamplerSetup setup)
-    : setup_(std::move(setup)), encoders_(open_encoders(setup_)), vae_sizes_(read_vae_sizes(setup_)) {
-  WICK_CHECK_KIND(Config, setup_.t5_length >= 0, "flux sampler: t5_length must be >= 0, got ", setup_.t5_length);
-  if (const std::optional<SamplePrompts>& stored = setup_.stored_prompts) {
-    const auto k = static_cast<int64_t>(stored->captions.size());
-    WICK_CHECK(stored->embeds.dim() == 3 && stored->embeds.size(0) == k && stored->pooled.dim() == 2 &&
-                   stored->pooled.size(0) == k,
-               "flux sampler: stored prompts must be embeds [K, L, D] and pooled [K, P] for K captions, got ", k,
-               " captions, ", stored->embeds.describe(), ", ", stored->pooled.describe());
-    for (int64_t row = 0; row < k; ++row) stored_row_.emplace(stored->captions[static_cast<size_t>(row)], row);
-  }
+    : LatentImageSampler(latent_setup(setup)), flux_(std::move(setup)), encoders_(open_encoders(flux_)) {
+  WICK_CHECK_KIND(Config, flux_.t5_length >= 0, "flux sampler: t5_length must be >= 0, got ", flux_.t5_length);
 }
 
 bool FluxImageSampler::is_stored(const std::string& prompt, int64_t t5_length) const {
-  return setup_.stored_prompts && setup_.stored_prompts->embeds.size(1) == t5_length &&
-         stored_row_.count(prompt_text(prompt, setup_.trigger_word)) > 0;
-}
-
-std::string FluxImageSampler::missing_text_parts() const {
-  const FluxSamplingFiles& f = setup_.files;
-  std::vector<std::string> missing;
-  if (f.clip_l.empty()) missing.push_back("CLIP-L (model.clip_l_path)");
-  if (f.t5.empty()) missing.push_back("T5-XXL (model.t5_path)");
-  if (f.clip_tokenizer.empty()) missing.push_back("the CLIP tokenizer (model.clip_tokenizer_path)");
-  if (f.t5_tokenizer.empty()) missing.push_back("the T5 tokenizer (model.t5_tokenizer_path)");
-  return join(missing, ", ");
+  return holds(prompt) && stored()->embeds.size(1) == t5_length;
 }
 
 int64_t FluxImageSampler::t5_length_for(const FluxTransformer& model) const {
-  if (setup_.t5_length > 0) return setup_.t5_length;
+  if (flux_.t5_length > 0) return flux_.t5_length;
   return model.config().guidance_embed ? 512 : 256;
 }
 
 void FluxImageSampler::check_fits(const FluxTransformer& model) const {
   const FluxConfig& c = model.config();
-  WICK_CHECK_KIND(Config, c.latent_channels() == vae_sizes_.z_channels, "the Flux model takes ", c.latent_channels(),
-                  "-channel latents (img_in ", c.in_channels, " = channels x 2 x 2) but the VAE ", setup_.files.vae,
-                  " has ", vae_sizes_.z_channels);
+  WICK_CHECK_KIND(Config, c.latent_channels() == vae_sizes().z_channels, "the Flux model takes ", c.latent_channels(),
+                  "-channel latents (img_in ", c.in_channels, " = channels x 2 x 2) but the VAE ", flux_.files.vae,
+                  " has ", vae_sizes().z_channels);
   if (encoders_) {
     WICK_CHECK_KIND(Config, c.context_dim == encoders_->t5.d_model(), "the Flux model takes ", c.context_dim,
-                    "-wide text (txt_in) but the T5 encoder ", setup_.files.t5, " is ", encoders_->t5.d_model(),
+                    "-wide text (txt_in) but the T5 encoder ", flux_.files.t5, " is ", encoders_->t5.d_model(),
                     " wide");
     WICK_CHECK_KIND(Config, c.vec_dim == encoders_->clip_l.width(), "the Flux model takes a ", c.vec_dim,
-                    "-wide pooled vector (vector_in) but CLIP-L ", setup_.files.clip_l, " is ",
+                    "-wide pooled vector (vector_in) but CLIP-L ", flux_.files.clip_l, " is ",
                     encoders_->clip_l.width(), " wide");
   }
-  if (const std::optional<SamplePrompts>& stored = setup_.stored_prompts) {
-    WICK_CHECK_KIND(Config, c.context_dim == stored->embeds.size(2), "the Flux model takes ", c.context_dim,
-                    "-wide text (txt_in) but the stored sample prompts are ", stored->embeds.size(2), " wide");
-    WICK_CHECK_KIND(Config, c.vec_dim == stored->pooled.size(1), "the Flux model takes a ", c.vec_dim,
-                    "-wide pooled vector (vector_in) but the stored sample prompts' is ", stored->pooled.size(1),
-                    " wide");
-  }
+  check_stored_widths(c.context_dim, "text (txt_in)", c.vec_dim, "pooled vector (vector_in)");
 }
 
-Tensor FluxImageSampler::generate(DiffusionModel& model, const std::vector<std::string>& prompts,
-                                  const SampleSettings& settings) {
-  auto* flux = dynamic_cast<FluxTransformer*>(&model);
-  WICK_CHECK_KIND(Config, flux != nullptr, "the Flux sampler needs a Flux model, got ", model.summary());
-  const int64_t height = settings.height > 0 ? settings.height : setup_.default_height;
-  const int64_t width = settings.width > 0 ? settings.width : setup_.default_width;
-  const int64_t f = vae_sizes_.downscale(), multiple = 2 * f;
-  auto near = [multiple](int64_t v) { return std::max<int64_t>(multiple, (v + multiple / 2) / multiple * multiple); };
-  WICK_CHECK_KIND(Config, height > 0 && width > 0, "flux sampler: no image size (give sample.width and sample.height)");
-  WICK_CHECK_KIND(Config, height % multiple == 0 && width % multiple == 0, "image size ", width, " x ", height,
-                  " (sample.width x sample.height): Flux images must be multiples of ", multiple,
-                  " pixels (the VAE's ", f, " x the 2 x 2 patches); the nearest are ", near(width), " x ",
-                  near(height));
-  const auto n = static_cast<int64_t>(prompts.size());
-  if (n == 0) return Tensor::empty({0, vae_sizes_.out_channels, height, width}, DType::F32);
-  Tensor noise = sample_noise({vae_sizes_.z_channels, height / f, width / f}, 0, n, settings.seed, device_of(*flux));
-  return generate_from_noise(*flux, prompts, noise, settings);
+LatentImageSampler::SizeRule FluxImageSampler::size_rule(DiffusionModel& model) const {
+  WICK_CHECK_KIND(Config, dynamic_cast<FluxTransformer*>(&model) != nullptr,
+                  "the Flux sampler needs a Flux model, got ", model.summary());
+  return {.latent_multiple = 2, .why = "the 2 x 2 patches"};
+}
+
+Tensor FluxImageSampler::sample(DiffusionModel& model, const std::vector<std::string>& prompts, const Tensor& noise,
+                                const SampleSettings& settings) {
+  return generate_from_noise(dynamic_cast<FluxTransformer&>(model), prompts, noise, settings);
 }
 
 Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::vector<std::string>& prompts,
                                              const Tensor& noise, const SampleSettings& settings) {
   const auto n = static_cast<int64_t>(prompts.size());
-  WICK_CHECK(noise.dim() == 4 && noise.size(0) == n && noise.size(1) == vae_sizes_.z_channels &&
-                 noise.size(2) % 2 == 0 && noise.size(3) % 2 == 0,
-             "flux sampler: noise must be [", n, ", ", vae_sizes_.z_channels, ", h, w] with h and w even, got ",
-             noise.describe());
+  const int64_t channels = vae_sizes().z_channels;
+  WICK_CHECK(noise.dim() == 4 && noise.size(0) == n && noise.size(1) == channels && noise.size(2) % 2 == 0 &&
+                 noise.size(3) % 2 == 0,
+             "flux sampler: noise must be [", n, ", ", channels, ", h, w] with h and w even, got ", noise.describe());
   WICK_CHECK_KIND(Config, settings.steps >= 1, "flux sampler: steps must be >= 1, got ", settings.steps);
   WICK_CHECK_KIND(Config, settings.guidance >= 0, "flux sampler: guidance must be >= 0, got ", settings.guidance);
   check_fits(model);
@@ -182,35 +158,20 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   EvalModeGuard eval_mode(model);
   autograd::NoGradGuard no_grad;
 
-  // Each distinct prompt once: its stored row when the dataset holds it, else the encoders' output.
+  // Each distinct prompt once: its stored row when the dataset holds it at this T5 length, else the encoders' output.
   const int64_t t5_length = t5_length_for(model);
-  std::vector<std::string> texts;
-  for (const std::string& prompt : prompts) texts.push_back(prompt_text(prompt, setup_.trigger_word));
-  const text::PromptPlan plan = text::plan_prompts(texts, [&](const std::string& text) -> std::optional<int64_t> {
-    if (!is_stored(text, t5_length)) return std::nullopt;
-    return stored_row_.at(text);
-  });
-  if (!plan.to_encode.empty() && !encoders_) {
-    const int64_t stored_length = setup_.stored_prompts->embeds.size(1);
-    const std::string length_note = stored_length == t5_length ? std::string()
-                                                                : ", made with " + std::to_string(stored_length) +
-                                                                      " T5 tokens, not " + std::to_string(t5_length);
-    WICK_FAIL(Config, "the prompt \"", plan.to_encode.front(), "\" is not among the sample prompts stored in the dataset (",
-              text::quoted_captions(*setup_.stored_prompts), length_note,
-              "), so it needs the text encoders, and these are not given: ", missing_text_parts(),
-              " (a diffusers pipeline folder as model.name_or_path gives all of them; wick sample takes "
-              "--set model.clip_l_path=... and the like)");
-  }
-  Tensor context, pooled;
-  {
-    // The table of distinct prompts' embeddings, f32 on the CPU, then each prompt's row of it.
-    text::PromptEmbeddings encoded;
-    if (!plan.to_encode.empty()) encoded = encode_flux_prompts(*encoders_, plan.to_encode, {.t5_length = t5_length});
-    std::tie(context, pooled) =
-        text::gather_prompts(plan, setup_.stored_prompts ? &*setup_.stored_prompts : nullptr, encoded);
-    context = context.to(device);
-    pooled = pooled.to(device);
-  }
+  std::string length_note;
+  if (stored() && stored()->embeds.size(1) != t5_length)
+    length_note = ", made with " + std::to_string(stored()->embeds.size(1)) + " T5 tokens, not " +
+                  std::to_string(t5_length);
+  auto [context, pooled] = embed(
+      texts_of(prompts), [t5_length](int64_t stored_length) { return stored_length == t5_length; },
+      [&](const std::vector<std::string>& texts) {
+        return encode_flux_prompts(*encoders_, texts, {.t5_length = t5_length});
+      },
+      std::nullopt, length_note);
+  context = context.to(device);
+  pooled = pooled.to(device);
 
   // Euler over BFL's schedule; dev takes the guidance as an input (one forward per step).
   const bool dev = model.config().guidance_embed;
@@ -231,40 +192,16 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   return decode(latents.size() == 1 ? latents.front() : concat(latents, 0));
 }
 
-Tensor FluxImageSampler::decode(const Tensor& latents) {
-  std::shared_ptr<vae::AutoencoderKL> model = vae_;
-  if (!model) {
-    const vae::LatentNormalization& norm = setup_.normalization;
-    model = vae::load_vae(setup_.files.vae, {.family = vae::VaeFamily::Flux,
-                                             .scaling_factor = norm.scaling_factor,
-                                             .shift_factor = norm.shift_factor,
-                                             .dtype = setup_.device.is_cuda() ? DType::BF16 : DType::F32,
-                                             .device = setup_.device})
-                .model;
-    if (setup_.keep_loaded) vae_ = model;
-  }
-  return vae::decode_to_images(*model, latents, setup_.normalization, setup_.device);
+void FluxImageSampler::unload_encoders() {
+  encoders_->clip_l.unload();
+  encoders_->t5.unload();
 }
 
-void FluxImageSampler::unload() {
-  vae_.reset();
-  if (encoders_) {
-    encoders_->clip_l.unload();
-    encoders_->t5.unload();
-  }
-}
-
-std::string FluxImageSampler::describe() const {
-  std::string out = "Flux: VAE " + setup_.files.vae;
+std::string FluxImageSampler::describe_text() const {
+  std::string out;
   if (encoders_) out += ", CLIP-L " + encoders_->clip_l.source_path() + ", T5 " + encoders_->t5.source_path();
   out += ", T5 length " +
-         (setup_.t5_length > 0 ? std::to_string(setup_.t5_length) : std::string("512 (dev) / 256 (schnell)"));
-  if (setup_.stored_prompts) {
-    const size_t k = setup_.stored_prompts->captions.size();
-    out += "; the embeddings of the " + std::to_string(k) + " sample prompt" + (k == 1 ? "" : "s") +
-           " stored in the dataset";
-    if (!encoders_) out += ", no text encoders (other prompts need " + missing_text_parts() + ")";
-  }
+         (flux_.t5_length > 0 ? std::to_string(flux_.t5_length) : std::string("512 (dev) / 256 (schnell)"));
   return out;
 }
 
@@ -290,70 +227,38 @@ std::unique_ptr<ImageSampler> make_flux_sampler(const SamplerRequest& request) {
 
   // The dataset's stored sample prompts, when they are Flux's (T5 states, CLIP-L pooled) at this T5 length; the
   // text encoders are optional when they hold every prompt of the grid.
-  std::optional<SamplePrompts> stored;
-  if (recorded > 0 && data.text_pooled_encoder == "clip-l") stored = dataset.sample_prompts();
-  if (stored && (stored->embeds.size(1) != t5_length || stored->captions.empty())) stored.reset();
-  std::vector<std::string> grid = request.config.sample.prompts;
-  if (request.config.sample.n_per_class > 0)
-    grid.insert(grid.end(), data.label_names.begin(), data.label_names.end());
-  const std::vector<std::string> not_stored = text::texts_not_stored(grid, request.config.trigger_word, stored);
-  const bool text_optional = stored && not_stored.empty();
-
-  std::vector<std::string> missing;
-  if (files.vae.empty())
-    missing.push_back("the VAE (model.vae_path: ae.safetensors, a diffusers vae/ folder or a pipeline folder)");
-  if (!text_optional) {
-    if (files.clip_l.empty())
-      missing.push_back("CLIP-L (model.clip_l_path: clip_l.safetensors or a text_encoder/ folder)");
-    if (files.t5.empty())
-      missing.push_back("T5-XXL (model.t5_path: t5xxl_fp16.safetensors or a text_encoder_2/ folder)");
-    if (files.clip_tokenizer.empty())
-      missing.push_back("the CLIP tokenizer (model.clip_tokenizer_path: a tokenizer/ folder with vocab.json and "
-                        "merges.txt, or open_clip's bpe_simple_vocab_16e6.txt.gz)");
-    if (files.t5_tokenizer.empty())
-      missing.push_back("the T5 tokenizer (model.t5_tokenizer_path: spiece.model or a tokenizer_2/ folder)");
-  }
-  std::string why_text;  // why the text encoders are needed although the dataset stores sample prompts
-  if (!text_optional && stored && missing.size() > (files.vae.empty() ? 1u : 0u))
-    why_text = "; the sample prompts stored in " + dataset.path() + " do not hold \"" + not_stored.front() +
-               "\" (sample.prompts with the trigger word put in must equal them byte for byte to be used without "
-               "text encoders)";
-  WICK_CHECK_KIND(Config, missing.empty(), "Flux sample images need ", join(missing, "; "), ", and ",
-                  missing.size() == 1 ? "it is" : "they are",
-                  " not given (a diffusers pipeline folder as model.name_or_path, such as FLUX.1-dev/, gives all "
-                  "five)", why_text);
-  check_files_exist({
-      {"vae_path", &files.vae},
-      {"clip_l_path", &files.clip_l},
-      {"t5_path", &files.t5},
-      {"clip_tokenizer_path", &files.clip_tokenizer},
-      {"t5_tokenizer_path", &files.t5_tokenizer}});
+  std::optional<SamplePrompts> stored =
+      stored_prompts_for(dataset, recorded > 0 && data.text_pooled_encoder == "clip-l");
+  if (stored && stored->embeds.size(1) != t5_length) stored.reset();
+  const std::vector<std::string> not_stored =
+      text::texts_not_stored(grid_texts(request, std::nullopt), request.config.trigger_word, stored);
+  const std::vector<std::pair<SamplerFile, std::string>> text = text_paths(files);
+  check_sampler_parts({.model = "Flux",
+                       .vae = kVae,
+                       .vae_path = files.vae,
+                       .text = text,
+                       .where_all = "a diffusers pipeline folder as model.name_or_path, such as FLUX.1-dev/, gives all "
+                                    "five",
+                       .stored = &stored,
+                       .not_stored = not_stored,
+                       .dataset_path = dataset.path(),
+                       .stored_rule = "sample.prompts with the trigger word put in must equal them byte for byte to be "
+                                      "used without text encoders"});
   const vae::VaeConfig sizes = sampler_vae_config(files.vae);
+  const SamplerDataset from_data = sampler_dataset(dataset, "flux", kVaeNormalization, sizes, files.vae);
 
-  FluxSamplerSetup setup{.files = files,
-                         .t5_length = t5_length,
-                         .normalization = vae::latent_normalization(vae::VaeFamily::Flux),
-                         .trigger_word = request.config.trigger_word,
-                         .device = request.device,
-                         .keep_loaded = model.options.get_bool("keep_encoders_loaded"),
-                         .stored_prompts = std::move(stored)};
-  // The latents the model learned were normalized with the dataset's factors.
-  if (data.model_family == "flux") setup.normalization = {data.vae_scaling_factor, data.vae_shift_factor};
-  WICK_CHECK_KIND(Data, !dataset.buckets().empty(), dataset.path(), ": the dataset has no buckets");
-  setup.default_height = dataset.buckets().front().height * sizes.downscale();
-  setup.default_width = dataset.buckets().front().width * sizes.downscale();
-
-  std::unique_ptr<FluxImageSampler> sampler;
-  try {
-    sampler = std::make_unique<FluxImageSampler>(setup);
-  } catch (const WickError& error) {
-    throw WickError(error.kind(), "Flux text encoders (model.clip_l_path " + files.clip_l + ", model.t5_path " +
-                                      files.t5 + ", model.clip_tokenizer_path " + files.clip_tokenizer +
-                                      ", model.t5_tokenizer_path " + files.t5_tokenizer + "): " + message_of(error));
-  }
-  WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels == sizes.z_channels, dataset.path(),
-                  " holds ", data.latent_channels, "-channel latents but the VAE (model.vae_path ", files.vae,
-                  ") has ", sizes.z_channels);
+  auto sampler = make_naming_text_parts<FluxImageSampler>("Flux", text, [&] {
+    return std::make_unique<FluxImageSampler>(FluxSamplerSetup{
+        .files = files,
+        .t5_length = t5_length,
+        .normalization = from_data.normalization,
+        .default_height = from_data.default_height,
+        .default_width = from_data.default_width,
+        .trigger_word = request.config.trigger_word,
+        .device = request.device,
+        .keep_loaded = model.options.get_bool("keep_encoders_loaded"),
+        .stored_prompts = std::move(stored)});
+  });
   if (const FluxTextEncoders* encoders = sampler->encoders()) {
     WICK_CHECK_KIND(Config, dataset.text_dim() == 0 || dataset.text_dim() == encoders->t5.d_model(), dataset.path(),
                     "'s text embeddings are ", dataset.text_dim(), " wide but the T5 encoder (model.t5_path ",

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/data/latent_dataset.h"
+#include "models/diffusion/latent_image_sampler.h"
 #include "models/flux/flux.h"
 #include "models/flux/flux_text.h"
 #include "models/image_sampler.h"
@@ -35,6 +36,9 @@
 #include "models/weights/pipeline_folder.h"
 
 namespace wick::flux {
+
+// The latent normalization of the Flux VAE (MODELS.md 1.5): latents = (z - shift) * scale.
+inline constexpr vae::LatentNormalization kVaeNormalization = {.scaling_factor = 0.3611, .shift_factor = 0.1159};
 
 // Where a run's Flux VAE, text encoders and tokenizers are ("" = not given and no default).
 struct FluxSamplingFiles {
@@ -63,7 +67,7 @@ struct FluxSamplerSetup {
   FluxSamplingFiles files;  // vae, clip_l, t5, clip_tokenizer and t5_tokenizer are required
   int64_t t5_length = 0;    // T5 tokens; 0: 512 for dev, 256 for schnell (BFL, diffusers, kohya)
   // latents -> latents / scaling + shift before decoding: what the training latents were normalized with.
-  vae::LatentNormalization normalization = vae::latent_normalization(vae::VaeFamily::Flux);
+  vae::LatentNormalization normalization = kVaeNormalization;
   int64_t default_height = 0, default_width = 0;  // pixels when a call gives none (> 0)
   std::string trigger_word;                       // replaces "[trigger]" and "[name]" in prompts
   Device device = Device::cpu();                  // encoders and VAE (bf16 on CUDA, f32 on the CPU)
@@ -75,46 +79,42 @@ struct FluxSamplerSetup {
 };
 
 
-class FluxImageSampler : public ImageSampler {
+class FluxImageSampler : public LatentImageSampler {
  public:
   // Opens the tokenizers and the encoder and VAE headers (no weight is read): WickError (Config) naming the
   // FluxSamplingFiles field left empty, (Data) naming a file that is not what it should be. With stored prompts
   // and any text part left empty, no encoder is opened.
   explicit FluxImageSampler(FluxSamplerSetup setup);
 
-  // `model` must be a FluxTransformer whose widths fit the encoders and the VAE (Config error otherwise).
-  // settings.width / height: pixels, multiples of 2·f (16 for the real VAE); 0 = the setup's default.
-  // settings.guidance is dev's guidance input (schnell has none). Images are made 4 at a time. A prompt that is
-  // not stored (or stored with another T5 length than t5_length_for(model)) without text encoders is a Config
-  // error naming the prompt and the parts that are missing.
-  Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
-                  const SampleSettings& settings) override;
+  // (generate, from LatentImageSampler: `model` must be a FluxTransformer whose widths fit the encoders and the VAE
+  // (Config error otherwise); settings.width / height: pixels, multiples of 2·f (16 for the real VAE); 0 = the
+  // setup's default; settings.guidance is dev's guidance input (schnell has none). Images are made 4 at a time.)
+  // A prompt that is not stored (or stored with another T5 length than t5_length_for(model)) without text encoders
+  // is a Config error naming the prompt and the parts that are missing.
   // The same from given starting noise f32 [N, C, h, w] (N = prompts, C = the VAE's latent channels, h and w
   // even): the image size is (h·f, w·f) and settings.seed / width / height are not used.
   Tensor generate_from_noise(FluxTransformer& model, const std::vector<std::string>& prompts, const Tensor& noise,
                              const SampleSettings& settings);
-  std::string describe() const override;
 
-  const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
   // The text encoders; null when none were opened (stored prompts only).
   const FluxTextEncoders* encoders() const { return encoders_ ? &*encoders_ : nullptr; }
   // Whether `prompt` (trigger word put in) would take stored embeddings for a model using `t5_length` tokens.
   bool is_stored(const std::string& prompt, int64_t t5_length) const;
   // The T5 length used for `model`: the setup's, else the variant's.
   int64_t t5_length_for(const FluxTransformer& model) const;
-  // Frees kept encoders and VAE.
-  void unload();
 
  private:
+  SizeRule size_rule(DiffusionModel& model) const override;
+  Tensor sample(DiffusionModel& model, const std::vector<std::string>& prompts, const Tensor& noise,
+                const SampleSettings& settings) override;
+  bool has_encoders() const override { return encoders_.has_value(); }
+  void unload_encoders() override;
+  std::string describe_text() const override;
+  std::string describe_choices() const override { return ""; }
   void check_fits(const FluxTransformer& model) const;
-  Tensor decode(const Tensor& latents);
-  std::string missing_text_parts() const;
 
-  FluxSamplerSetup setup_;
+  FluxSamplerSetup flux_;
   std::optional<FluxTextEncoders> encoders_;
-  std::map<std::string, int64_t> stored_row_;  // stored caption -> its first row
-  vae::VaeConfig vae_sizes_;
-  std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
 };
 
 // The sampler for a run (SamplerRequest): sampling_files(config.model), model.t5_length (else the dataset's

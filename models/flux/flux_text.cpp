@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "models/text/encoder_files.h"
 #include "runtime/error.h"
 
 namespace wick::flux {
@@ -81,6 +82,45 @@ text::PromptEmbeddings encode_flux_prompts(const FluxTextEncoders& encoders, con
   info.clip_l_file = encoders.clip_l.source_path();
   info.t5_file = encoders.t5.source_path();
   return out;
+}
+
+namespace {
+
+class FluxPromptEncoder : public text::PromptEncoder {
+ public:
+  FluxPromptEncoder(FluxTextEncoders encoders, FluxPromptOptions options)
+      : encoders_(std::move(encoders)), options_(options) {}
+  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
+    return encode_flux_prompts(encoders_, prompts, options_);
+  }
+  void unload() const override {
+    encoders_.clip_l.unload();
+    encoders_.t5.unload();
+  }
+
+ private:
+  FluxTextEncoders encoders_;
+  FluxPromptOptions options_;
+};
+
+}  // namespace
+
+text::PromptSpec flux_prompt_spec() {
+  return {.parts = text::encoder_parts({"clip_l", "t5", "clip_vocab", "t5_tokenizer"}),
+          .options = {{.name = "t5_length", .type = OptionType::Int, .default_value = int64_t{512},
+                       .range = ConfigRange::between(1, 4096), .help = "T5 tokens (512: dev; 256 for schnell)"}}};
+}
+
+std::unique_ptr<text::PromptEncoder> make_flux_prompt_encoder(const text::PromptEncoderRequest& request) {
+  const text::PromptSpec spec = flux_prompt_spec();
+  text::check_prompt_files(spec, request, "flux");
+  const ModelOptions options = text::resolved_options(spec, request);
+  FluxTextEncoders encoders = request.pipeline.empty()
+                                  ? FluxTextEncoders::from_files(text::encoder_files(request), request.loading)
+                                  : FluxTextEncoders::from_pipeline(request.pipeline, request.loading);
+  return std::make_unique<FluxPromptEncoder>(
+      std::move(encoders),
+      FluxPromptOptions{.t5_length = options.get_int("t5_length"), .batch_size = request.batch_size});
 }
 
 }  // namespace wick::flux

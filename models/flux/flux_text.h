@@ -14,10 +14,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/text/prompt_embeddings.h"
+#include "models/text/prompt_encoder.h"
 #include "models/text/text_encoder_slot.h"
 
 namespace wick::flux {
@@ -50,5 +52,12 @@ struct FluxPromptOptions {
 // device. CLIP-L runs first, then T5; each is freed after its pass unless loading.keep_loaded.
 text::PromptEmbeddings encode_flux_prompts(const FluxTextEncoders& encoders, const std::vector<std::string>& prompts,
                                            const FluxPromptOptions& options = {});
+
+// What Flux's prompt encoder takes (text::PromptSpec): clip_l, t5, clip_vocab, t5_tokenizer; option t5_length (512,
+// dev's; 256 for schnell).
+text::PromptSpec flux_prompt_spec();
+// FluxTextEncoders (from the pipeline folder, else the files) behind text::PromptEncoder, encoding with the
+// request's t5_length and batch size (Architecture::make_prompt_encoder).
+std::unique_ptr<text::PromptEncoder> make_flux_prompt_encoder(const text::PromptEncoderRequest& request);
 
 }  // namespace wick::flux

@@ -146,6 +146,18 @@ class Sd3Architecture : public Architecture {
     return sd3::make_sd3_sampler(request);
   }
 
+  std::optional<DatasetSpec> dataset_spec() const override {
+    return DatasetSpec{.latent_channels = 16,
+                       .normalization = sd3::kVaeNormalization,
+                       .patch = 2,
+                       .negative = StoredNegative::Always,
+                       .prompts = sd3::sd3_prompt_spec()};
+  }
+
+  std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const override {
+    return sd3::make_sd3_prompt_encoder(request);
+  }
+
  private:
   ArchSchema schema_;
 };

@@ -297,55 +297,13 @@ ActivationProfile sd3_activation_profile(const Sd3Config& config, const Activati
   return profile;
 }
 
-std::vector<ParameterInfo> sd3_parameters(const Sd3Config& config, const Sd3TrainingPlan& plan) {
-  const bool full = plan.network == "full";
-  const bool dora = plan.network == "dora";
-  std::vector<ParameterInfo> out;
-  for (const auto& [name, shape] : parameter_shapes(config)) {
-    out.push_back({name, numel(shape), config.dtype, full, shape});
-    const std::string suffix = ".weight";
-    if (full || shape.size() != 2 || name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    const std::string path = name.substr(0, name.size() - suffix.size());
-    bool matched = false;
-    for (const std::string& pattern : plan.patterns) matched = matched || glob_match(pattern, path);
-    if (!matched) continue;
-    const int64_t out_features = shape[0], in_features = shape[1];
-    out.push_back({path + ".lora_down.weight", plan.rank * in_features, DType::F32, true, {plan.rank, in_features}});
-    out.push_back({path + ".lora_up.weight", out_features * plan.rank, DType::F32, true, {out_features, plan.rank}});
-    if (dora) out.push_back({path + ".dora_scale", in_features, DType::F32, true, {1, in_features}});
-  }
-  return out;
-}
-
-LayerTrainingOf sd3_layer_training(const Sd3Config& config, const Sd3TrainingPlan& plan) {
-  if (plan.network == "full") return [](const std::string&) { return LayerTraining{.trainable = true}; };
-  auto linears = std::make_shared<std::map<std::string, LayerTraining>>();
-  for (const ParameterInfo& p : sd3_parameters(config, plan)) {
-    const std::string suffix = ".lora_down.weight";
-    if (p.name.size() > suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      (*linears)[p.name.substr(0, p.name.size() - suffix.size())] =
-          LayerTraining{.rank = plan.rank, .dora = plan.network == "dora"};
-  }
-  return [linears](const std::string& path) {
-    auto found = linears->find(path);
-    return found == linears->end() ? LayerTraining{} : found->second;
-  };
-}
-
-MemoryEstimate estimate_sd3_memory(const Sd3Config& config, const Sd3TrainingPlan& plan, const MemoryInputs& given) {
-  MemoryInputs in = given;
-  if (in.block_paths.empty()) in.block_paths = block_paths(config);
-  ActivationShape shape{.batch = in.batch_size,
-                        .latent_height = in.latent_height,
-                        .latent_width = in.latent_width,
-                        .text_length = in.text_length,
-                        .dtype = in.compute_dtype,
-                        .device = in.device};
-  LayerTrainingOf of = sd3_layer_training(config, plan);
-  return estimate_training_memory(sd3_parameters(config, plan), sd3_activation_profile(config, shape, true, of),
-                                  sd3_activation_profile(config, shape, false, of), in);
+MemoryEstimate estimate_sd3_memory(const Sd3Config& config, const TrainingPlan& plan, const MemoryInputs& in) {
+  return estimate_planned_memory(
+      {.shapes = parameter_shapes(config), .dtype = config.dtype, .block_paths = block_paths(config)}, plan,
+      [&](const ActivationShape& shape, bool checkpointing, const LayerTrainingOf& training) {
+        return sd3_activation_profile(config, shape, checkpointing, training);
+      },
+      in);
 }
 
 }  // namespace wick::sd3

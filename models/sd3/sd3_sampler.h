@@ -30,12 +30,16 @@
 #include <vector>
 
 #include "engine/data/latent_dataset.h"
+#include "models/diffusion/latent_image_sampler.h"
 #include "models/image_sampler.h"
 #include "models/sd3/sd3.h"
 #include "models/sd3/sd3_text.h"
 #include "models/vae/vae.h"
 
 namespace wick::sd3 {
+
+// The latent normalization of the SD3 VAE (MODELS.md 1.5): latents = (z - shift) * scale.
+inline constexpr vae::LatentNormalization kVaeNormalization = {.scaling_factor = 1.5305, .shift_factor = 0.0609};
 
 // Where a run's SD3 VAE, text encoders and tokenizers are ("" = not given and no default).
 struct Sd3SamplingFiles {
@@ -68,7 +72,7 @@ struct Sd3SamplerSetup {
   double shift = 3.0;       // the schedule's shift (SD3.5's scheduler_config.json, SAI's SHIFT)
   std::string negative_prompt;  // the unconditional prompt of classifier-free guidance ("" as diffusers)
   // latents -> latents / scaling + shift before decoding: what the training latents were normalized with.
-  vae::LatentNormalization normalization = vae::latent_normalization(vae::VaeFamily::Sd3);
+  vae::LatentNormalization normalization = kVaeNormalization;
   int64_t default_height = 0, default_width = 0;  // pixels when a call gives none (> 0)
   std::string trigger_word;                       // replaces "[trigger]" and "[name]" in prompts
   Device device = Device::cpu();                  // encoders and VAE (bf16 on CUDA, f32 on the CPU)
@@ -77,46 +81,41 @@ struct Sd3SamplerSetup {
   std::optional<SamplePrompts> stored_prompts;
 };
 
-class Sd3ImageSampler : public ImageSampler {
+class Sd3ImageSampler : public LatentImageSampler {
  public:
   // Opens the tokenizers and the encoder and VAE headers (no weight is read): WickError (Config) naming the field
   // left empty, (Data) naming a file that is not what it should be. With stored prompts and any text part left
   // empty, no encoder is opened.
   explicit Sd3ImageSampler(Sd3SamplerSetup setup);
 
-  // `model` must be an sd3::MMDiT whose widths fit the encoders and the VAE (Config error otherwise).
-  // settings.width / height: pixels, multiples of 2·f (16 for the real VAE), within the model's position table;
-  // 0 = the setup's default. settings.guidance: the classifier-free scale. Images are made 4 at a time. A prompt
-  // (or the negative prompt) that is not stored, without text encoders, is a Config error naming it and the parts
-  // that are missing.
-  Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
-                  const SampleSettings& settings) override;
+  // (generate, from LatentImageSampler: `model` must be an sd3::MMDiT whose widths fit the encoders and the VAE
+  // (Config error otherwise); settings.width / height: pixels, multiples of 2·f (16 for the real VAE), within the
+  // model's position table; 0 = the setup's default; settings.guidance: the classifier-free scale. Images are made 4
+  // at a time. A prompt (or the negative prompt) that is not stored, without text encoders, is a Config error naming
+  // it and the parts that are missing.)
   // The same from given starting noise f32 [N, C, h, w] (N = prompts, C = the VAE's latent channels, h and w even):
   // the image size is (h·f, w·f) and settings.seed / width / height are not used.
   Tensor generate_from_noise(MMDiT& model, const std::vector<std::string>& prompts, const Tensor& noise,
                              const SampleSettings& settings);
-  std::string describe() const override;
 
-  const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
   // The text encoders; null when none were opened (stored prompts only).
   const Sd3TextEncoders* encoders() const { return encoders_ ? &*encoders_ : nullptr; }
   // Whether `prompt` (trigger word put in) would take stored embeddings.
   bool is_stored(const std::string& prompt) const;
-  // Frees kept encoders and VAE.
-  void unload();
 
  private:
+  SizeRule size_rule(DiffusionModel& model) const override;
+  Tensor sample(DiffusionModel& model, const std::vector<std::string>& prompts, const Tensor& noise,
+                const SampleSettings& settings) override;
+  bool has_encoders() const override { return encoders_.has_value(); }
+  void unload_encoders() override;
+  std::string describe_text() const override;
+  std::string describe_choices() const override;
   void check_fits(const MMDiT& model) const;
-  // context [K, L, D] and pooled [K, P] (f32, CPU) for each text of `texts`, stored rows or encoded.
-  std::pair<Tensor, Tensor> embed(const std::vector<std::string>& texts);
-  Tensor decode(const Tensor& latents);
-  std::string missing_text_parts() const;
+  bool usable(int64_t stored_length) const;  // stored rows as long as encoded ones (any without encoders)
 
-  Sd3SamplerSetup setup_;
+  Sd3SamplerSetup sd3_;
   std::optional<Sd3TextEncoders> encoders_;
-  std::map<std::string, int64_t> stored_row_;  // stored caption -> its first row
-  vae::VaeConfig vae_sizes_;
-  std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
 };
 
 // The sampler for a run (SamplerRequest): sampling_files(config.model); model.t5_length, else the dataset's recorded T5

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "models/text/encoder_files.h"
 #include "runtime/error.h"
 #include "runtime/ops/join.h"
 
@@ -128,6 +129,50 @@ text::PromptEmbeddings encode_sd3_prompts(const Sd3TextEncoders& encoders, const
   info.clip_g_file = encoders.clip_g.source_path();
   info.t5_file = encoders.t5.source_path();
   return out;
+}
+
+namespace {
+
+class Sd3PromptEncoder : public text::PromptEncoder {
+ public:
+  Sd3PromptEncoder(Sd3TextEncoders encoders, Sd3PromptOptions options)
+      : encoders_(std::move(encoders)), options_(options) {}
+  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
+    return encode_sd3_prompts(encoders_, prompts, options_);
+  }
+  void unload() const override {
+    encoders_.clip_l.unload();
+    encoders_.clip_g.unload();
+    encoders_.t5.unload();
+  }
+
+ private:
+  Sd3TextEncoders encoders_;
+  Sd3PromptOptions options_;
+};
+
+}  // namespace
+
+text::PromptSpec sd3_prompt_spec() {
+  return {.parts = text::encoder_parts({"clip_l", "clip_g", "t5", "clip_vocab", "clip_g_vocab", "t5_tokenizer"}),
+          .options = {{.name = "t5_length", .type = OptionType::Int, .default_value = int64_t{256},
+                       .range = ConfigRange::between(1, 4096), .help = "T5 tokens"},
+                      {.name = "clip_l_pooled", .type = OptionType::String, .default_value = std::string("projected"),
+                       .choices = {"projected", "unprojected"},
+                       .help = "CLIP-L's pooled vector projected (diffusers, kohya) or unprojected (SAI, ComfyUI)"}}};
+}
+
+std::unique_ptr<text::PromptEncoder> make_sd3_prompt_encoder(const text::PromptEncoderRequest& request) {
+  const text::PromptSpec spec = sd3_prompt_spec();
+  text::check_prompt_files(spec, request, "sd3");
+  const ModelOptions options = text::resolved_options(spec, request);
+  const Sd3PromptOptions prompt_options{.t5_length = options.get_int("t5_length"),
+                                        .clip_l_pooled = parse_clip_l_pooled(options.get_string("clip_l_pooled")),
+                                        .batch_size = request.batch_size};
+  Sd3TextEncoders encoders = request.pipeline.empty()
+                                 ? Sd3TextEncoders::from_files(text::encoder_files(request), request.loading)
+                                 : Sd3TextEncoders::from_pipeline(request.pipeline, request.loading);
+  return std::make_unique<Sd3PromptEncoder>(std::move(encoders), prompt_options);
 }
 
 }  // namespace wick::sd3

@@ -14,10 +14,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/text/prompt_embeddings.h"
+#include "models/text/prompt_encoder.h"
 #include "models/text/text_encoder_slot.h"
 
 namespace wick::sd3 {
@@ -63,5 +65,12 @@ struct Sd3PromptOptions {
 // WickError (Data) naming the file. CLIP-L, bigG and T5 run in turn, each freed after unless loading.keep_loaded.
 text::PromptEmbeddings encode_sd3_prompts(const Sd3TextEncoders& encoders, const std::vector<std::string>& prompts,
                                           const Sd3PromptOptions& options = {});
+
+// What SD3's prompt encoder takes (text::PromptSpec): clip_l, clip_g, t5, clip_vocab, clip_g_vocab, t5_tokenizer;
+// options t5_length (256) and clip_l_pooled (projected | unprojected).
+text::PromptSpec sd3_prompt_spec();
+// Sd3TextEncoders (from the pipeline folder, else the files) behind text::PromptEncoder (Architecture::
+// make_prompt_encoder).
+std::unique_ptr<text::PromptEncoder> make_sd3_prompt_encoder(const text::PromptEncoderRequest& request);
 
 }  // namespace wick::sd3

@@ -147,6 +147,18 @@ class SdxlArchitecture : public Architecture {
     return sdxl::make_sdxl_sampler(request);
   }
 
+  std::optional<DatasetSpec> dataset_spec() const override {
+    return DatasetSpec{.latent_channels = 4,
+                       .normalization = sdxl::kVaeNormalization,
+                       .patch = 1,
+                       .negative = StoredNegative::WhenNotEmpty,
+                       .prompts = sdxl::sdxl_prompt_spec()};
+  }
+
+  std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const override {
+    return sdxl::make_sdxl_prompt_encoder(request);
+  }
+
   std::filesystem::path export_model(const DiffusionModel& model, const std::filesystem::path& directory,
                                      const std::string& name, DType dtype,
                                      const std::map<std::string, std::string>& metadata) const override {

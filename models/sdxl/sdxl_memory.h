@@ -1,11 +1,11 @@
 // An SDXL UNet training step's memory, counted from the code: what each input, middle and output block's autograd
-// nodes keep for backward (models/activation_memory.h).
+// nodes keep for backward (models/memory/activation_memory.h).
 //
 //   ActivationProfile p =
 //       sdxl_activation_profile(unet.config(), shape, /*checkpointing=*/true, layer_training_of(unet));
 #pragma once
 
-#include "models/activation_memory.h"
+#include "models/memory/activation_memory.h"
 #include "models/sdxl/sdxl_config.h"
 
 namespace wick::sdxl {

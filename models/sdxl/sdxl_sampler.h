@@ -32,12 +32,16 @@
 #include <vector>
 
 #include "engine/data/latent_dataset.h"
+#include "models/diffusion/latent_image_sampler.h"
 #include "models/image_sampler.h"
 #include "models/sdxl/sdxl_text.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "models/vae/vae.h"
 
 namespace wick::sdxl {
+
+// The latent normalization of the SDXL VAE (MODELS.md 1.5): latents = (z - shift) * scale.
+inline constexpr vae::LatentNormalization kVaeNormalization = {.scaling_factor = 0.13025, .shift_factor = 0.0};
 
 // Where a run's SDXL VAE, text encoders and tokenizers are ("" = not given and no default).
 struct SdxlSamplingFiles {
@@ -62,7 +66,7 @@ struct SdxlSamplerSetup {
   bool zeros_for_empty_negative = true;  // "" negative -> zero embeddings (force_zeros_for_empty_prompt)
   bool v_prediction = false;     // the UNet predicts v (train.prediction_type v), else ε
   // latents -> latents / scaling + shift before decoding: what the training latents were normalized with.
-  vae::LatentNormalization normalization = vae::latent_normalization(vae::VaeFamily::Sdxl);
+  vae::LatentNormalization normalization = kVaeNormalization;
   int64_t default_height = 0, default_width = 0;  // pixels when a call gives none (> 0)
   std::string trigger_word;                       // replaces "[trigger]" and "[name]" in prompts
   Device device = Device::cpu();                  // encoders and VAE (bf16 on CUDA, f32 on the CPU)
@@ -70,45 +74,41 @@ struct SdxlSamplerSetup {
   std::optional<SamplePrompts> stored_prompts;    // a dataset's /sample_prompts (SDXL's embeddings)
 };
 
-class SdxlImageSampler : public ImageSampler {
+class SdxlImageSampler : public LatentImageSampler {
  public:
   // Opens the tokenizers and the encoder and VAE headers (no weight is read): WickError (Config) naming the field
   // left empty, (Data) naming a file that is not what it should be. With stored prompts and any text part left
   // empty, no encoder is opened.
   explicit SdxlImageSampler(SdxlSamplerSetup setup);
 
-  // `model` must be an sdxl::Unet with label_emb (SDXL's added conditioning) whose widths fit the encoders and the
-  // VAE (Config error otherwise). settings.width / height: pixels, multiples of the VAE's factor times the UNet's
-  // size multiple (32 for SDXL); 0 = the setup's default. settings.steps in [1, 1000]. Images are made 4 at a time.
-  Tensor generate(DiffusionModel& model, const std::vector<std::string>& prompts,
-                  const SampleSettings& settings) override;
+  // (generate, from LatentImageSampler: `model` must be an sdxl::Unet with label_emb (SDXL's added conditioning)
+  // whose widths fit the encoders and the VAE (Config error otherwise); settings.width / height: pixels, multiples of
+  // the VAE's factor times the UNet's size multiple (32 for SDXL); 0 = the setup's default; settings.steps in
+  // [1, 1000]. Images are made 4 at a time.)
   // The same from given starting noise f32 [N, C, h, w] (N = prompts, C = the VAE's latent channels; unscaled
   // standard normal, as diffusers' `latents=`): the image size is (h·f, w·f); settings.seed / width / height unused.
   Tensor generate_from_noise(Unet& model, const std::vector<std::string>& prompts, const Tensor& noise,
                              const SampleSettings& settings);
-  std::string describe() const override;
 
-  const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
   // The text encoders; null when none were opened (stored prompts only).
   const SdxlTextEncoders* encoders() const { return encoders_ ? &*encoders_ : nullptr; }
   // Whether `prompt` (trigger word put in) would take stored embeddings.
   bool is_stored(const std::string& prompt) const;
   // Whether the negative prompt (trigger word put in) is empty and gets zero embeddings.
   bool zeroes_negative() const;
-  void unload();  // frees kept encoders and VAE
 
  private:
+  SizeRule size_rule(DiffusionModel& model) const override;
+  Tensor sample(DiffusionModel& model, const std::vector<std::string>& prompts, const Tensor& noise,
+                const SampleSettings& settings) override;
+  bool has_encoders() const override { return encoders_.has_value(); }
+  void unload_encoders() override;
+  std::string describe_text() const override;
+  std::string describe_choices() const override;
   void check_fits(const Unet& model) const;
-  // context [K, L, D] and pooled [K, P] (f32, CPU) for each text of `texts`: zeros, stored rows or encoded.
-  std::pair<Tensor, Tensor> embed(const std::vector<std::string>& texts);
-  Tensor decode(const Tensor& latents);
-  std::string missing_text_parts() const;
 
-  SdxlSamplerSetup setup_;
+  SdxlSamplerSetup sdxl_;
   std::optional<SdxlTextEncoders> encoders_;
-  std::map<std::string, int64_t> stored_row_;  // stored caption -> its first row
-  vae::VaeConfig vae_sizes_;
-  std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
 };
 
 // The sampler for a run (SamplerRequest): sampling_files(config.model); the empty-negative rule from the pipeline

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/text/encoder_files.h"
 #include "runtime/error.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/creation.h"
@@ -141,6 +142,45 @@ text::PromptEmbeddings encode_sdxl_prompts(const SdxlTextEncoders& encoders, con
   info.clip_l_file = encoders.clip_l.source_path();
   info.clip_g_file = encoders.clip_g.source_path();
   return out;
+}
+
+namespace {
+
+class SdxlPromptEncoder : public text::PromptEncoder {
+ public:
+  SdxlPromptEncoder(SdxlTextEncoders encoders, SdxlPromptOptions options)
+      : encoders_(std::move(encoders)), options_(options) {}
+  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
+    return encode_sdxl_prompts(encoders_, prompts, options_);
+  }
+  void unload() const override {
+    encoders_.clip_l.unload();
+    encoders_.clip_g.unload();
+  }
+
+ private:
+  SdxlTextEncoders encoders_;
+  SdxlPromptOptions options_;
+};
+
+}  // namespace
+
+text::PromptSpec sdxl_prompt_spec() {
+  return {.parts = text::encoder_parts({"clip_l", "clip_g", "clip_vocab", "clip_g_vocab"}),
+          .options = {{.name = "zeros_for_empty_prompt", .type = OptionType::Bool, .default_value = false,
+                       .help = "\"\" prompts get zero embeddings (diffusers' force_zeros_for_empty_prompt)"}}};
+}
+
+std::unique_ptr<text::PromptEncoder> make_sdxl_prompt_encoder(const text::PromptEncoderRequest& request) {
+  const text::PromptSpec spec = sdxl_prompt_spec();
+  text::check_prompt_files(spec, request, "sdxl");
+  const ModelOptions options = text::resolved_options(spec, request);
+  SdxlTextEncoders encoders = request.pipeline.empty()
+                                  ? SdxlTextEncoders::from_files(text::encoder_files(request), request.loading)
+                                  : SdxlTextEncoders::from_pipeline(request.pipeline, request.loading);
+  return std::make_unique<SdxlPromptEncoder>(
+      std::move(encoders), SdxlPromptOptions{.zeros_for_empty_prompt = options.get_bool("zeros_for_empty_prompt"),
+                                             .batch_size = request.batch_size});
 }
 
 }  // namespace wick::sdxl

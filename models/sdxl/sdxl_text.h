@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/text/prompt_embeddings.h"
+#include "models/text/prompt_encoder.h"
 #include "models/text/text_encoder_slot.h"
 
 namespace wick::sdxl {
@@ -60,5 +62,12 @@ struct SdxlPromptOptions {
 // bigG, each freed after unless loading.keep_loaded.
 text::PromptEmbeddings encode_sdxl_prompts(const SdxlTextEncoders& encoders, const std::vector<std::string>& prompts,
                                            const SdxlPromptOptions& options = {});
+
+// What SDXL's prompt encoder takes (text::PromptSpec): clip_l, clip_g, clip_vocab, clip_g_vocab; option
+// zeros_for_empty_prompt (false: "" is encoded like any prompt).
+text::PromptSpec sdxl_prompt_spec();
+// SdxlTextEncoders (from the pipeline folder, else the files) behind text::PromptEncoder (Architecture::
+// make_prompt_encoder).
+std::unique_ptr<text::PromptEncoder> make_sdxl_prompt_encoder(const text::PromptEncoderRequest& request);
 
 }  // namespace wick::sdxl

@@ -25,7 +25,7 @@ std::map<std::string, std::string> PromptEncodingInfo::metadata() const {
   if (clip_g_pad_id >= 0) m["clip_g_pad_id"] = std::to_string(clip_g_pad_id);
   if (t5_pad_id >= 0) m["t5_pad_id"] = std::to_string(t5_pad_id);
   if (!clip_l_pooled.empty()) m["clip_l_pooled"] = clip_l_pooled;
-  if (model == "sdxl") m["zeros_for_empty_prompt"] = zeros_for_empty_prompt ? "true" : "false";
+  if (zeros_for_empty_prompt) m["zeros_for_empty_prompt"] = *zeros_for_empty_prompt ? "true" : "false";
   if (!clip_l_file.empty()) m["clip_l_file"] = clip_l_file;
   if (!clip_g_file.empty()) m["clip_g_file"] = clip_g_file;
   if (!t5_file.empty()) m["t5_file"] = t5_file;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,7 @@ namespace wick::text {
 
 // How the embeddings were made: what a cache must record so that training and sampling use the same.
 struct PromptEncodingInfo {
-  std::string model;           // "flux", "sd3", "sdxl"
+  std::string model;           // the architecture that encoded them ("flux")
   std::string embeds_encoder;  // the dataset's text_embeds_encoder: what `context` is
   std::string pooled_encoder;  // the dataset's text_pooled_encoder: what `pooled` is
   // The dataset's text_max_length: the T5 length for Flux and SD3 (SD3's context has 77 + it tokens), 77 for SDXL.
@@ -30,7 +31,7 @@ struct PromptEncodingInfo {
   int64_t clip_l_pad_id = -1, clip_g_pad_id = -1, t5_pad_id = -1;  // -1: that tokenizer is not used
   bool t5_mask_applied = false;  // T5 attends to its padding (no model here passes the mask)
   std::string clip_l_pooled;     // SD3: "projected" (diffusers, kohya) or "unprojected" (SAI, ComfyUI); else ""
-  bool zeros_for_empty_prompt = false;  // SDXL: "" prompts got zero context and pooled
+  std::optional<bool> zeros_for_empty_prompt;  // SDXL: whether "" prompts got zero context and pooled (unset: none)
   DType dtype = DType::F32;
   Device device = Device::cpu();
   std::string clip_l_file, clip_g_file, t5_file;  // the weights read ("" when not used)

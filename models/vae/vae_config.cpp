@@ -17,36 +17,6 @@ void check_floating(const Tensor& t, const char* what) {
 
 }  // namespace
 
-const char* family_name(VaeFamily family) {
-  switch (family) {
-    case VaeFamily::Sdxl:
-      return "sdxl";
-    case VaeFamily::Sd3:
-      return "sd3";
-    case VaeFamily::Flux:
-      return "flux";
-  }
-  return "?";
-}
-
-VaeFamily parse_family(const std::string& name) {
-  for (VaeFamily family : {VaeFamily::Sdxl, VaeFamily::Sd3, VaeFamily::Flux})
-    if (name == family_name(family)) return family;
-  WICK_FAIL(Config, "VAE family '", name, "' is not one of sdxl, sd3, flux");
-}
-
-LatentNormalization latent_normalization(VaeFamily family) {
-  switch (family) {
-    case VaeFamily::Sdxl:
-      return {.scaling_factor = 0.13025, .shift_factor = 0.0};
-    case VaeFamily::Sd3:
-      return {.scaling_factor = 1.5305, .shift_factor = 0.0609};
-    case VaeFamily::Flux:
-      return {.scaling_factor = 0.3611, .shift_factor = 0.1159};
-  }
-  return {};
-}
-
 Tensor normalize_latents(const Tensor& z, const LatentNormalization& n) {
   check_floating(z, "normalize_latents");
   autograd::NoGradGuard no_grad;
@@ -88,11 +58,10 @@ void validate(const VaeConfig& c) {
                   "VAE config: dtype must be floating, got ", dtype_name(c.dtype));
 }
 
-VaeConfig vae_config(VaeFamily family) {
+VaeConfig ldm_vae_config(int64_t z_channels, bool quant_convs) {
   VaeConfig c;
-  c.z_channels = family == VaeFamily::Sdxl ? 4 : 16;
-  c.quant_conv = c.post_quant_conv = family == VaeFamily::Sdxl;
-  c.normalization = latent_normalization(family);
+  c.z_channels = z_channels;
+  c.quant_conv = c.post_quant_conv = quant_convs;
   return c;
 }
 

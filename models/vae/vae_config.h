@@ -1,11 +1,11 @@
 // The sizes of an AutoencoderKL (the VAE that SDXL, SD3 / SD3.5 and Flux share, with different
-// latent channels and quant convs) and the latent normalization each model family applies to it.
+// latent channels and quant convs) and the latent normalization a model applies to it (each
+// architecture names its own: DatasetSpec::normalization, models/architecture.h).
 //
-//   VaeConfig c = vae_config(VaeFamily::Flux);   // ch 128, (1, 2, 4, 4), 2 / 3 ResBlocks, z 16, no quant convs
-//   c.normalization;                             // {0.3611, 0.1159}: latents = (z - 0.1159) * 0.3611
-//   Tensor latents = normalize_latents(z, c.normalization);
-//   Tensor z_again = denormalize_latents(latents, c.normalization);
-//   VaeFamily f = parse_family("sd3");           // unknown names list the valid ones
+//   VaeConfig c = ldm_vae_config(16, false);     // ch 128, (1, 2, 4, 4), 2 / 3 ResBlocks, z 16, no quant convs
+//   LatentNormalization n{0.3611, 0.1159};       // Flux's: latents = (z - 0.1159) * 0.3611
+//   Tensor latents = normalize_latents(z, n);
+//   Tensor z_again = denormalize_latents(latents, n);
 #pragma once
 
 #include <cstdint>
@@ -17,19 +17,13 @@
 
 namespace wick::vae {
 
-enum class VaeFamily { Sdxl, Sd3, Flux };
-const char* family_name(VaeFamily family);  // "sdxl", "sd3", "flux"
-// "sdxl" | "sd3" (SD3 and SD3.5) | "flux"; anything else: WickError (Config) listing them.
-VaeFamily parse_family(const std::string& name);
-
 // What the denoiser sees: latents = (z - shift_factor) * scaling_factor (BFL's AutoEncoder.encode,
 // diffusers' pipelines); the inverse before decoding.
 struct LatentNormalization {
   double scaling_factor = 1.0;
   double shift_factor = 0.0;
 };
-// SDXL 0.13025 / 0, SD3 1.5305 / 0.0609, Flux 0.3611 / 0.1159 (MODELS.md 1.5; never SD1's 0.18215).
-LatentNormalization latent_normalization(VaeFamily family);
+// (SDXL 0.13025 / 0, SD3 1.5305 / 0.0609, Flux 0.3611 / 0.1159: MODELS.md 1.5; never SD1's 0.18215.)
 
 // z [B, C, h, w] (any floating dtype and device) -> (z - shift) * scale, in z's dtype (f32 arithmetic).
 Tensor normalize_latents(const Tensor& z, const LatentNormalization& normalization);
@@ -66,9 +60,10 @@ struct VaeConfig {
 // non-positive sizes, channels not divisible by norm_groups, a negative chunk).
 void validate(const VaeConfig& config);
 
-// The real VAE of a family: ch 128, ch_mult (1, 2, 4, 4), 2 / 3 ResBlocks, GroupNorm(32, 1e-6), mid
-// attention; z 4 with quant convs (SDXL) or z 16 without (SD3, Flux); the family's normalization.
-VaeConfig vae_config(VaeFamily family);
+// The real LDM VAE: ch 128, ch_mult (1, 2, 4, 4), 2 / 3 ResBlocks, GroupNorm(32, 1e-6), mid attention, with
+// `z_channels` latent channels (SDXL 4, SD3 and Flux 16) and quant_conv / post_quant_conv when `quant_convs` (SDXL);
+// normalization at its default (scale 1, shift 0).
+VaeConfig ldm_vae_config(int64_t z_channels, bool quant_convs);
 
 // Every parameter of an AutoencoderKL with `config`, by its (LDM) name, with its shape.
 std::map<std::string, Shape> parameter_shapes(const VaeConfig& config);

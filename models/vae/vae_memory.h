@@ -2,7 +2,7 @@
 // tensors each layer allocates and frees, in the order the forward passes do (vae_blocks.cpp,
 // vae.cpp, vae_tiling.cpp). tests/models/vae_test.cpp checks it against memory_stats on the CPU.
 //
-//   VaeMemoryEstimate m = estimate_vae_memory(vae_config(VaeFamily::Flux), VaePass::Decode, 1, 2048, 2048);
+//   VaeMemoryEstimate m = estimate_vae_memory(ldm_vae_config(16, false), VaePass::Decode, 1, 2048, 2048);
 //   VaeMemoryEstimate t = estimate_vae_memory(config, VaePass::Decode, 1, 2048, 2048, {.tile_size = 512});
 //   std::printf("%s\n", describe(m).c_str());   // "decode 1 x 2048 x 2048 f32: weights 320 MiB, peak ..."
 //

@@ -226,15 +226,6 @@ std::optional<HfVaeConfig> read_hf_config(const WeightSource& source) {
   return hf;
 }
 
-std::optional<VaeFamily> guess_family(const VaeConfig& c, const DetectedFormat& format) {
-  if (c.z_channels == 4) return VaeFamily::Sdxl;
-  if (c.z_channels == 16 && format.format.name == "ldm") {
-    if (format.prefix == "first_stage_model.") return VaeFamily::Sd3;
-    if (format.prefix.empty()) return VaeFamily::Flux;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 // `path`, or the vae/ subfolder of a pipeline folder.
@@ -274,17 +265,10 @@ LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
                   : hf && hf->norm_num_groups.has_value() ? *hf->norm_num_groups
                                                           : 32;
 
-  // Normalization: options, else config.json, else the family (given, else guessed).
-  std::optional<VaeFamily> family = options.family;
-  std::string family_source;
-  if (family) {
-    family_source = std::string("family ") + family_name(*family) + " (given)";
-  } else if ((family = guess_family(c, format))) {
-    family_source = std::string("family ") + family_name(*family) + " (guessed: " + std::to_string(c.z_channels) +
-                    " latent channels, format '" + format.format.name + "'" +
-                    (format.prefix.empty() ? "" : ", prefix '" + format.prefix + "'") + ")";
-  }
-  auto pick = [&](const std::optional<double>& option, const std::optional<double>& from_json, double from_family,
+  // Normalization: options, else config.json, else the model's.
+  const std::optional<ModelNormalization>& model = options.normalization;
+  const std::string model_source = model ? "the " + model->model + " model's" : "";
+  auto pick = [&](const std::optional<double>& option, const std::optional<double>& from_json, double from_model,
                   const char* what, double& value) -> std::string {
     if (option) {
       value = *option;
@@ -294,14 +278,14 @@ LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
       value = *from_json;
       return "config.json";
     }
-    WICK_CHECK_KIND(Config, family.has_value(), "VAE weights ", source.path(), ": the ", what,
+    WICK_CHECK_KIND(Config, model.has_value(), "VAE weights ", source.path(), ": the ", what,
                     " is unknown (no config.json, and a ", c.z_channels,
-                    "-channel VAE in this format could be SD3's or Flux's): give the family (sdxl, sd3, flux) or ",
+                    "-channel VAE in this format could belong to several models): give the model it is for, or ",
                     what);
-    value = from_family;
-    return family_source;
+    value = from_model;
+    return model_source;
   };
-  const LatentNormalization preset = family ? latent_normalization(*family) : LatentNormalization{};
+  const LatentNormalization preset = model ? model->normalization : LatentNormalization{};
   const std::string scaling_source = pick(options.scaling_factor, hf ? hf->scaling_factor : std::nullopt,
                                           preset.scaling_factor, "scaling_factor", c.normalization.scaling_factor);
   const std::string shift_source =

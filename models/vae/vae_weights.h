@@ -1,10 +1,9 @@
 // VAE weights: the files and names they come in, the sizes read from them, the latent normalization,
 // and loading a frozen vae::AutoencoderKL from any of them.
 //
-//   auto sdxl = vae::load_vae("stable-diffusion-xl-base-1.0");           // pipeline folder: vae/
-//   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors");               // BFL's names: family flux
-//   auto sd3 = vae::load_vae("sd3.5_large.safetensors");                  // first_stage_model.*: family sd3
-//   auto mine = vae::load_vae("vae.safetensors", {.family = vae::VaeFamily::Flux, .dtype = DType::BF16});
+//   auto sdxl = vae::load_vae("stable-diffusion-xl-base-1.0");           // pipeline folder: vae/ (config.json)
+//   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors",                // BFL's names, no config.json:
+//                             {.normalization = {{0.3611, 0.1159}, "flux"}, .dtype = DType::BF16});   // the model's
 //   vae::VaeHeader h = vae::read_vae_header("FLUX.1-dev/ae.safetensors");   // sizes only, no tensor read
 //
 // Formats (tried in this order):
@@ -58,16 +57,17 @@ struct HfVaeConfig {
 // WickError (Data) when it is not JSON or a field has the wrong type.
 std::optional<HfVaeConfig> read_hf_config(const WeightSource& source);
 
-// The family a file most likely belongs to, from its latent channels and where it was found: z 4 ->
-// sdxl; z 16 in LDM names under "first_stage_model." -> sd3 (SD3 / SD3.5 single files); z 16 in LDM
-// names without a prefix -> flux (ae.safetensors); otherwise nothing (a diffusers folder relies on
-// its config.json).
-std::optional<VaeFamily> guess_family(const VaeConfig& config, const DetectedFormat& format);
+// The latent normalization of the model a VAE is loaded for (its architecture's DatasetSpec::normalization), and
+// whose it is ("flux"), for LoadedVae::normalization_source.
+struct ModelNormalization {
+  LatentNormalization normalization;
+  std::string model;
+};
 
 struct VaeLoadOptions {
-  // Picks the normalization when the file has no config.json (see load_vae); given explicitly, it
-  // also overrides the guess from the file.
-  std::optional<VaeFamily> family;
+  // The normalization where the file has no config.json (see load_vae): an LDM file (ae.safetensors, a single
+  // file) does not say which model's latents it makes.
+  std::optional<ModelNormalization> normalization;
   std::optional<double> scaling_factor, shift_factor;  // override everything else
   int64_t norm_groups = 0;                             // 0: config.json's norm_num_groups, else 32
   DType dtype = DType::F32;  // parameter and compute dtype (weights cast once when they differ)
@@ -80,8 +80,8 @@ struct LoadedVae {
   DetectedFormat format;
   std::string source_path;  // the file or index read
   std::string config_json;  // the config.json used, or ""
-  // Where scaling / shift came from: "options", "config.json", "family sdxl (given)", "family flux
-  // (guessed from ...)"; the two may differ when only one was given.
+  // Where scaling / shift came from: "options", "config.json", "the flux model's"; the two may differ when
+  // only one was given.
   std::string normalization_source;
   LoadMappedReport report;
 };
@@ -101,7 +101,7 @@ VaeHeader read_vae_header(const std::string& path, int64_t norm_groups = 0);
 // detects the format, reads the sizes from the shapes (checked against config.json when one is used),
 // builds the model and loads every parameter strictly (load_mapped: frozen, zero-copy where the file's
 // dtype is `dtype`). Normalization, each of scaling and shift: the option, else config.json, else the
-// family (given, else guess_family); none of them: WickError (Config) asking for the family. Errors
+// model's (options.normalization); none of them: WickError (Config) asking for the factors. Errors
 // are WickError (Data) naming the file and up to ten tensors, or (Config) for options.
 LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options = {});
 

@@ -26,6 +26,7 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/data/image_decode.h"
 #include "engine/data/latent_dataset.h"
+#include "models/flux/flux_sampler.h"
 #include "models/flux/flux_text.h"
 #include "models/vae/vae_weights.h"
 
@@ -120,7 +121,8 @@ int list(const std::string& path) {
 int recompute(char** argv) {
   const std::string path = argv[0], image_dir = argv[1];
   auto ds = LatentDataset::open(path);
-  vae::LoadedVae vae = vae::load_vae(argv[2], {.family = vae::VaeFamily::Flux});
+  vae::LoadedVae vae =
+      vae::load_vae(argv[2], {.normalization = vae::ModelNormalization{flux::kVaeNormalization, "flux"}});
   auto encoders = flux::FluxTextEncoders::from_files(
       {.clip_l = argv[3], .t5 = argv[4], .clip_vocab = argv[5], .t5_tokenizer = argv[6]});
   const int64_t t5_length = std::stoll(argv[7]);

@@ -75,8 +75,14 @@ expect 3 "has no text_projection.weight, so CLIP-L's pooled vector cannot be pro
 expect 3 "$work/no_pipeline is not a folder" --model flux --path "$work/no_pipeline" --prompt cat
 expect 2 "the CLIP vocabulary (clip_vocab) is not given" --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --prompt cat
 expect 2 "--path excludes --clip-l" --model flux --path "$work" --clip-l "$clip_l" --prompt cat
-expect 2 "sdxl has no T5" --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --clip-vocab "$vocab" --t5-length 77 \
+expect 2 "sdxl takes no --t5-length" --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --clip-vocab "$vocab" --t5-length 77 \
   --prompt cat
+expect 2 "sdxl's text encoders take no --t5" --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --clip-vocab "$vocab" \
+  --t5 "$clip_l" --prompt cat
+expect 2 "--clip-l-pooled: 'sideways' is not one of projected, unprojected" --model sd3 --path "$work" \
+  --clip-l-pooled sideways --prompt cat
+expect 2 "--t5-length: 0 is not in [1, 4096]" --model flux --path "$work" --t5-length 0 --prompt cat
+expect 2 "flux text encoders: give a diffusers pipeline folder (--path) or the encoder files" --model flux --prompt cat
 expect 2 "--prompt is required" --model flux --path "$work"
 expect 2 "flux" --model sd4 --path "$work" --prompt cat
 [ ! -e "$work/bad.safetensors" ] || fail "a failed run left $work/bad.safetensors"

@@ -15,6 +15,7 @@
 #include "engine/init.h"
 #include "models/dit/dit.h"
 #include "models/nn/adapters.h"
+#include "models/nn/position_table.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"

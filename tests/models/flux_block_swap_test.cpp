@@ -15,7 +15,7 @@
 #include "engine/block_swap.h"
 #include "engine/config/train_config.h"
 #include "models/flux/flux.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"

@@ -1,4 +1,4 @@
-// The memory estimate (models/memory_estimate.h) against the measured peak of one real training
+// The memory estimate (models/memory/memory_estimate.h) against the measured peak of one real training
 // step on the CPU: a tiny Flux (hidden 128, 2 double + 2 single blocks, context 256, pooled 64), a
 // tiny MMDiT (SD3: hidden 128, 2 heads of 64, 3 joint blocks with attn2 in the first, QK norm) and
 // a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
@@ -73,13 +73,13 @@
 #include "engine/checkpoint/optimizer_shards.h"
 #include "engine/config/train_config.h"
 #include "engine/optim/optimizer.h"
-#include "models/diffusion/memory_check.h"
+#include "models/memory/memory_check.h"
 #include "models/diffusion/objective.h"
 #include "models/diffusion/train.h"
 #include "models/dit/dit.h"
 #include "models/flux/flux.h"
 #include "models/flux/flux_memory.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/weights/float8_weights.h"
 #include "models/nn/adapters.h"
@@ -557,7 +557,7 @@ TEST(MemoryEstimate, FullSizeFluxLora) {
   MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 512, .text_dim = 4096,
                   .latent_channels = 16, .pooled_dim = 768, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
                   .device = Device::cuda(0)};
-  const flux::FluxTrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const TrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
   in.gradient_checkpointing = true;
   const MemoryEstimate on = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
   in.gradient_checkpointing = false;
@@ -587,7 +587,7 @@ TEST(MemoryEstimate, FullSizeFluxLoraFloat8AndSwapping) {
                   .latent_channels = 16, .pooled_dim = 768, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
                   .device = Device::cuda(0)};
   in.gradient_checkpointing = true;
-  const flux::FluxTrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const TrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
   const MemoryEstimate bf16 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
   in.float8 = true;
   const MemoryEstimate float8 = flux::estimate_flux_memory(flux::FluxConfig{}, lora, in);
@@ -617,7 +617,7 @@ TEST(MemoryEstimate, FullSizeSd35Lora) {
   MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 333, .text_dim = 4096,
                   .latent_channels = 16, .pooled_dim = 2048, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
                   .device = Device::cuda(0)};
-  const sd3::Sd3TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
+  const TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
   const std::vector<std::pair<std::string, sd3::Sd3Config>> variants = {{"SD3.5 Large", sd3::Sd3Config::large()},
                                                                         {"SD3.5 Medium", sd3::Sd3Config::medium()}};
   for (const auto& [name, config] : variants) {
@@ -656,7 +656,7 @@ TEST(MemoryEstimate, FullSizeSd35LargeLoraFloat8AndSwapping) {
                   .latent_channels = 16, .pooled_dim = 2048, .compute_dtype = DType::BF16, .optimizer = "adamw8bit",
                   .device = Device::cuda(0)};
   in.gradient_checkpointing = true;
-  const sd3::Sd3TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
+  const TrainingPlan lora{.network = "lora", .patterns = {"joint_blocks.*"}, .rank = 16};
   const MemoryEstimate bf16 = sd3::estimate_sd3_memory(sd3::Sd3Config::large(), lora, in);
   in.float8 = true;
   const MemoryEstimate float8 = sd3::estimate_sd3_memory(sd3::Sd3Config::large(), lora, in);

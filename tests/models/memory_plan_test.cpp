@@ -1,4 +1,4 @@
-// The memory plan (models/memory_plan.h) on the tiny Flux dev model (tests/data/flux), and on the tiny SD3.5
+// The memory plan (models/memory/memory_plan.h) on the tiny Flux dev model (tests/data/flux), and on the tiny SD3.5
 // Medium-like MMDiT (tests/data/sd3) and SDXL UNet (tests/data/sdxl): the cheapest candidate that fits the budget,
 // settings the config fixes kept, and the refusal when nothing fits.
 #include <gmock/gmock.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/config/train_config.h"
-#include "models/memory_plan.h"
+#include "models/memory/memory_plan.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
 #include "tests/test_data.h"

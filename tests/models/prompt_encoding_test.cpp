@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/flux/flux_text.h"
+#include "models/registry.h"
 #include "models/sd3/sd3_text.h"
 #include "models/sdxl/sdxl_text.h"
 #include "models/weights/weight_source.h"
@@ -471,6 +472,62 @@ TEST(PromptEncoding, UsageErrors) {
   auto f16 = [&] { flux::FluxTextEncoders::from_pipeline(folders().flux.string(), {.dtype = DType::F16}); };
   EXPECT_EQ(kind_of(f16), ErrorKind::Config);
   EXPECT_THAT(error_of(f16), HasSubstr("use f32 or bf16"));
+}
+
+// ---- through the registry (what `wick encode-prompt` and `wick dataset encode` run) ----
+
+// Each architecture's text::PromptEncoder gives, bit for bit, what its own encode_*_prompts gives with the same
+// choices; the spec's options reach it; parts and options of other models are refused naming them.
+TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
+  std::vector<std::string> names;
+  for (const Architecture* arch : encodable_architectures()) names.push_back(arch->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"flux", "sd3", "sdxl"}));
+  EXPECT_EQ(encodable_architecture_names(), "flux, sd3, sdxl");
+  EXPECT_THAT(error_of([] { find_encodable_architecture("dit", "--model"); }),
+              HasSubstr("--model: 'dit' is not a model whose datasets are encoded from images (flux, sd3, sdxl)"));
+  const std::vector<std::string> two = {prompts()[0], prompts()[3]};
+  auto through_registry = [&](const std::string& model, const fs::path& pipeline,
+                              const std::map<std::string, std::string>& options) {
+    const Architecture& arch = find_encodable_architecture(model, "test");
+    const text::PromptSpec spec = arch.dataset_spec()->prompts;
+    return arch.make_prompt_encoder({.pipeline = pipeline.string(),
+                                     .options = text::prompt_options(spec, options, arch.name())})
+        ->encode(two);
+  };
+  auto same = [](const text::PromptEmbeddings& a, const text::PromptEmbeddings& b) {
+    EXPECT_TRUE(wick::testing::same_bits(a.context, b.context));
+    EXPECT_TRUE(wick::testing::same_bits(a.pooled, b.pooled));
+    EXPECT_TRUE(wick::testing::same_bits(a.mask, b.mask));
+    EXPECT_EQ(a.info.metadata(), b.info.metadata());
+  };
+  auto flux_direct = flux::FluxTextEncoders::from_pipeline(folders().flux.string());
+  same(through_registry("flux", folders().flux, {{"t5_length", "24"}}),
+       flux::encode_flux_prompts(flux_direct, two, {.t5_length = 24}));
+  EXPECT_EQ(through_registry("flux1", folders().flux, {}).context.size(1), 512);  // an alias; the default length
+  auto sd3_direct = sd3::Sd3TextEncoders::from_pipeline(folders().sd3.string());
+  same(through_registry("sd3", folders().sd3, {{"t5_length", "16"}, {"clip_l_pooled", "unprojected"}}),
+       sd3::encode_sd3_prompts(sd3_direct, two, {.t5_length = 16, .clip_l_pooled = sd3::ClipLPooled::Unprojected}));
+  auto sdxl_direct = sdxl::SdxlTextEncoders::from_pipeline(folders().sdxl.string());
+  const text::PromptEmbeddings zeroed = through_registry("sdxl", folders().sdxl, {{"zeros_for_empty_prompt", "true"}});
+  same(zeroed, sdxl::encode_sdxl_prompts(sdxl_direct, two, {.zeros_for_empty_prompt = true}));
+  EXPECT_EQ(zeroed.info.metadata().at("zeros_for_empty_prompt"), "true");
+  EXPECT_EQ(flux::encode_flux_prompts(flux_direct, two).info.metadata().count("zeros_for_empty_prompt"), 0u);
+
+  const text::PromptSpec sdxl_spec = find_encodable_architecture("sdxl", "test").dataset_spec()->prompts;
+  EXPECT_THAT(error_of([&] { text::prompt_options(sdxl_spec, {{"t5_length", "77"}}, "sdxl"); }),
+              HasSubstr("sdxl takes no --t5-length (its prompt options: --zeros-for-empty-prompt)"));
+  EXPECT_THAT(error_of([&] { text::check_prompt_files(sdxl_spec, {.files = {{"t5", "t5.safetensors"}}}, "sdxl"); }),
+              HasSubstr("sdxl's text encoders take no --t5 (they take --clip-l, --clip-g, --clip-vocab, "
+                        "--clip-g-vocab)"));
+  EXPECT_THAT(error_of([&] { text::check_prompt_files(sdxl_spec, {}, "sdxl"); }),
+              HasSubstr("sdxl text encoders: give a diffusers pipeline folder (--path) or the encoder files"));
+  const text::PromptSpec sd3_spec = find_encodable_architecture("sd3", "test").dataset_spec()->prompts;
+  EXPECT_EQ(kind_of([&] { text::prompt_options(sd3_spec, {{"clip_l_pooled", "sideways"}}, "sd3"); }),
+            ErrorKind::Config);
+  EXPECT_THAT(error_of([&] { text::prompt_options(sd3_spec, {{"t5_length", "0"}}, "sd3"); }),
+              HasSubstr("--t5-length: 0 is not in [1, 4096]"));
+  EXPECT_THAT(error_of([&] { text::prompt_options(sd3_spec, {{"t5_length", "12x"}}, "sd3"); }),
+              HasSubstr("--t5-length: '12x' is not an integer"));
 }
 
 }  // namespace

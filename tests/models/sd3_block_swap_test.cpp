@@ -16,7 +16,7 @@
 #include "engine/autograd/ops_loss.h"
 #include "engine/block_swap.h"
 #include "engine/config/train_config.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
 #include "models/registry.h"

@@ -23,6 +23,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_elementwise.h"
+#include "models/registry.h"
 #include "models/vae/vae_memory.h"
 #include "models/vae/vae_weights.h"
 #include "runtime/memory.h"
@@ -143,8 +144,15 @@ struct Source {
   std::string normalization_source;
 };
 
-const LatentNormalization kSdxl = latent_normalization(VaeFamily::Sdxl), kSd3 = latent_normalization(VaeFamily::Sd3),
-                          kFlux = latent_normalization(VaeFamily::Flux);
+// The architectures' normalizations (DatasetSpec::normalization): what a VAE without config.json is given.
+LatentNormalization normalization_of(const char* model) {
+  return find_architecture(model).dataset_spec()->normalization;
+}
+const LatentNormalization kSdxl = normalization_of("sdxl"), kSd3 = normalization_of("sd3"),
+                          kFlux = normalization_of("flux");
+VaeLoadOptions for_model(const char* model, int64_t norm_groups) {
+  return {.normalization = ModelNormalization{normalization_of(model), model}, .norm_groups = norm_groups};
+}
 
 std::vector<Source> sources() {
   std::vector<Source> out;
@@ -152,7 +160,7 @@ std::vector<Source> sources() {
                  const char* prefix, VaeLoadOptions options, LatentNormalization n, const char* n_source) {
     out.push_back(Source{name, std::move(path), model, format, prefix, options, n, n_source});
   };
-  const VaeLoadOptions groups4{.norm_groups = 4}, groups8{.norm_groups = 8};
+  const VaeLoadOptions sdxl4 = for_model("sdxl", 4), flux8 = for_model("flux", 8), sd3_8 = for_model("sd3", 8);
   add(
       "sdxl_pipeline_folder", [] { return data("sdxl_tiny"); }, "sdxl_tiny", "diffusers", "", {}, kSdxl, "config.json");
   add(
@@ -162,29 +170,27 @@ std::vector<Source> sources() {
       "config.json");
   add(
       "sdxl_single_file_ldm", [] { return data("sdxl_tiny_ldm.safetensors"); }, "sdxl_tiny", "ldm",
-      "first_stage_model.", groups4, kSdxl, "family sdxl (guessed");
+      "first_stage_model.", sdxl4, kSdxl, "the sdxl model's");
   add(
-      "sdxl_standalone_ldm", [] { return written().sdxl_ldm_standalone; }, "sdxl_tiny", "ldm", "", groups4, kSdxl,
-      "family sdxl (guessed");
+      "sdxl_standalone_ldm", [] { return written().sdxl_ldm_standalone; }, "sdxl_tiny", "ldm", "", sdxl4, kSdxl,
+      "the sdxl model's");
   add(
-      "sdxl_ldm_linear_attention", [] { return written().sdxl_ldm_linear_attention; }, "sdxl_tiny", "ldm", "", groups4,
-      kSdxl, "family sdxl (guessed");
+      "sdxl_ldm_linear_attention", [] { return written().sdxl_ldm_linear_attention; }, "sdxl_tiny", "ldm", "", sdxl4,
+      kSdxl, "the sdxl model's");
   add(
       "flux_pipeline_folder", [] { return data("flux_tiny"); }, "flux_tiny", "diffusers", "", {}, kFlux, "config.json");
   add(
       "flux_hf_snapshot", [] { return written().flux_snapshot; }, "flux_tiny", "diffusers", "", {}, kFlux,
       "config.json");
   add(
-      "flux_ae_bfl", [] { return data("flux_tiny_ae.safetensors"); }, "flux_tiny", "ldm", "", groups8, kFlux,
-      "family flux (guessed");
+      "flux_ae_bfl", [] { return data("flux_tiny_ae.safetensors"); }, "flux_tiny", "ldm", "", flux8, kFlux,
+      "the flux model's");
   add(
       "flux_in_sd3_single_file", [] { return written().flux_sd3_single_file; }, "flux_tiny", "ldm",
-      "first_stage_model.", groups8, kSd3, "family sd3 (guessed");
-  VaeLoadOptions given = groups8;
-  given.family = VaeFamily::Flux;
+      "first_stage_model.", sd3_8, kSd3, "the sd3 model's");
   add(
       "flux_diffusers_no_config", [] { return written().flux_diffusers_no_config; }, "flux_tiny", "diffusers", "",
-      given, kFlux, "family flux (given)");
+      flux8, kFlux, "the flux model's");
   return out;
 }
 
@@ -245,7 +251,7 @@ TEST(VaeWeights, SameDtypeLoadsViewTheFile) {
   EXPECT_EQ(f16.report.n_zero_copy, 0);
   EXPECT_EQ(f16.report.n_materialized, 200);
   // The SDXL-style single file: the UNet tensor beside the VAE is outside the prefix, not an error.
-  LoadedVae single = load_vae(data("sdxl_tiny_ldm.safetensors"), {.norm_groups = 4});
+  LoadedVae single = load_vae(data("sdxl_tiny_ldm.safetensors"), for_model("sdxl", 4));
   EXPECT_EQ(single.report.n_outside_prefix, 1);
   // diffusers' up_blocks.0 is LDM's up.2 (the coarsest level, run first); attention Linear -> 1x1 conv.
   WeightSource diffusers = WeightSource::open(data("sdxl_tiny/vae"));
@@ -330,8 +336,6 @@ TEST(VaeConfigs, NormalizationPresetsAndOverrides) {
   EXPECT_DOUBLE_EQ(kSd3.shift_factor, 0.0609);
   EXPECT_DOUBLE_EQ(kFlux.scaling_factor, 0.3611);
   EXPECT_DOUBLE_EQ(kFlux.shift_factor, 0.1159);
-  EXPECT_EQ(parse_family("sd3"), VaeFamily::Sd3);
-  EXPECT_THAT(error_of([] { parse_family("sd15"); }), HasSubstr("sdxl, sd3, flux"));
   // (z - shift) * scale and back.
   Tensor z = wick::testing::dyadic({1, 16, 2, 3}, 5);
   Tensor latents = normalize_latents(z, kFlux);
@@ -339,20 +343,23 @@ TEST(VaeConfigs, NormalizationPresetsAndOverrides) {
   for (size_t i = 0; i < zv.size(); ++i) EXPECT_NEAR(lv[i], (zv[i] - 0.1159) * 0.3611, 1e-6);
   EXPECT_LE(relative_to_max(denormalize_latents(latents, kFlux), z), 1e-6);
   // The real configs: SDXL's has the quant convs and 4 channels, SD3's and Flux's 16 and none.
-  EXPECT_EQ(vae_config(VaeFamily::Sdxl).z_channels, 4);
-  EXPECT_TRUE(vae_config(VaeFamily::Sdxl).quant_conv);
-  EXPECT_FALSE(vae_config(VaeFamily::Flux).post_quant_conv);
-  EXPECT_EQ(vae_config(VaeFamily::Sd3).downscale(), 8);
+  EXPECT_EQ(find_architecture("sdxl").dataset_spec()->latent_channels, 4);
+  EXPECT_EQ(find_architecture("sd3").dataset_spec()->latent_channels, 16);
+  EXPECT_EQ(find_architecture("flux").dataset_spec()->latent_channels, 16);
+  EXPECT_EQ(ldm_vae_config(4, true).z_channels, 4);
+  EXPECT_TRUE(ldm_vae_config(4, true).quant_conv);
+  EXPECT_FALSE(ldm_vae_config(16, false).post_quant_conv);
+  EXPECT_EQ(ldm_vae_config(16, false).downscale(), 8);
 
-  // config.json wins over the family, options over both, each of scaling and shift on its own.
-  LoadedVae folder = load_vae(data("flux_tiny"), {.family = VaeFamily::Sd3});
+  // config.json wins over the model's, options over both, each of scaling and shift on its own.
+  LoadedVae folder = load_vae(data("flux_tiny"), for_model("sd3", 0));
   EXPECT_DOUBLE_EQ(folder.model->config().normalization.scaling_factor, 0.3611);
   EXPECT_EQ(folder.normalization_source, "config.json");
   LoadedVae scaled = load_vae(data("flux_tiny"), {.scaling_factor = 2.0});
   EXPECT_DOUBLE_EQ(scaled.model->config().normalization.scaling_factor, 2.0);
   EXPECT_DOUBLE_EQ(scaled.model->config().normalization.shift_factor, 0.1159);
   EXPECT_EQ(scaled.normalization_source, "scaling_factor from options, shift_factor from config.json");
-  EXPECT_DOUBLE_EQ(load_vae(data("flux_tiny_ae.safetensors"), {.family = VaeFamily::Sd3, .norm_groups = 8})
+  EXPECT_DOUBLE_EQ(load_vae(data("flux_tiny_ae.safetensors"), for_model("sd3", 8))
                        .model->config()
                        .normalization.shift_factor,
                    0.0609);
@@ -360,19 +367,19 @@ TEST(VaeConfigs, NormalizationPresetsAndOverrides) {
   EXPECT_DOUBLE_EQ(load_vae(data("sdxl_tiny")).model->config().normalization.shift_factor, 0.0);
   // A 16-channel diffusers file without config.json could be SD3's or Flux's.
   const std::string message = error_of([] { load_vae(written().flux_diffusers_no_config, {.norm_groups = 8}); });
-  EXPECT_THAT(message, HasSubstr("give the family"));
+  EXPECT_THAT(message, HasSubstr("give the model it is for"));
 }
 
 TEST(VaeConfigs, RealSizesAndParameterNames) {
   // Real sizes: 83,653,863 parameters in 248 tensors (SDXL: diffusers' AutoencoderKL of
   // stabilityai/sdxl-vae), 83,819,683 in 244 (Flux / SD3: no quant convs, 16 latent channels).
-  for (const auto& [family, n_parameters, n_tensors] : std::vector<std::tuple<VaeFamily, int64_t, size_t>>{
-           {VaeFamily::Sdxl, 83653863, 248}, {VaeFamily::Flux, 83819683, 244}, {VaeFamily::Sd3, 83819683, 244}}) {
-    std::map<std::string, Shape> shapes = parameter_shapes(vae_config(family));
+  for (const auto& [z_channels, quant_convs, n_parameters, n_tensors] :
+       std::vector<std::tuple<int64_t, bool, int64_t, size_t>>{{4, true, 83653863, 248}, {16, false, 83819683, 244}}) {
+    std::map<std::string, Shape> shapes = parameter_shapes(ldm_vae_config(z_channels, quant_convs));
     int64_t total = 0;
     for (const auto& [name, shape] : shapes) total += numel(shape);
-    EXPECT_EQ(total, n_parameters) << family_name(family);
-    EXPECT_EQ(shapes.size(), n_tensors) << family_name(family);
+    EXPECT_EQ(total, n_parameters) << z_channels;
+    EXPECT_EQ(shapes.size(), n_tensors) << z_channels;
   }
   // The built model has exactly those names and shapes (tiny sizes, so it builds quickly).
   VaeConfig tiny = config_from_shapes(mapped_shapes(WeightSource::open(data("sdxl_tiny/vae")),
@@ -524,7 +531,7 @@ TEST(VaeWeights, BadFilesAreDataErrorsNamingTensors) {
     }
     return std::make_pair(ErrorKind::Usage, std::string("(no error thrown)"));
   };
-  const VaeLoadOptions groups8{.norm_groups = 8};
+  const VaeLoadOptions groups8 = for_model("flux", 8);
   {  // a tensor missing
     Named t;
     for (const auto& [name, tensor] : good)
@@ -583,7 +590,7 @@ TEST(VaeWeights, BadFilesAreDataErrorsNamingTensors) {
     EXPECT_THAT(message, HasSubstr("latent_channels = 4 but the weights have 16"));
   }
   {  // an LDM file's group count is not in it: the default 32 does not divide 8 channels
-    auto [kind, message] = load_kind(data("flux_tiny_ae.safetensors"), {});
+    auto [kind, message] = load_kind(data("flux_tiny_ae.safetensors"), for_model("flux", 0));
     EXPECT_EQ(kind, ErrorKind::Config);
     EXPECT_THAT(message, HasSubstr("norm_groups = 32"));
   }
@@ -631,10 +638,11 @@ TEST(VaeMemory, EstimateMatchesTheAllocator) {
 // the numbers of docs/vae.md "Memory". Tiled, the peak does not grow with the image beyond the
 // output and the f32 blend buffer.
 TEST(VaeMemory, RealSizesAndTilingBoundsThePeak) {
-  for (VaeFamily family : {VaeFamily::Sdxl, VaeFamily::Flux}) {
+  for (const auto& [family, z_channels, quant_convs] :
+       std::vector<std::tuple<const char*, int64_t, bool>>{{"sdxl", 4, true}, {"flux", 16, false}}) {
     for (DType dtype : {DType::F32, DType::BF16}) {
       for (Device device : {Device::cuda(0), Device::cpu()}) {
-        VaeConfig c = vae_config(family);
+        VaeConfig c = ldm_vae_config(z_channels, quant_convs);
         c.dtype = dtype;
         c.device = device;
         for (VaePass pass : {VaePass::Encode, VaePass::Decode}) {
@@ -650,7 +658,7 @@ TEST(VaeMemory, RealSizesAndTilingBoundsThePeak) {
               peaks[{size, tile}] = m;
             }
           std::printf("  [vae %-4s %-4s %-4s %s] weights + input + peak:%s; im2col (cpu) %.2f / %.2f GiB\n",
-                      family_name(family), dtype_name(dtype), device.is_cpu() ? "cpu" : "cuda",
+                      family, dtype_name(dtype), device.is_cpu() ? "cpu" : "cuda",
                       pass == VaePass::Encode ? "encode" : "decode", line.c_str(),
                       static_cast<double>(peaks[{2048, 0}].cpu_conv_columns) / (1 << 30),
                       static_cast<double>(peaks[{2048, 512}].cpu_conv_columns) / (1 << 30));

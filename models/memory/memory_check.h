@@ -1,4 +1,4 @@
-// Before step 1 of `wick train`: the memory estimate of the run (models/memory_estimate.h), printed
+// Before step 1 of `wick train`: the memory estimate of the run (models/memory/memory_estimate.h), printed
 // by rank 0, and the refusal of a run whose estimate exceeds what the device has (docs/training.md
 // "Memory").
 //
@@ -24,7 +24,7 @@
 #include "comm/process_group.h"
 #include "engine/config/train_config.h"
 #include "models/architecture.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 
 namespace wick {
 

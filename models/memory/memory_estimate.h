@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "models/activation_memory.h"
+#include "models/memory/activation_memory.h"
 #include "models/architecture.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
@@ -50,7 +50,7 @@ struct MemoryInputs {
   bool min_snr_weights = false;        // train.min_snr_gamma > 0: the loss keeps one more latent-sized tensor
   Device device = Device::cpu();       // CUDA: the optimizer's norm and clipping run fused, without temporaries
   int64_t batches_in_flight = 4;       // the prefetcher's two ready batches, the one it loads, the one in use
-  // The memory plan's choices (models/memory_plan.h), applied to the parameters as counted:
+  // The memory plan's choices (models/memory/memory_plan.h), applied to the parameters as counted:
   // float8: every frozen floating 2-d `.weight` inside a block counts as U8 codes plus f32 scales (one
   // per row, or one); weights already float8 stay. blocks_to_swap: the frozen parameters of the last N
   // of `block_paths` count in host memory, and two of those blocks' worth of device buffers are added

@@ -51,7 +51,7 @@ struct ActivationSegment {
   // flight, partial sums), above `kept` + `recomputed`.
   int64_t workspace = 0;
   // Multiply-adds x 2 of its forward (its Linears and attention); 0 where the profile does not count
-  // them. The memory plan's time estimates (models/memory_plan.h) read them.
+  // them. The memory plan's time estimates (models/memory/memory_plan.h) read them.
   int64_t forward_flops = 0;
 };
 

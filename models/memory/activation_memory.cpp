@@ -1,4 +1,4 @@
-#include "models/activation_memory.h"
+#include "models/memory/activation_memory.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "models/diffusion/memory_check.h"
+#include "models/memory/memory_check.h"
 
 #include <algorithm>
 #include <cctype>

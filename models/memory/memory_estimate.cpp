@@ -1,4 +1,4 @@
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 
 #include <algorithm>
 #include <cstdio>

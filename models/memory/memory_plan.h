@@ -1,6 +1,6 @@
 // The memory plan of `wick train`: the settings left at auto (train.gradient_checkpointing,
 // model.quantize, train.blocks_to_swap) chosen, and the ones set checked, so that the run's memory
-// estimate (models/memory_estimate.h) fits a budget (train.max_memory / --max-memory, else what the
+// estimate (models/memory/memory_estimate.h) fits a budget (train.max_memory / --max-memory, else what the
 // device has). docs/training.md "Memory".
 //
 //   MemoryPlan plan = plan_memory(*model, inputs, choices_of(config), budget);
@@ -20,7 +20,7 @@
 
 #include "engine/config/train_config.h"
 #include "models/architecture.h"
-#include "models/memory_estimate.h"
+#include "models/memory/memory_estimate.h"
 
 namespace wick {
 

@@ -1,4 +1,4 @@
-#include "models/memory_plan.h"
+#include "models/memory/memory_plan.h"
 
 #include <algorithm>
 #include <cstdio>
