@@ -66,6 +66,8 @@ import re
 import struct
 import sys
 
+import reference_common  # standard library only, as this script
+
 UP_DOWN = [  # (up suffix, down suffix, mid suffix) in ComfyUI's order
     (".lora_up.weight", ".lora_down.weight", ".lora_mid.weight"),
     ("_lora.up.weight", "_lora.down.weight", None),
@@ -79,9 +81,7 @@ WHOLE = [".diff", ".diff_b", ".set_weight", ".w_norm", ".b_norm"]
 
 
 def read_header(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n).decode("utf-8"))
+    header, _ = reference_common.read_header(path)
     meta = header.pop("__metadata__", {}) or {}
     return meta, {k: v["shape"] for k, v in header.items()}
 

@@ -32,8 +32,9 @@ import tempfile
 import time
 import unicodedata
 
-os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core, for the speed line of the summary
-os.environ["RAYON_NUM_THREADS"] = "1"
+from reference_common import single_threaded_tokenizers
+
+single_threaded_tokenizers()  # one core, for the speed line of the summary
 import ftfy  # noqa: E402
 import numpy as np  # noqa: E402
 import open_clip  # noqa: E402
