@@ -14,7 +14,7 @@ Without --bfl-src (or when it does not exist) the check against BFL's code is sk
 written are the same. Everything runs in float32 on the CPU, one thread, torch.use_deterministic_algorithms(True);
 torch.manual_seed is set before each constructor and every random tensor comes from a seeded torch.Generator, so a
 rerun rewrites byte-identical files (safetensors metadata is re-serialised with sorted keys, because the library
-writes it in hash order).
+writes it in hash order: reference_common.sort_metadata).
 
 Models. FluxTransformer2DModel(patch_size=1, in_channels=16, num_layers=2, num_single_layers=2,
 attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=24,

@@ -3,11 +3,12 @@
 dev_lora_case.safetensors (same inputs, target, lora_A / lora_B) run on a base whose block Linears are float8,
 dequantized the way wick does (model.quantize: float8, per-row scales), and the float8 checkpoint of that base.
 
-Quantization (runtime/ops/float8.h, as in make_float8_fixtures.py): per output row, amax = max |w| in f32,
-scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448)) (torch.float8_e4m3fn);
-the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside transformer_blocks
-and single_transformer_blocks (the BFL double_blocks.* / single_blocks.* Linears). Per-row scales are row-local,
-so quantizing diffusers' separate to_q / to_k / to_v / proj_mlp equals quantizing BFL's fused qkv / linear1.
+Quantization (runtime/ops/float8.h; reference_torch.quantize_e4m3, as make_float8_fixtures.py): per output row,
+amax = max |w| in f32, scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448))
+(torch.float8_e4m3fn); the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside
+transformer_blocks and single_transformer_blocks (the BFL double_blocks.* / single_blocks.* Linears). Per-row scales
+are row-local, so quantizing diffusers' separate to_q / to_k / to_v / proj_mlp equals quantizing BFL's fused qkv /
+linear1.
 
 dev_float8_lora_case: output [2, 4, 6, 10], loss [], grad.bfl.<BFL Linear>.lora_down / lora_up (fused as in
 dev_lora_case), and the f32 LoRA inputs are those of dev_lora_case (not repeated).

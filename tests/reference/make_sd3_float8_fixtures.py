@@ -4,7 +4,7 @@ medium_lora_case.safetensors and the DoRA case of medium_dora_case.safetensors (
 DoRA magnitudes) run on the medium base whose joint-block Linears are float8, dequantized the way wick does
 (model.quantize: float8, per-row scales). DoRA's weight norm is that of the dequantized weight plus the update.
 
-Quantization (runtime/ops/float8.h, as make_float8_fixtures.py and make_flux_float8_fixtures.py): per output row,
+Quantization (runtime/ops/float8.h; reference_torch.quantize_e4m3, as make_float8_fixtures.py): per output row,
 amax = max |w| in f32, scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448))
 (torch.float8_e4m3fn); the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside
 diffusers' transformer_blocks (SAI's joint_blocks.*: 47 diffusers Linears, 31 SAI modules); x_embedder, the

@@ -4,7 +4,7 @@ lora_case.safetensors (same inputs, target, lora_A / lora_B, the 3x3 convs at ra
 alpha 8) and the DoRA case of dora_case.safetensors (the transformers' Linears, PEFT's magnitudes) run on the tiny
 UNet whose block Linears are float8, dequantized the way wick does (model.quantize: float8, per-row scales).
 
-Quantization (runtime/ops/float8.h, as make_float8_fixtures.py and make_flux_float8_fixtures.py): per output row,
+Quantization (runtime/ops/float8.h; reference_torch.quantize_e4m3, as make_float8_fixtures.py): per output row,
 amax = max |w| in f32, scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448))
 (torch.float8_e4m3fn); the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside
 diffusers' down_blocks, mid_block and up_blocks (sgm's input_blocks.*, middle_block, output_blocks.*: the resnets'
