@@ -34,6 +34,7 @@ try:
     import peft  # noqa: F401  (diffusers' LoRA loading needs it)
     from diffusers import FluxTransformer2DModel
     from diffusers.loaders import FluxLoraLoaderMixin
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from reference_torch import (captured_warnings, deterministic_torch, flux_img_ids, lora_key_warnings,
                                  pack_flux_latents, reconcile_lora_keys, rel_err, unpack_flux_latents)
 except Exception as e:  # noqa: BLE001

@@ -33,6 +33,7 @@ try:
     import peft  # noqa: F401  (diffusers' LoRA loading needs it)
     from diffusers import SD3Transformer2DModel
     from diffusers.loaders import SD3LoraLoaderMixin
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from reference_torch import (captured_warnings, deterministic_torch, lora_key_warnings, reconcile_lora_keys,
                                  rel_err)
 except Exception as e:  # noqa: BLE001

@@ -62,11 +62,13 @@ lora_adapter_metadata say (diffusers applies lora_alpha / r from that metadata).
 """
 import argparse
 import json
+import os
 import re
 import struct
 import sys
 
-import reference_common  # standard library only, as this script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python3 -I / PYTHONSAFEPATH
+import reference_common  # noqa: E402  (standard library only, as this script)
 
 UP_DOWN = [  # (up suffix, down suffix, mid suffix) in ComfyUI's order
     (".lora_up.weight", ".lora_down.weight", ".lora_mid.weight"),
