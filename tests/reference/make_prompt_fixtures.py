@@ -47,7 +47,6 @@ values):
   sd3_t5/: T5Config(vocab 1128, d_model 48, d_kv 12, 4 heads, d_ff 37, 2 layers, 32 buckets, max distance 128,
       gated-gelu), every weight redrawn (seed 5) as make_t5_fixtures.py does; config.json + model.safetensors f16.
 """
-import gzip
 import json
 import os
 import shutil
@@ -61,12 +60,11 @@ import torch  # noqa: E402
 import diffusers  # noqa: E402
 import transformers  # noqa: E402
 from diffusers import FluxPipeline, StableDiffusion3Pipeline, StableDiffusionXLPipeline  # noqa: E402
-from open_clip.tokenizer import bytes_to_unicode  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from transformers import (CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer,  # noqa: E402
                           T5Config, T5EncoderModel, T5Tokenizer)
 
-from reference_torch import deterministic_torch, save_sorted  # noqa: E402
+from reference_torch import clip_vocabulary, deterministic_torch, save_sorted  # noqa: E402
 
 OUT = "tests/data/prompts"
 CLIP_L = "tests/data/clip_text/clip_l"
@@ -87,12 +85,7 @@ PROMPTS = ["a photo of a cat", "", LONG, UNICODE]
 
 
 def clip_tokenizers():
-    lines = gzip.open(BPE).read().decode("utf-8").split("\n")
-    merges = [tuple(m.split()) for m in lines[1:49152 - 256 - 2 + 1]]
-    symbols = list(bytes_to_unicode().values())
-    tokens = symbols + [s + "</w>" for s in symbols] + [a + b for a, b in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    vocab = {t: i for i, t in enumerate(tokens)}
-    assert len(vocab) == 49408
+    vocab, merges = clip_vocabulary(BPE)
     clip_l = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
     big_g = CLIPTokenizer(vocab=vocab, merges=merges, pad_token="!", model_max_length=77)
     assert clip_l.pad_token_id == 49407 and big_g.pad_token_id == 0

@@ -1,15 +1,17 @@
 """What the reference scripts that run PyTorch share: the deterministic set-up, error measures, writing fixtures so
-that a rerun gives byte-identical files, wick's float8 quantizer, Flux's latent packing, and the PEFT / diffusers
-plumbing of the LoRA cases (adapter layers, diffusers' LoRA save and load paths, model folders).
+that a rerun gives byte-identical files, wick's float8 quantizer, Flux's latent packing, the CLIP vocabulary, and the
+PEFT / diffusers plumbing of the LoRA cases (adapter layers, diffusers' LoRA save and load paths, model folders).
 
-    from reference_torch import deterministic_torch, rel_err, write_f32
+    from reference_torch import deterministic_torch, generator_metadata, rel_err, write_f32
     deterministic_torch()                                   # one thread, deterministic algorithms
     write_f32(case, os.path.join(OUT_DIR, "case.safetensors"), generator_metadata(__file__, diffusers, peft))
     assert rel_err(out, case["output"]) <= 1e-6
 
-Needs torch and safetensors; peft and diffusers are imported by the functions that use them, so a script with
-neither (make_float8_fixtures.py) can import this module. The standard-library helpers are in reference_common.py.
+Needs torch and safetensors; peft, diffusers and open_clip are imported by the functions that use them, so a script
+with none of them (make_float8_fixtures.py) can import this module. The standard-library helpers are in
+reference_common.py.
 """
+import gzip
 import json
 import logging
 import os
@@ -133,6 +135,24 @@ def flux_img_ids(h, w):
     ids[..., 1] = torch.arange(h // 2, dtype=torch.float32)[:, None]
     ids[..., 2] = torch.arange(w // 2, dtype=torch.float32)[None, :]
     return ids.reshape(-1, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The CLIP BPE vocabulary (MODELS.md 4.1)
+# ---------------------------------------------------------------------------------------------------------------
+
+def clip_vocabulary(bpe_path):
+    """(vocab {token: id}, merges [(a, b)]) of open_clip's bpe_simple_vocab_16e6.txt.gz at `bpe_path`: 256 byte
+    symbols, the same with "</w>", the 48,894 merges, <|startoftext|> 49406 and <|endoftext|> 49407."""
+    from open_clip.tokenizer import bytes_to_unicode
+
+    lines = gzip.open(bpe_path).read().decode("utf-8").split("\n")
+    merges = [tuple(m.split()) for m in lines[1:49152 - 256 - 2 + 1]]
+    symbols = list(bytes_to_unicode().values())
+    tokens = symbols + [s + "</w>" for s in symbols] + [a + b for a, b in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    assert len(vocab) == len(tokens) == 49408 and vocab["!"] == 0
+    return vocab, merges
 
 
 # ---------------------------------------------------------------------------------------------------------------
