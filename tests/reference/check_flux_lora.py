@@ -25,7 +25,6 @@ Self-test with the committed fixtures:
         --case tests/data/flux/dev_lora_case.safetensors --lora tests/data/flux/dev_lora_peft.safetensors
 """
 import argparse
-import logging
 import os
 import sys
 
@@ -35,49 +34,12 @@ try:
     import peft  # noqa: F401  (diffusers' LoRA loading needs it)
     from diffusers import FluxTransformer2DModel
     from diffusers.loaders import FluxLoraLoaderMixin
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from reference_torch import (captured_warnings, deterministic_torch, flux_img_ids, lora_key_warnings,
+                                 pack_flux_latents, reconcile_lora_keys, rel_err, unpack_flux_latents)
 except Exception as e:  # noqa: BLE001
     print(f"check_flux_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
     sys.exit(77)
-
-
-class Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-def pack(latents):
-    b, c, h, w = latents.shape
-    x = latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return x.reshape(b, (h // 2) * (w // 2), c * 4)
-
-
-def unpack(packed, h, w):
-    b, _, f = packed.shape
-    x = packed.view(b, h // 2, w // 2, f // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return x.reshape(b, f // 4, h, w)
-
-
-def img_ids(h, w):
-    ids = torch.zeros(h // 2, w // 2, 3)
-    ids[..., 1] = torch.arange(h // 2, dtype=torch.float32)[:, None]
-    ids[..., 2] = torch.arange(w // 2, dtype=torch.float32)[None, :]
-    return ids.reshape(-1, 3)
-
-
-def adapter_param_name(file_key, adapter):
-    """'transformer.X.lora_A.weight' -> 'X.lora_A.<adapter>.weight' (also lora_B, lora_magnitude_vector)."""
-    key = file_key[len("transformer."):] if file_key.startswith("transformer.") else file_key
-    if key.endswith(".lora_magnitude_vector"):
-        key += ".weight"
-    module, sep, tail = key.rpartition(".lora_")
-    if not sep:
-        return None
-    kind, _, rest = tail.partition(".")
-    return f"{module}.lora_{kind}.{adapter}.{rest or 'weight'}"
 
 
 def main():
@@ -93,37 +55,23 @@ def main():
             print(f"check_flux_lora: {path} does not exist")
             return 2
 
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     model = FluxTransformer2DModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
 
     adapter = "wick_check"
-    capture = Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
-        state_dict, alphas, metadata = FluxLoraLoaderMixin.lora_state_dict(args.lora, return_alphas=True,
-                                                                           return_lora_metadata=True)
-        file_tensors = dict(state_dict)
-        FluxLoraLoaderMixin.load_lora_into_transformer(state_dict, network_alphas=alphas or None, transformer=model,
-                                                      metadata=metadata, adapter_name=adapter)
-    except Exception as e:  # noqa: BLE001
-        print(f"check_flux_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
-        return 1
-    finally:
-        dlog.removeHandler(capture)
+    with captured_warnings() as messages:
+        try:
+            state_dict, alphas, metadata = FluxLoraLoaderMixin.lora_state_dict(args.lora, return_alphas=True,
+                                                                               return_lora_metadata=True)
+            file_tensors = dict(state_dict)
+            FluxLoraLoaderMixin.load_lora_into_transformer(state_dict, network_alphas=alphas or None,
+                                                          transformer=model, metadata=metadata, adapter_name=adapter)
+        except Exception as e:  # noqa: BLE001
+            print(f"check_flux_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
+            return 1
 
-    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and f".{adapter}." in n}
-    matched, unexpected = set(), []
-    for key, value in file_tensors.items():
-        name = adapter_param_name(key, adapter)
-        if name in params and params[name].shape == value.shape and torch.equal(params[name].detach(),
-                                                                               value.to(params[name].dtype)):
-            matched.add(name)
-        else:
-            unexpected.append(key)
-    missing = sorted(set(params) - matched)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    params, missing, unexpected = reconcile_lora_keys(file_tensors, model, adapter)
+    warned = lora_key_warnings(messages)
     scale = None
     if metadata:
         r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
@@ -154,16 +102,16 @@ def main():
     latents = case["latents"].float()
     _, _, h, w = latents.shape
     with torch.no_grad():
-        out = model(hidden_states=pack(latents), encoder_hidden_states=case["context"].float(),
+        out = model(hidden_states=pack_flux_latents(latents), encoder_hidden_states=case["context"].float(),
                     pooled_projections=case["pooled"].float(), timestep=case["timestep"].float(),
-                    img_ids=img_ids(h, w), txt_ids=torch.zeros(case["context"].shape[1], 3),
+                    img_ids=flux_img_ids(h, w), txt_ids=torch.zeros(case["context"].shape[1], 3),
                     guidance=case["guidance"].float() if model.config.guidance_embeds else None,
                     return_dict=False)[0]
-    out = unpack(out, h, w)
+    out = unpack_flux_latents(out, h, w)
     if out.shape != expected.shape:
         print(f"check_flux_lora: output shape {tuple(out.shape)} != expected {tuple(expected.shape)}")
         return 1
-    err = float((out.double() - expected.double()).abs().max() / expected.double().abs().max())
+    err = rel_err(out, expected)
     ok = err <= args.tolerance
     print(f"check_flux_lora: max relative error {err:.3e} (tolerance {args.tolerance:g}): {'ok' if ok else 'FAIL'}")
     return 0 if ok else 1

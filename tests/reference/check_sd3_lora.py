@@ -24,7 +24,6 @@ Self-test with the committed fixtures:
         --case tests/data/sd3/medium_lora_case.safetensors --lora tests/data/sd3/medium_lora_peft.safetensors
 """
 import argparse
-import logging
 import os
 import sys
 
@@ -34,30 +33,12 @@ try:
     import peft  # noqa: F401  (diffusers' LoRA loading needs it)
     from diffusers import SD3Transformer2DModel
     from diffusers.loaders import SD3LoraLoaderMixin
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from reference_torch import (captured_warnings, deterministic_torch, lora_key_warnings, reconcile_lora_keys,
+                                 rel_err)
 except Exception as e:  # noqa: BLE001
     print(f"check_sd3_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
     sys.exit(77)
-
-
-class Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-def adapter_param_name(file_key, adapter):
-    """'transformer.X.lora_A.weight' -> 'X.lora_A.<adapter>.weight' (also lora_B, lora_magnitude_vector)."""
-    key = file_key[len("transformer."):] if file_key.startswith("transformer.") else file_key
-    if key.endswith(".lora_magnitude_vector"):
-        key += ".weight"
-    module, sep, tail = key.rpartition(".lora_")
-    if not sep:
-        return None
-    kind, _, rest = tail.partition(".")
-    return f"{module}.lora_{kind}.{adapter}.{rest or 'weight'}"
 
 
 def main():
@@ -73,36 +54,22 @@ def main():
             print(f"check_sd3_lora: {path} does not exist")
             return 2
 
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     model = SD3Transformer2DModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
 
     adapter = "wick_check"
-    capture = Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
-        state_dict, metadata = SD3LoraLoaderMixin.lora_state_dict(args.lora, return_lora_metadata=True)
-        file_tensors = dict(state_dict)
-        SD3LoraLoaderMixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata,
-                                                      adapter_name=adapter)
-    except Exception as e:  # noqa: BLE001
-        print(f"check_sd3_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
-        return 1
-    finally:
-        dlog.removeHandler(capture)
+    with captured_warnings() as messages:
+        try:
+            state_dict, metadata = SD3LoraLoaderMixin.lora_state_dict(args.lora, return_lora_metadata=True)
+            file_tensors = dict(state_dict)
+            SD3LoraLoaderMixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata,
+                                                          adapter_name=adapter)
+        except Exception as e:  # noqa: BLE001
+            print(f"check_sd3_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
+            return 1
 
-    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and f".{adapter}." in n}
-    matched, unexpected = set(), []
-    for key, value in file_tensors.items():
-        name = adapter_param_name(key, adapter)
-        if name in params and params[name].shape == value.shape and torch.equal(params[name].detach(),
-                                                                               value.to(params[name].dtype)):
-            matched.add(name)
-        else:
-            unexpected.append(key)
-    missing = sorted(set(params) - matched)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    params, missing, unexpected = reconcile_lora_keys(file_tensors, model, adapter)
+    warned = lora_key_warnings(messages)
     scale = None
     if metadata:
         r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
@@ -136,7 +103,7 @@ def main():
     if out.shape != expected.shape:
         print(f"check_sd3_lora: output shape {tuple(out.shape)} != expected {tuple(expected.shape)}")
         return 1
-    err = float((out.double() - expected.double()).abs().max() / expected.double().abs().max())
+    err = rel_err(out, expected)
     ok = err <= args.tolerance
     print(f"check_sd3_lora: max relative error {err:.3e} (tolerance {args.tolerance:g}): {'ok' if ok else 'FAIL'}")
     return 0 if ok else 1

@@ -17,7 +17,6 @@ wrote) loads in diffusers and reproduces it.
 Exit 77 when torch / diffusers / peft / safetensors cannot be imported; 2 on a usage error.
 """
 import argparse
-import logging
 import os
 import sys
 
@@ -29,6 +28,7 @@ try:
     from diffusers.loaders import StableDiffusionXLLoraLoaderMixin
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import make_sdxl_fixtures as fixtures
+    from reference_torch import captured_warnings, deterministic_torch, lora_key_warnings, rel_err
 except Exception as e:  # noqa: BLE001
     print(f"check_sdxl_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
     sys.exit(77)
@@ -45,25 +45,19 @@ def main():
         if not os.path.exists(path):
             print(f"check_sdxl_lora: {path} does not exist")
             return 2
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     model = UNet2DConditionModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
     case = load_file(args.case)
     inputs = {k: case[k] for k in ("timesteps", "context", "pooled", "time_ids")}
     if not args.lora:
         with torch.no_grad():
-            err = fixtures.rel_err(fixtures.diffusers_forward(model, inputs, case["latents"]), case["expected_output"])
+            err = rel_err(fixtures.diffusers_forward(model, inputs, case["latents"]), case["expected_output"])
         print(f"check_sdxl_lora: UNet2DConditionModel.from_pretrained({args.weights}): output vs wick's max rel err "
               f"{err:.3e} (tolerance {args.tolerance:g})")
         return 0 if err <= args.tolerance else 1
-    capture = fixtures._Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
+    with captured_warnings() as messages:
         names, state_dict, alphas = fixtures.diffusers_kohya_names(args.lora, model.config)
         StableDiffusionXLLoraLoaderMixin.load_lora_into_unet(state_dict, alphas, model, adapter_name="wick")
-    finally:
-        dlog.removeHandler(capture)
     params = {n: p for n, p in model.named_parameters() if ".wick." in n}
     raw = load_file(args.lora)
     missing, unexpected = [], []
@@ -76,10 +70,10 @@ def main():
     covered = {f"{m}.lora_{t.partition('.')[0]}.wick.{t.partition('.')[2]}"
                for m, _, t in (n.rpartition(".lora_") for n in names.values())}
     missing = sorted(set(params) - covered)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    warned = lora_key_warnings(messages)
     with torch.no_grad():
         out = fixtures.diffusers_forward(model, inputs, case["latents"])
-    err = fixtures.rel_err(out, case["expected_output"])
+    err = rel_err(out, case["expected_output"])
     n_down = sum(1 for k in raw if k.endswith(".lora_down.weight"))
     print(f"check_sdxl_lora: {n_down} kohya modules -> {len(params)} LoRA parameters in diffusers; missing "
           f"{len(missing)}, unexpected {len(unexpected)}, diffusers warnings {len(warned)}; output vs wick's "

@@ -18,6 +18,7 @@ from safetensors.numpy import save
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from make_safetensors_fixtures import WICK, values  # noqa: E402
+from reference_common import frame_header  # noqa: E402
 
 
 def main(path):
@@ -42,8 +43,7 @@ def main(path):
     # by rebuilding wick's header without "writer".
     ours = save(loaded, metadata={"format": "pt"})
     header = raw[8 : 8 + n].rstrip(b" ").replace(b',"writer":"wick"', b"")
-    header += b" " * ((8 - len(header) % 8) % 8)
-    rebuilt = struct.pack("<Q", len(header)) + header + raw[8 + n :]
+    rebuilt = frame_header(header) + raw[8 + n :]
     assert rebuilt == ours, "layout differs from the package's"
     print(f"OK: {path}: {len(WICK)} tensors load with the Python package, values and layout match")
 

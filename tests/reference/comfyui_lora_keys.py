@@ -62,9 +62,13 @@ lora_adapter_metadata say (diffusers applies lora_alpha / r from that metadata).
 """
 import argparse
 import json
+import os
 import re
 import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python3 -I / PYTHONSAFEPATH
+import reference_common  # noqa: E402  (standard library only, as this script)
 
 UP_DOWN = [  # (up suffix, down suffix, mid suffix) in ComfyUI's order
     (".lora_up.weight", ".lora_down.weight", ".lora_mid.weight"),
@@ -79,9 +83,7 @@ WHOLE = [".diff", ".diff_b", ".set_weight", ".w_norm", ".b_norm"]
 
 
 def read_header(path):
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n).decode("utf-8"))
+    header, _ = reference_common.read_header(path)
     meta = header.pop("__metadata__", {}) or {}
     return meta, {k: v["shape"] for k, v in header.items()}
 

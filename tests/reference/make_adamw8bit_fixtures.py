@@ -27,7 +27,9 @@ import torch
 import bitsandbytes  # noqa: F401  (registers torch.ops.bitsandbytes)
 import bitsandbytes.functional as F
 
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "optim")
+from reference_common import data_dir
+
+OUT_DIR = data_dir("optim")
 
 
 def write_arrays(path, arrays):

@@ -2,7 +2,7 @@
 """Generates tests/data/adapters/*.safetensors for tests/models/adapters_test.cpp: forward and backward of
 PEFT's own DoRA (Linear) and LoRA (Conv2d) layers, so that wick's DoRALinear (DoraAxis::Output) and
 LoRAConv2d are checked against PEFT itself rather than against a re-derivation (f32, CPU, one thread,
-deterministic algorithms).
+deterministic algorithms; the shared set-up is in reference_torch.py).
 
 Made with torch 2.15.0 (+cu132 wheel, CPU only), peft 0.21.2, safetensors 0.8.0. Run from the repository
 root:
@@ -41,7 +41,10 @@ from peft import LoraConfig, get_peft_model
 from safetensors.torch import save_file
 from torch import nn
 
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "adapters")
+from reference_common import data_dir
+from reference_torch import deterministic_torch, generator_metadata, uniform
+
+OUT_DIR = data_dir("adapters")
 RANK, ALPHA = 4, 8.0
 
 
@@ -65,10 +68,6 @@ class FixedMask(nn.Module):
 
     def forward(self, x):
         return x * self.multiplier
-
-
-def uniform(gen, shape, bound):
-    return (torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * bound
 
 
 def wrap(base, gen, use_dora, dropout=0.0):
@@ -159,11 +158,9 @@ def make_lora_conv(gen, metadata, stride, name):
 
 
 def main():
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
-    metadata = {"generator": "tests/reference/make_adapter_fixtures.py", "torch": torch.__version__,
-                "peft": peft.__version__, "safetensors": safetensors.__version__}
+    metadata = generator_metadata(__file__, peft, safetensors)
     gen = torch.Generator().manual_seed(20250301)
     total = make_dora_linear(gen, metadata, 0.0)
     total += make_dora_linear(gen, metadata, 0.25)

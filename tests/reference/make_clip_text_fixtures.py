@@ -72,8 +72,10 @@ import open_clip
 import transformers
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT_DIR = os.path.join(REPO, "tests", "data", "clip_text")
+from reference_common import data_dir
+from reference_torch import deterministic_torch, rel_err_f32
+
+OUT_DIR = data_dir("clip_text")
 SDXL_G_PREFIX = "conditioner.embedders.1.model."
 VOCAB, POSITIONS, HIDDEN, MLP = 49408, 77, 16, 37
 BOS, EOS = 49406, 49407
@@ -160,10 +162,6 @@ def openclip_from_hf(state, n_layers):
     return out
 
 
-def rel(a, b):
-    return float((a.float() - b.float()).abs().max() / b.float().abs().max())
-
-
 def make_ids():
     gen = torch.Generator().manual_seed(7)
     rows = [[BOS, 320, 1125, 539, 320, 2368, EOS], [BOS, 320, 736, 11353, 525, 320, 2175, EOS]]
@@ -226,9 +224,10 @@ def outputs(key, model, ids, cases):
     for name in ("last_hidden_state", "penultimate", "pooled"):
         f32 = cases[f"{key}.{name}"] if name == "last_hidden_state" else (
             cases[f"{key}.hidden_states.{n_layers - 1}"] if name == "penultimate" else cases[f"{key}.pooled_{rule}"])
-        print(f"  {key} bf16 {name} vs f32: {rel(cases[f'{key}.bf16.{name}'], f32):.2e}")
+        print(f"  {key} bf16 {name} vs f32: {rel_err_f32(cases[f'{key}.bf16.{name}'], f32):.2e}")
     if key == "g":
-        print(f"  g bf16 text_embeds vs f32: {rel(cases['g.bf16.text_embeds'], cases['g.text_embeds_' + rule]):.2e}")
+        error = rel_err_f32(cases["g.bf16.text_embeds"], cases["g.text_embeds_" + rule])
+        print(f"  g bf16 text_embeds vs f32: {error:.2e}")
 
 
 def check_openclip(oc_state, ids, cases):
@@ -259,10 +258,10 @@ def check_openclip(oc_state, ids, cases):
         last = clip.ln_final(x)
         pooled = last[torch.arange(ids.shape[0]), ids.argmax(dim=-1)] @ clip.text_projection
     n = cfg["num_hidden_layers"]
-    errors = {"encode_text vs text_embeds_argmax": rel(embeds, cases["g.text_embeds_argmax"]),
-              "sgm pooled vs text_embeds_argmax": rel(pooled, cases["g.text_embeds_argmax"]),
-              "sgm penultimate vs hidden_states[-2]": rel(penultimate, cases[f"g.hidden_states.{n - 1}"]),
-              "sgm last vs last_hidden_state": rel(last, cases["g.last_hidden_state"])}
+    errors = {"encode_text vs text_embeds_argmax": rel_err_f32(embeds, cases["g.text_embeds_argmax"]),
+              "sgm pooled vs text_embeds_argmax": rel_err_f32(pooled, cases["g.text_embeds_argmax"]),
+              "sgm penultimate vs hidden_states[-2]": rel_err_f32(penultimate, cases[f"g.hidden_states.{n - 1}"]),
+              "sgm last vs last_hidden_state": rel_err_f32(last, cases["g.last_hidden_state"])}
     # open_clip's 'eos' pooling is transformers' first-EOS rule.
     text_tower = open_clip.transformer.TextTransformer(
         context_length=POSITIONS, vocab_size=VOCAB, width=HIDDEN, heads=cfg["num_attention_heads"],
@@ -270,7 +269,7 @@ def check_openclip(oc_state, ids, cases):
         eos_id=EOS)
     text_tower.load_state_dict({k: v.float() for k, v in oc_state.items() if k != "logit_scale"}, strict=True)
     with torch.no_grad():
-        errors["TextTransformer(pool 'eos') vs text_embeds_first_eos"] = rel(
+        errors["TextTransformer(pool 'eos') vs text_embeds_first_eos"] = rel_err_f32(
             text_tower.eval()(ids), cases["g.text_embeds_first_eos"])
     for name, e in errors.items():
         print(f"  open_clip {name}: {e:.2e}")
@@ -278,8 +277,7 @@ def check_openclip(oc_state, ids, cases):
 
 
 def main():
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
     ids = make_ids()
     cases = {"ids": ids}

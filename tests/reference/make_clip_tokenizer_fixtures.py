@@ -19,7 +19,6 @@ Each is called as tokenizer(captions, padding="max_length", max_length=77, trunc
 __call__), and the script asserts that every window is [BOS, content..., EOS, pad...] with the attention mask
 covering BOS..EOS, so storing the unpadded prefix loses nothing.
 """
-import gzip
 import hashlib
 import html
 import html.entities
@@ -32,15 +31,18 @@ import tempfile
 import time
 import unicodedata
 
-os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core, for the speed line of the summary
-os.environ["RAYON_NUM_THREADS"] = "1"
+from reference_common import single_threaded_tokenizers
+
+single_threaded_tokenizers()  # one core, for the speed line of the summary
 import ftfy  # noqa: E402
 import numpy as np  # noqa: E402
 import open_clip  # noqa: E402
-from open_clip.tokenizer import bytes_to_unicode, default_bpe  # noqa: E402
+from open_clip.tokenizer import default_bpe  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 from tokenizers import Regex, pre_tokenizers  # noqa: E402
 from transformers import CLIPTokenizer  # noqa: E402
+
+from reference_torch import clip_vocabulary  # noqa: E402
 
 OUT = "tests/data/clip_tokenizer"
 BPE_SHA256 = "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a"
@@ -50,16 +52,6 @@ N_CAPTIONS = 2400
 
 # ---------------------------------------------------------------------------------------------------------------
 # The reference tokenizers.
-
-def load_vocabulary():
-    lines = gzip.open(default_bpe()).read().decode("utf-8").split("\n")
-    merges = [tuple(m.split()) for m in lines[1:49152 - 256 - 2 + 1]]
-    symbols = list(bytes_to_unicode().values())
-    tokens = symbols + [s + "</w>" for s in symbols] + [a + b for a, b in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    vocab = {t: i for i, t in enumerate(tokens)}
-    assert len(vocab) == len(tokens) == 49408 and vocab["!"] == 0
-    return vocab, merges
-
 
 def windows_transformers(tokenizer, captions, pad_id):
     encoded = tokenizer(captions, padding="max_length", max_length=CONTEXT, truncation=True)
@@ -351,7 +343,7 @@ def main():
     assert hashlib.sha256(data).hexdigest() == BPE_SHA256, "open_clip's bpe_simple_vocab_16e6.txt.gz changed"
     shutil.copyfile(default_bpe(), os.path.join(OUT, "bpe_simple_vocab_16e6.txt.gz"))
 
-    vocab, merges = load_vocabulary()
+    vocab, merges = clip_vocabulary(default_bpe())
     clip_l = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=CONTEXT)
     big_g = CLIPTokenizer(vocab=vocab, merges=merges, pad_token="!", model_max_length=CONTEXT)
     oc = open_clip.get_tokenizer("ViT-L-14")

@@ -9,10 +9,11 @@
 Usage: python3 tests/reference/make_dataset_fixture.py tests/data/dataset   (needs h5py, numpy)
 """
 import os
-import sys
 
 import h5py
 import numpy as np
+
+from reference_common import output_dir_argument
 
 C, L, D, P = 4, 3, 5, 6
 BUCKETS = [("4x4", 4, 4, 5), ("2x6", 2, 6, 3)]  # name, H, W, N
@@ -65,7 +66,7 @@ def write(path, mutate=None):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/dataset"
+    out = output_dir_argument("tests/data/dataset")
     os.makedirs(out, exist_ok=True)
     write(os.path.join(out, "fixture.h5"))
 

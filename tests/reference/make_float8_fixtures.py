@@ -23,7 +23,8 @@ Tensors (f32 values are stored as their I32 bit patterns, so NaN payloads surviv
   row_dequant_f32  f32 [37, 53]  row_codes.float() * row_scale[:, None]
   row_dequant_bf16 bf16 [37, 53] the same rounded to bf16
 
-The quantizer (what runtime/ops/float8.cpp implements):
+The quantizer (what runtime/ops/float8.cpp implements; reference_torch.quantize_e4m3, which the float8 LoRA
+fixtures use too):
   w32 = w.float(); amax = w32.abs().amax(dim=1 per row | all per tensor)
   scale = where(amax > 0, amax / 448, 1)            (f32 division)
   codes = (w32 / scale).clamp(-448, 448).to(float8_e4m3fn)   (f32 division, then the saturating conversion)
@@ -34,8 +35,10 @@ import os
 import torch
 from safetensors.torch import save_file
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "float8", "conversion.safetensors")
-F8 = torch.float8_e4m3fn
+from reference_common import data_dir
+from reference_torch import F8, generator_metadata, quantize_e4m3
+
+OUT = os.path.join(data_dir("float8"), "conversion.safetensors")
 
 
 def bits_of(f32):
@@ -47,11 +50,8 @@ def f32_from_bits(ints):
 
 
 def quantize(w, per_row):
-    w32 = w.float()
-    amax = w32.abs().amax(dim=1, keepdim=True) if per_row else w32.abs().amax().reshape(1, 1)
-    scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
-    codes = (w32 / scale).clamp(-448.0, 448.0).to(F8)
-    return codes.view(torch.uint8), scale.reshape(-1)
+    codes, scale = quantize_e4m3(w, per_row)
+    return codes.view(torch.uint8), scale
 
 
 def main():
@@ -113,8 +113,7 @@ def main():
         "row_dequant_bf16": row_dequant.to(torch.bfloat16).contiguous(),
     }
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    save_file(tensors, OUT, metadata={"generator": "tests/reference/make_float8_fixtures.py",
-                                      "torch": torch.__version__})
+    save_file(tensors, OUT, metadata=generator_metadata(__file__))
     print(f"wrote {OUT}: {values.numel()} values")
 
 

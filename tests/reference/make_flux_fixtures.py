@@ -14,7 +14,7 @@ Without --bfl-src (or when it does not exist) the check against BFL's code is sk
 written are the same. Everything runs in float32 on the CPU, one thread, torch.use_deterministic_algorithms(True);
 torch.manual_seed is set before each constructor and every random tensor comes from a seeded torch.Generator, so a
 rerun rewrites byte-identical files (safetensors metadata is re-serialised with sorted keys, because the library
-writes it in hash order).
+writes it in hash order: reference_common.sort_metadata).
 
 Models. FluxTransformer2DModel(patch_size=1, in_channels=16, num_layers=2, num_single_layers=2,
 attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=24,
@@ -71,10 +71,8 @@ dev_lora_peft's lora_adapter_metadata does not list the full module names.
 import argparse
 import copy
 import json
-import logging
 import os
 import shutil
-import struct
 import sys
 import tempfile
 
@@ -89,12 +87,15 @@ import safetensors
 import transformers
 from diffusers import FluxTransformer2DModel
 from diffusers.loaders import FluxLoraLoaderMixin
-from diffusers.training_utils import _collate_lora_metadata
 from peft import LoraConfig
-from peft.utils import get_peft_model_state_dict
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT_DIR = os.path.join(REPO, "tests", "data", "flux")
+from reference_common import REPO, data_dir, print_total_size
+from reference_torch import (adapted_modules, captured_warnings, deterministic_torch, flux_img_ids,
+                             generator_metadata, lora_key_warnings, pack_flux_latents, peft_layer,
+                             reconcile_lora_keys, rel_err, save_peft_lora, save_sharded_diffusers,
+                             unpack_flux_latents, write_f32)
+
+OUT_DIR = data_dir("flux")
 
 N_DOUBLE, N_SINGLE, HIDDEN, HEAD_DIM, HEADS = 2, 2, 32, 16, 2
 LATENT_C, H, W, TXT_LEN, BATCH = 4, 6, 10, 7, 2
@@ -210,59 +211,8 @@ def diffusers_to_bfl(sd, guidance):
 # Helpers
 # ---------------------------------------------------------------------------------------------------------------
 
-def pack(latents):
-    b, c, h, w = latents.shape
-    x = latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return x.reshape(b, (h // 2) * (w // 2), c * 4).contiguous()
-
-
-def unpack(packed, h, w):
-    b, _, f = packed.shape
-    c = f // 4
-    x = packed.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return x.reshape(b, c, h, w).contiguous()
-
-
-def make_img_ids(h, w):
-    ids = torch.zeros(h // 2, w // 2, 3, dtype=torch.float32)
-    ids[..., 1] = torch.arange(h // 2, dtype=torch.float32)[:, None]
-    ids[..., 2] = torch.arange(w // 2, dtype=torch.float32)[None, :]
-    return ids.reshape(-1, 3)
-
-
-def rel_err(a, b):
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).abs().max() / b.abs().max())
-
-
-def canonical_metadata(path):
-    """Rewrites a safetensors header with the metadata keys sorted (the Rust writer uses hash order)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__", None)
-    new = {}
-    if meta is not None:
-        new["__metadata__"] = dict(sorted(meta.items()))
-    new.update(header)
-    text = json.dumps(new, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
-def write(path, tensors, metadata=None):
-    tensors = {k: v.detach().to(torch.float32 if v.is_floating_point() else v.dtype).contiguous().clone()
-               for k, v in tensors.items()}
-    save_file(tensors, path, metadata=metadata)
-    canonical_metadata(path)
-    print(f"  wrote {os.path.relpath(path, REPO)}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
-
-
 def base_metadata():
-    return {"generator": "tests/reference/make_flux_fixtures.py", "torch": torch.__version__,
-            "diffusers": diffusers.__version__, "peft": peft.__version__}
+    return generator_metadata(__file__, diffusers, peft)
 
 
 def build_model(guidance, seed):
@@ -288,12 +238,12 @@ def make_inputs(seed, guidance):
         "context": torch.randn((BATCH, TXT_LEN, CONTEXT_DIM), generator=gen),
         "pooled": torch.randn((BATCH, POOLED_DIM), generator=gen),
         "timestep": torch.tensor(TIMESTEPS, dtype=torch.float32),
-        "img_ids": make_img_ids(H, W),
+        "img_ids": flux_img_ids(H, W),
         "txt_ids": torch.zeros((TXT_LEN, 3), dtype=torch.float32),
     }
     if guidance:
         inputs["guidance"] = torch.tensor(GUIDANCE, dtype=torch.float32)
-    inputs["packed"] = pack(inputs["latents"])
+    inputs["packed"] = pack_flux_latents(inputs["latents"])
     return inputs
 
 
@@ -329,12 +279,12 @@ def make_base(name, guidance, seed):
     bfl = diffusers_to_bfl(sd, guidance)
     meta = base_metadata()
     meta["model"] = json.dumps(model_kwargs(guidance), sort_keys=True)
-    write(os.path.join(OUT_DIR, f"{name}_bfl.safetensors"), bfl, meta)
+    write_f32(bfl, os.path.join(OUT_DIR, f"{name}_bfl.safetensors"), meta)
     case = dict(inputs)
     case["output_packed"] = out_packed
-    case["output"] = unpack(out_packed, H, W)
-    case["output_bf16"] = unpack(out_bf16, H, W)
-    case["output_f32_bf16t"] = unpack(out_f32_bf16t, H, W)
+    case["output"] = unpack_flux_latents(out_packed, H, W)
+    case["output_bf16"] = unpack_flux_latents(out_bf16, H, W)
+    case["output_f32_bf16t"] = unpack_flux_latents(out_f32_bf16t, H, W)
     for k, v in scaled.items():
         case[f"{k}_scaled_bf16"] = v
     bf16_err = rel_err(case["output_bf16"], case["output"])
@@ -342,31 +292,11 @@ def make_base(name, guidance, seed):
     case_meta = base_metadata()
     case_meta["bf16_rel_err_vs_output"] = f"{bf16_err:.3e}"
     case_meta["bf16_rel_err_vs_output_f32_bf16t"] = f"{bf16_arith_err:.3e}"
-    write(os.path.join(OUT_DIR, f"{name}_case.safetensors"), case, case_meta)
+    write_f32(case, os.path.join(OUT_DIR, f"{name}_case.safetensors"), case_meta)
     print(f"  output max |.| {out_packed.abs().max().item():.4f}, std {out_packed.std().item():.4f}; "
           f"output_bf16 vs output max rel err {bf16_err:.3e}, vs output_f32_bf16t {bf16_arith_err:.3e}; "
           f"scaled bf16 t/g {[v.tolist() for v in scaled.values()]}")
     return model, inputs, case
-
-
-def save_diffusers_folder(model):
-    folder = os.path.join(OUT_DIR, "dev_diffusers")
-    if os.path.isdir(folder):
-        shutil.rmtree(folder)
-    model.save_pretrained(folder, safe_serialization=True, max_shard_size="200KB")
-    files = sorted(os.listdir(folder))
-    shards = [f for f in files if f.endswith(".safetensors")]
-    assert len(shards) >= 2, files
-    for f in shards:
-        canonical_metadata(os.path.join(folder, f))
-    for f in files:
-        print(f"  wrote {os.path.relpath(os.path.join(folder, f), REPO)}: "
-              f"{os.path.getsize(os.path.join(folder, f))} bytes")
-    reloaded = FluxTransformer2DModel.from_pretrained(folder, torch_dtype=torch.float32)
-    ref = model.state_dict()
-    for k, v in reloaded.state_dict().items():
-        assert torch.equal(v, ref[k]), k
-    return folder
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -382,20 +312,12 @@ def lora_config(use_dora):
                       init_lora_weights=True)
 
 
-def peft_layer(model, module_path):
-    layer = model.get_submodule(module_path)
-    assert hasattr(layer, "lora_A") and "default" in layer.lora_A, module_path
-    return layer
-
-
 def make_lora_case(base_model, inputs, use_dora, seed):
     kind = "dora" if use_dora else "lora"
     print(f"dev_{kind}:")
     model = copy.deepcopy(base_model)
     model.add_adapter(lora_config(use_dora))
-    adapted = sorted(n[: -len(".lora_A.default.weight")] for n, _ in model.named_parameters()
-                     if n.endswith(".lora_A.default.weight"))
-    assert adapted == sorted(target_modules()), "PEFT adapted other modules than the targets"
+    assert adapted_modules(model) == sorted(target_modules()), "PEFT adapted other modules than the targets"
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, parts in linear_groups():
@@ -421,7 +343,7 @@ def make_lora_case(base_model, inputs, use_dora, seed):
     case["target"] = target
     case["loss"] = loss.detach().reshape(())
     case["output_packed"] = out_packed.detach()
-    case["output"] = unpack(out_packed.detach(), H, W)
+    case["output"] = unpack_flux_latents(out_packed.detach(), H, W)
     case["alpha"] = torch.tensor(ALPHA, dtype=torch.float32)
     case["rank"] = torch.tensor(RANK, dtype=torch.int64)
     kohya = {}
@@ -458,39 +380,10 @@ def make_lora_case(base_model, inputs, use_dora, seed):
     meta = base_metadata()
     meta["lora"] = json.dumps({"r": RANK, "lora_alpha": ALPHA, "use_dora": use_dora, "scale_baked_in": False},
                               sort_keys=True)
-    write(os.path.join(OUT_DIR, f"dev_{kind}_case.safetensors"), case, meta)
+    write_f32(case, os.path.join(OUT_DIR, f"dev_{kind}_case.safetensors"), meta)
     print(f"  loss {loss.item():.6f}, output max |.| {out_packed.abs().max().item():.4f}, "
           f"change vs base {rel_err(out_packed, diffusers_forward(base_model, inputs)):.3f}")
     return model, case, kohya
-
-
-def save_peft_file(model, path):
-    """Writes the adapters the way diffusers' training scripts do: get_peft_model_state_dict ->
-    FluxLoraLoaderMixin.save_lora_weights(transformer_lora_layers=..., transformer_lora_adapter_metadata=config)."""
-    layers = get_peft_model_state_dict(model)
-    metadata = _collate_lora_metadata({"transformer": model})
-    for cfg in metadata.values():  # sets are written in hash order; sort them so the file is reproducible
-        for k, v in list(cfg.items()):
-            if isinstance(v, (set, frozenset)):
-                cfg[k] = sorted(v)
-    tmp = tempfile.mkdtemp()
-    try:
-        FluxLoraLoaderMixin.save_lora_weights(tmp, transformer_lora_layers=layers, weight_name="lora.safetensors",
-                                             **metadata)
-        shutil.copyfile(os.path.join(tmp, "lora.safetensors"), path)
-    finally:
-        shutil.rmtree(tmp)
-    canonical_metadata(path)
-    print(f"  wrote {os.path.relpath(path, REPO)}: {len(layers)} tensors, {os.path.getsize(path)} bytes")
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
 
 
 def load_peft_into_fresh(base_model, path):
@@ -498,32 +391,14 @@ def load_peft_into_fresh(base_model, path):
     FluxPipeline.load_lora_weights does) on a fresh copy; returns the model and the count of missing /
     unexpected LoRA keys (diffusers' warnings and our own reconciliation of file keys vs adapter parameters)."""
     model = copy.deepcopy(base_model)
-    capture = _Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
+    with captured_warnings() as messages:
         state_dict, alphas, metadata = FluxLoraLoaderMixin.lora_state_dict(path, return_alphas=True,
                                                                            return_lora_metadata=True)
         file_keys = dict(state_dict)
         FluxLoraLoaderMixin.load_lora_into_transformer(state_dict, network_alphas=alphas or None, transformer=model,
                                                       metadata=metadata, adapter_name="check")
-    finally:
-        dlog.removeHandler(capture)
-    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and ".check." in n}
-    matched, unexpected = set(), []
-    for k, v in file_keys.items():
-        k2 = k[len("transformer."):] if k.startswith("transformer.") else k
-        if k2.endswith(".lora_magnitude_vector"):
-            k2 += ".weight"
-        mod, _, tail = k2.rpartition(".lora_")
-        name = f"{mod}.lora_{tail.split('.')[0]}.check.{tail.split('.', 1)[1] if '.' in tail else 'weight'}"
-        if name in params and torch.equal(params[name].detach(), v):
-            matched.add(name)
-        else:
-            unexpected.append(k)
-    missing = sorted(set(params) - matched)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
-    return model.eval(), missing, unexpected, warned
+    _, missing, unexpected = reconcile_lora_keys(file_keys, model, "check")
+    return model.eval(), missing, unexpected, lora_key_warnings(messages)
 
 
 def check_peft_file(base_model, path, inputs, expected_packed, label):
@@ -639,8 +514,7 @@ def main():
     parser.add_argument("--bfl-src", default=None,
                         help="Black Forest Labs' flux/src directory (git archive 802fb47 src); optional")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}, peft {peft.__version__}, "
           f"transformers {transformers.__version__}, safetensors {safetensors.__version__}, numpy {np.__version__}")
@@ -648,22 +522,22 @@ def main():
     dev, dev_inputs, dev_case = make_base("dev", True, 1000)
     schnell, _, schnell_case = make_base("schnell", False, 2000)
     print("dev_diffusers:")
-    save_diffusers_folder(dev)
+    save_sharded_diffusers(dev, os.path.join(OUT_DIR, "dev_diffusers"), "200KB")
 
     lora_model, lora_case, kohya = make_lora_case(dev, dev_inputs, use_dora=False, seed=3000)
-    save_peft_file(lora_model, os.path.join(OUT_DIR, "dev_lora_peft.safetensors"))
+    save_peft_lora(lora_model, os.path.join(OUT_DIR, "dev_lora_peft.safetensors"), FluxLoraLoaderMixin)
     check_peft_file(dev, os.path.join(OUT_DIR, "dev_lora_peft.safetensors"), dev_inputs,
                     lora_case["output_packed"], "dev_lora_peft")
     kohya_meta = {"ss_network_module": "networks.lora_flux", "ss_network_dim": str(RANK),
                   "ss_network_alpha": str(ALPHA), "ss_base_model_version": "flux1",
                   "generator": "tests/reference/make_flux_fixtures.py"}
-    write(os.path.join(OUT_DIR, "dev_lora_kohya.safetensors"), kohya, kohya_meta)
+    write_f32(kohya, os.path.join(OUT_DIR, "dev_lora_kohya.safetensors"), kohya_meta)
 
     dora_model, dora_case, _ = make_lora_case(dev, dev_inputs, use_dora=True, seed=4000)
     tmp = tempfile.mkdtemp()
     try:  # not committed: checks that diffusers reloads a PEFT DoRA export (lora_magnitude_vector keys)
         dora_path = os.path.join(tmp, "dora.safetensors")
-        save_peft_file(dora_model, dora_path)
+        save_peft_lora(dora_model, dora_path, FluxLoraLoaderMixin)
         check_peft_file(dev, dora_path, dev_inputs, dora_case["output_packed"], "dev_dora_peft (temporary)")
     finally:
         shutil.rmtree(tmp)
@@ -674,10 +548,7 @@ def main():
     print("self-test of the checkers:")
     self_test_checkers(kohya)
 
-    total = 0
-    for root, _, files in os.walk(OUT_DIR):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    print(f"total {total} bytes in {os.path.relpath(OUT_DIR, REPO)}")
+    print_total_size(OUT_DIR)
 
 
 if __name__ == "__main__":

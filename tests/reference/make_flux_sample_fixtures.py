@@ -32,22 +32,22 @@ Calls: FluxPipeline(...)(PROMPTS, height=24, width=40, latents=<noise packed as 
 """
 import json
 import os
-import shutil
-import struct
 import sys
 
-os.environ["TOKENIZERS_PARALLELISM"] = "false"
-os.environ["RAYON_NUM_THREADS"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import print_file_sizes, require_repo_root, single_threaded_tokenizers  # noqa: E402
+
+single_threaded_tokenizers()
 import sentencepiece as spm  # noqa: E402
 import torch  # noqa: E402
 import diffusers  # noqa: E402
 import transformers  # noqa: E402
 from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
 from transformers import CLIPTextModel, T5EncoderModel  # noqa: E402
 
 from make_prompt_fixtures import SPIECE, clip_tokenizers, t5_tokenizer  # noqa: E402
+from reference_torch import (deterministic_torch, pack_flux_latents, save_sorted, unpack_flux_latents,  # noqa: E402
+                             write_fp16_diffusers)
 
 OUT = "tests/data/flux_sample"
 PROMPTS = ["a photo of a cat", "red stripes on a blue wall"]
@@ -58,54 +58,9 @@ DEV = dict(steps=6, guidance=3.5, max_sequence_length=512)
 SCHNELL = dict(steps=4, guidance=0.0, max_sequence_length=256)
 
 
-def sorted_metadata_save(tensors, path, metadata):
-    """save_file, then the header rewritten with the metadata keys sorted (the Rust writer uses hash order)."""
-    save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, path, metadata=metadata)
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    canonical = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))}
-    canonical.update(header)
-    text = json.dumps(canonical, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
-def write_transformer(model, folder):
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    state = {k: v.half() for k, v in model.state_dict().items()}
-    sorted_metadata_save(state, os.path.join(folder, "diffusion_pytorch_model.safetensors"), {"format": "pt"})
-    config = {k: v for k, v in dict(model.config).items() if not k.startswith("_")}
-    config = {"_class_name": "FluxTransformer2DModel", "_diffusers_version": diffusers.__version__, **config}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    # What wick loads must be what diffusers runs.
-    reloaded = FluxTransformer2DModel.from_pretrained(folder, torch_dtype=torch.float32)
-    for name, p in model.state_dict().items():
-        assert torch.equal(p, reloaded.state_dict()[name]), name
-
-
-def pack(latents):
-    """diffusers' FluxPipeline._pack_latents: [B, C, H, W] -> [B, (H/2)(W/2), 4C], features (c, ph, pw)."""
-    b, c, h, w = latents.shape
-    return latents.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), c * 4)
-
-
-def unpack(packed, h, w):
-    b, _, features = packed.shape
-    c = features // 4
-    return packed.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
-
-
 def main():
-    if not os.path.isdir("tests/reference"):
-        sys.exit("run from the repository root")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    require_repo_root()
+    deterministic_torch()
     os.makedirs(OUT, exist_ok=True)
 
     tok_l, _ = clip_tokenizers()
@@ -125,8 +80,8 @@ def main():
     schnell = FluxTransformer2DModel(guidance_embeds=False, **TRANSFORMER).float().eval()
     missing, unexpected = schnell.load_state_dict(dev.state_dict(), strict=False)
     assert not missing and all(k.startswith("time_text_embed.guidance_embedder.") for k in unexpected), unexpected
-    write_transformer(dev, os.path.join(OUT, "transformer"))
-    write_transformer(schnell, os.path.join(OUT, "transformer_schnell"))
+    write_fp16_diffusers(dev, os.path.join(OUT, "transformer"))
+    write_fp16_diffusers(schnell, os.path.join(OUT, "transformer_schnell"))
 
     h, w = HEIGHT // 2, WIDTH // 2
     noise = torch.randn(len(PROMPTS), 16, h, w, generator=torch.Generator().manual_seed(1))
@@ -142,10 +97,10 @@ def main():
         call = dict(height=HEIGHT, width=WIDTH, num_inference_steps=settings["steps"],
                     guidance_scale=settings["guidance"], max_sequence_length=settings["max_sequence_length"])
         with torch.no_grad():
-            images = pipe(PROMPTS, latents=pack(noise), output_type="pt", **call).images
-            latents = pipe(PROMPTS, latents=pack(noise), output_type="latent", **call).images
+            images = pipe(PROMPTS, latents=pack_flux_latents(noise), output_type="pt", **call).images
+            latents = pipe(PROMPTS, latents=pack_flux_latents(noise), output_type="latent", **call).images
         cases[f"{name}.images"] = images.float()
-        cases[f"{name}.latents"] = unpack(latents.float(), h, w)
+        cases[f"{name}.latents"] = unpack_flux_latents(latents.float(), h, w)
         cases[f"{name}.sigmas"] = pipe.scheduler.sigmas.float()
         measured[name] = {"saturated_fraction": float(((images == 0) | (images == 1)).float().mean()),
                           "image_std": float(images.std())}
@@ -155,11 +110,8 @@ def main():
                 "size": json.dumps({"height": HEIGHT, "width": WIDTH}), "measured": json.dumps(measured),
                 "versions": json.dumps({"torch": torch.__version__.split("+")[0], "diffusers": diffusers.__version__,
                                         "transformers": transformers.__version__})}
-    sorted_metadata_save(cases, os.path.join(OUT, "case.safetensors"), metadata)
-    for root, _, files in sorted(os.walk(OUT)):
-        for file in sorted(files):
-            path = os.path.join(root, file)
-            print(f"{os.path.getsize(path):>9} {path}")
+    save_sorted(cases, os.path.join(OUT, "case.safetensors"), metadata)
+    print_file_sizes(OUT)
     print(json.dumps(measured))
 
 

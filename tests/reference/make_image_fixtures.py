@@ -27,7 +27,9 @@ import cv2
 import numpy as np
 from PIL import Image, ImageOps
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/data/images"
+from reference_common import output_dir_argument
+
+OUT = output_dir_argument("tests/data/images")
 EXPECTED = os.path.join(OUT, "expected")
 ORIENTATION_TAG = 0x0112
 

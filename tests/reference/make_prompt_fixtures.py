@@ -47,25 +47,24 @@ values):
   sd3_t5/: T5Config(vocab 1128, d_model 48, d_kv 12, 4 heads, d_ff 37, 2 layers, 32 buckets, max distance 128,
       gated-gelu), every weight redrawn (seed 5) as make_t5_fixtures.py does; config.json + model.safetensors f16.
 """
-import gzip
 import json
 import os
 import shutil
-import struct
-import sys
 import tempfile
 
-os.environ["TOKENIZERS_PARALLELISM"] = "false"
-os.environ["RAYON_NUM_THREADS"] = "1"
+from reference_common import print_file_sizes, require_repo_root, single_threaded_tokenizers
+
+single_threaded_tokenizers()
 import sentencepiece as spm  # noqa: E402
 import torch  # noqa: E402
 import diffusers  # noqa: E402
 import transformers  # noqa: E402
 from diffusers import FluxPipeline, StableDiffusion3Pipeline, StableDiffusionXLPipeline  # noqa: E402
-from open_clip.tokenizer import bytes_to_unicode  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 from transformers import (CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer,  # noqa: E402
                           T5Config, T5EncoderModel, T5Tokenizer)
+
+from reference_torch import clip_vocabulary, deterministic_torch, save_sorted  # noqa: E402
 
 OUT = "tests/data/prompts"
 CLIP_L = "tests/data/clip_text/clip_l"
@@ -86,12 +85,7 @@ PROMPTS = ["a photo of a cat", "", LONG, UNICODE]
 
 
 def clip_tokenizers():
-    lines = gzip.open(BPE).read().decode("utf-8").split("\n")
-    merges = [tuple(m.split()) for m in lines[1:49152 - 256 - 2 + 1]]
-    symbols = list(bytes_to_unicode().values())
-    tokens = symbols + [s + "</w>" for s in symbols] + [a + b for a, b in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    vocab = {t: i for i, t in enumerate(tokens)}
-    assert len(vocab) == 49408
+    vocab, merges = clip_vocabulary(BPE)
     clip_l = CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
     big_g = CLIPTokenizer(vocab=vocab, merges=merges, pad_token="!", model_max_length=77)
     assert clip_l.pad_token_id == 49407 and big_g.pad_token_id == 0
@@ -150,26 +144,11 @@ def sd3_t5():
     return model
 
 
-def sorted_metadata_save(tensors, path, metadata):
-    """save_file, then the header rewritten with the metadata keys sorted (the Rust writer uses hash order)."""
-    save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, path, metadata=metadata)
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    canonical = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))}
-    canonical.update(header)
-    text = json.dumps(canonical, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
 def write_t5_folder(model, folder):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     state = {k: v.half() for k, v in model.state_dict().items() if k != "encoder.embed_tokens.weight"}
-    sorted_metadata_save(state, os.path.join(folder, "model.safetensors"), {"format": "pt"})
+    save_sorted(state, os.path.join(folder, "model.safetensors"), {"format": "pt"})
     model.config.architectures = ["T5EncoderModel"]
     model.config.dtype = "float16"
     model.config.to_json_file(os.path.join(folder, "config.json"))
@@ -185,10 +164,8 @@ def ids_of(tokenizer, length):
 
 
 def main():
-    if not os.path.isdir("tests/reference"):
-        sys.exit("run from the repository root")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    require_repo_root()
+    deterministic_torch()
     os.makedirs(OUT, exist_ok=True)
 
     tok_l, tok_g = clip_tokenizers()
@@ -199,7 +176,7 @@ def main():
     clip_l_proj, projection = sd3_clip_l()
     t5_48 = sd3_t5()
     write_t5_folder(t5_48, os.path.join(OUT, "sd3_t5"))
-    sorted_metadata_save(projection, os.path.join(OUT, "sd3_clip_l_projection.safetensors"), {"format": "pt"})
+    save_sorted(projection, os.path.join(OUT, "sd3_clip_l_projection.safetensors"), {"format": "pt"})
 
     cases = {"clip_l.ids": ids_of(tok_l, 77), "clip_g.ids": ids_of(tok_g, 77), "t5.ids.512": ids_of(tok_t5, 512),
              "t5.ids.256": ids_of(tok_t5, 256)}
@@ -249,11 +226,8 @@ def main():
                                         "transformers": transformers.__version__,
                                         "diffusers": diffusers.__version__}, sort_keys=True)}
     tensors = {k: (v.to(torch.int64) if not v.is_floating_point() else v.float()) for k, v in cases.items()}
-    sorted_metadata_save(tensors, os.path.join(OUT, "encode_prompt_cases.safetensors"), metadata)
-    for root, _, files in sorted(os.walk(OUT)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            print(f"{os.path.getsize(path):>9} {path}")
+    save_sorted(tensors, os.path.join(OUT, "encode_prompt_cases.safetensors"), metadata)
+    print_file_sizes(OUT)
 
 
 if __name__ == "__main__":

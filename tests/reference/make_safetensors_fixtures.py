@@ -13,15 +13,14 @@ Every value is a formula of the element's flat index i that the C++ test recompu
   misaligned.safetensors   hand-built (legal, never produced by the package): an F32 and an F64
                            tensor whose data are not aligned to their element size.
 """
-import json
-import struct
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
+
+from reference_common import encode_header, output_dir_argument, read_header
 
 
 def index(shape):
@@ -121,24 +120,21 @@ def main(out_dir):
         "b": {"dtype": "F32", "shape": [2, 2], "data_offsets": [3, 19]},
         "c": {"dtype": "F64", "shape": [3], "data_offsets": [19, 43]},
     }
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    (out / "misaligned.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + a + b + c)
+    (out / "misaligned.safetensors").write_bytes(encode_header(header) + a + b + c)
 
     # Check every file reads back with the intended values: through the package where its numpy
     # loader knows the dtype (not F8), else by reading the header and bytes directly.
     for file, table in (("all_dtypes", ALL), ("wick_dtypes", WICK)):
         path = out / f"{file}.safetensors"
         raw = path.read_bytes()
-        n = struct.unpack("<Q", raw[:8])[0]
-        header = json.loads(raw[8 : 8 + n])
+        header, data_start = read_header(str(path))
         with safe_open(str(path), framework="numpy") as f:
             for name, (kind, shape) in table.items():
                 want = values(kind, shape)
                 assert header[name]["dtype"] == kind and header[name]["shape"] == list(shape), (file, name)
                 if kind.startswith("F8"):
                     begin, end = header[name]["data_offsets"]
-                    got = raw[8 + n + begin : 8 + n + end]
+                    got = raw[data_start + begin : data_start + end]
                 else:
                     got = f.get_tensor(name).tobytes()
                 assert got == want.tobytes(), (file, name)
@@ -149,4 +145,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/safetensors")
+    main(output_dir_argument("tests/data/safetensors"))

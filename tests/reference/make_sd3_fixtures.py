@@ -55,11 +55,9 @@ tests/data/sd3/README.md.
 import argparse
 import copy
 import json
-import logging
 import math
 import os
 import shutil
-import struct
 import sys
 import tempfile
 
@@ -75,12 +73,14 @@ import transformers
 from diffusers import SD3Transformer2DModel
 from diffusers.loaders import SD3LoraLoaderMixin
 from diffusers.loaders.single_file_utils import convert_sd3_transformer_checkpoint_to_diffusers
-from diffusers.training_utils import _collate_lora_metadata
 from peft import LoraConfig
-from peft.utils import get_peft_model_state_dict
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT_DIR = os.path.join(REPO, "tests", "data", "sd3")
+from reference_common import data_dir, print_total_size
+from reference_torch import (adapted_modules, captured_warnings, deterministic_torch, generator_metadata,
+                             lora_key_warnings, peft_layer, reconcile_lora_keys, rel_err, save_peft_lora,
+                             save_sharded_diffusers, write_f32)
+
+OUT_DIR = data_dir("sd3")
 
 HIDDEN, HEADS, HEAD_DIM, LATENT_C, PATCH, POS_MAX = 32, 4, 8, 16, 2, 6
 CONTEXT_DIM, POOLED_DIM, TXT_LEN, BATCH = 32, 64, 7, 2
@@ -200,39 +200,8 @@ def diffusers_to_sai(sd, num_layers, dual, qk_norm):
 # Helpers
 # ---------------------------------------------------------------------------------------------------------------
 
-def rel_err(a, b):
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).abs().max() / b.abs().max())
-
-
-def canonical_metadata(path):
-    """Rewrites a safetensors header with the metadata keys sorted (the Rust writer uses hash order)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__", None)
-    new = {}
-    if meta is not None:
-        new["__metadata__"] = dict(sorted(meta.items()))
-    new.update(header)
-    text = json.dumps(new, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
-def write(path, tensors, metadata=None):
-    tensors = {k: v.detach().to(torch.float32 if v.is_floating_point() else v.dtype).contiguous().clone()
-               for k, v in tensors.items()}
-    save_file(tensors, path, metadata=metadata)
-    canonical_metadata(path)
-    print(f"  wrote {os.path.relpath(path, REPO)}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
-
-
 def base_metadata():
-    return {"generator": "tests/reference/make_sd3_fixtures.py", "torch": torch.__version__,
-            "diffusers": diffusers.__version__, "peft": peft.__version__}
+    return generator_metadata(__file__, diffusers, peft)
 
 
 def build_model(kwargs, seed):
@@ -296,8 +265,8 @@ def make_base(name):
     sai = diffusers_to_sai(sd, num_layers, dual, qk_norm)
     meta = base_metadata()
     meta["model"] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}, sort_keys=True)
-    write(os.path.join(OUT_DIR, f"{name}_sai.safetensors"), sai, meta)
-    write(os.path.join(OUT_DIR, f"{name}_case.safetensors"), case, base_metadata())
+    write_f32(sai, os.path.join(OUT_DIR, f"{name}_sai.safetensors"), meta)
+    write_f32(case, os.path.join(OUT_DIR, f"{name}_case.safetensors"), base_metadata())
     print("  " + "; ".join(errors))
     # diffusers' own SAI -> diffusers converter must give back exactly the diffusers tensors.
     back = convert_sd3_transformer_checkpoint_to_diffusers({k: v.clone() for k, v in sai.items()})
@@ -309,38 +278,12 @@ def make_base(name):
     return model, inputs, case, sai
 
 
-def save_diffusers_folder(model, name):
-    folder = os.path.join(OUT_DIR, f"{name}_diffusers")
-    if os.path.isdir(folder):
-        shutil.rmtree(folder)
-    model.save_pretrained(folder, safe_serialization=True, max_shard_size="250KB")
-    files = sorted(os.listdir(folder))
-    shards = [f for f in files if f.endswith(".safetensors")]
-    assert len(shards) >= 2, files
-    for f in shards:
-        canonical_metadata(os.path.join(folder, f))
-    for f in files:
-        print(f"  wrote {os.path.relpath(os.path.join(folder, f), REPO)}: "
-              f"{os.path.getsize(os.path.join(folder, f))} bytes")
-    reloaded = SD3Transformer2DModel.from_pretrained(folder, torch_dtype=torch.float32)
-    ref = model.state_dict()
-    for k, v in reloaded.state_dict().items():
-        assert torch.equal(v, ref[k]), k
-    return folder
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # 4-6: LoRA / DoRA cases, PEFT and kohya files
 # ---------------------------------------------------------------------------------------------------------------
 
 def target_modules(num_layers, dual):
     return [m for _, parts, _ in linear_groups(num_layers, dual) for m in parts]
-
-
-def peft_layer(model, module_path):
-    layer = model.get_submodule(module_path)
-    assert hasattr(layer, "lora_A") and "default" in layer.lora_A, module_path
-    return layer
 
 
 def make_lora_case(base_model, inputs, use_dora, seed):
@@ -351,9 +294,7 @@ def make_lora_case(base_model, inputs, use_dora, seed):
     targets = target_modules(num_layers, dual)
     model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, use_dora=use_dora,
                                  target_modules=targets, init_lora_weights=True))
-    adapted = sorted(n[: -len(".lora_A.default.weight")] for n, _ in model.named_parameters()
-                     if n.endswith(".lora_A.default.weight"))
-    assert adapted == sorted(targets), "PEFT adapted other modules than the targets"
+    assert adapted_modules(model) == sorted(targets), "PEFT adapted other modules than the targets"
     gen = torch.Generator().manual_seed(seed)
     groups = linear_groups(num_layers, dual)
     with torch.no_grad():
@@ -421,7 +362,7 @@ def make_lora_case(base_model, inputs, use_dora, seed):
     meta = base_metadata()
     meta["lora"] = json.dumps({"r": RANK, "lora_alpha": ALPHA, "use_dora": use_dora, "scale_baked_in": False},
                               sort_keys=True)
-    write(os.path.join(OUT_DIR, f"medium_{kind}_case.safetensors"), case, meta)
+    write_f32(case, os.path.join(OUT_DIR, f"medium_{kind}_case.safetensors"), meta)
     with torch.no_grad():
         base_out = diffusers_forward(base_model, inputs, latents)
     print(f"  {len(groups)} SAI modules, {len(targets)} diffusers Linears; loss {loss.item():.6f}, output max |.| "
@@ -429,63 +370,17 @@ def make_lora_case(base_model, inputs, use_dora, seed):
     return model, case, kohya
 
 
-def save_peft_file(model, path):
-    """Writes the adapters the way diffusers' training scripts do: get_peft_model_state_dict ->
-    SD3LoraLoaderMixin.save_lora_weights(transformer_lora_layers=..., transformer_lora_adapter_metadata=config)."""
-    layers = get_peft_model_state_dict(model)
-    metadata = _collate_lora_metadata({"transformer": model})
-    for cfg in metadata.values():  # sets are written in hash order; sort them so the file is reproducible
-        for k, v in list(cfg.items()):
-            if isinstance(v, (set, frozenset)):
-                cfg[k] = sorted(v)
-    tmp = tempfile.mkdtemp()
-    try:
-        SD3LoraLoaderMixin.save_lora_weights(tmp, transformer_lora_layers=layers, weight_name="lora.safetensors",
-                                             **metadata)
-        shutil.copyfile(os.path.join(tmp, "lora.safetensors"), path)
-    finally:
-        shutil.rmtree(tmp)
-    canonical_metadata(path)
-    print(f"  wrote {os.path.relpath(path, REPO)}: {len(layers)} tensors, {os.path.getsize(path)} bytes")
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 def check_peft_file(base_model, path, inputs, expected, label):
     """diffusers' SD3 LoRA path (lora_state_dict + load_lora_into_transformer, what StableDiffusion3Pipeline's
     load_lora_weights does) on a fresh copy: zero missing / unexpected keys, the PEFT case's output."""
     model = copy.deepcopy(base_model)
-    capture = _Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
+    with captured_warnings() as messages:
         state_dict, metadata = SD3LoraLoaderMixin.lora_state_dict(path, return_lora_metadata=True)
         file_keys = dict(state_dict)
         SD3LoraLoaderMixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata,
                                                       adapter_name="check")
-    finally:
-        dlog.removeHandler(capture)
-    params = {n: p for n, p in model.named_parameters() if ".lora_" in n and ".check." in n}
-    matched, unexpected = set(), []
-    for k, v in file_keys.items():
-        k2 = k[len("transformer."):] if k.startswith("transformer.") else k
-        if k2.endswith(".lora_magnitude_vector"):
-            k2 += ".weight"
-        mod, _, tail = k2.rpartition(".lora_")
-        name = f"{mod}.lora_{tail.split('.')[0]}.check.{tail.split('.', 1)[1] if '.' in tail else 'weight'}"
-        if name in params and torch.equal(params[name].detach(), v):
-            matched.add(name)
-        else:
-            unexpected.append(k)
-    missing = sorted(set(params) - matched)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m]
+    _, missing, unexpected = reconcile_lora_keys(file_keys, model, "check")
+    warned = lora_key_warnings(messages)
     with torch.no_grad():
         out = diffusers_forward(model.eval(), inputs, inputs["latents_square"])
     err = rel_err(out, expected)
@@ -611,8 +506,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sai-src", default=None, help="Stability AI's sd3.5 repository (git archive fbf8f48)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}, peft {peft.__version__}, "
           f"transformers {transformers.__version__}, safetensors {safetensors.__version__}, numpy {np.__version__}")
@@ -620,22 +514,22 @@ def main():
     bases = {name: make_base(name) for name in VARIANTS}
     medium, medium_inputs, _, _ = bases["medium"]
     print("medium_diffusers:")
-    save_diffusers_folder(medium, "medium")
+    save_sharded_diffusers(medium, os.path.join(OUT_DIR, "medium_diffusers"), "250KB")
 
     lora_model, lora_case, kohya = make_lora_case(medium, medium_inputs, use_dora=False, seed=6000)
-    save_peft_file(lora_model, os.path.join(OUT_DIR, "medium_lora_peft.safetensors"))
+    save_peft_lora(lora_model, os.path.join(OUT_DIR, "medium_lora_peft.safetensors"), SD3LoraLoaderMixin)
     check_peft_file(medium, os.path.join(OUT_DIR, "medium_lora_peft.safetensors"), medium_inputs,
                     lora_case["output"], "medium_lora_peft")
     kohya_meta = {"ss_network_module": "networks.lora_sd3", "ss_network_dim": str(RANK),
                   "ss_network_alpha": str(ALPHA), "ss_base_model_version": "sd3",
                   "generator": "tests/reference/make_sd3_fixtures.py"}
-    write(os.path.join(OUT_DIR, "medium_lora_kohya.safetensors"), kohya, kohya_meta)
+    write_f32(kohya, os.path.join(OUT_DIR, "medium_lora_kohya.safetensors"), kohya_meta)
 
     dora_model, dora_case, _ = make_lora_case(medium, medium_inputs, use_dora=True, seed=7000)
     tmp = tempfile.mkdtemp()
     try:  # not committed: diffusers reloads a PEFT DoRA export (lora_magnitude_vector keys)
         dora_path = os.path.join(tmp, "dora.safetensors")
-        save_peft_file(dora_model, dora_path)
+        save_peft_lora(dora_model, dora_path, SD3LoraLoaderMixin)
         check_peft_file(medium, dora_path, medium_inputs, dora_case["output"], "medium_dora_peft (temporary)")
     finally:
         shutil.rmtree(tmp)
@@ -643,10 +537,7 @@ def main():
     print("checks against SAI's code:")
     sai_check(args.sai_src, bases, lora_case, kohya)
 
-    total = 0
-    for root, _, files in os.walk(OUT_DIR):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    print(f"total {total} bytes in {os.path.relpath(OUT_DIR, REPO)}")
+    print_total_size(OUT_DIR)
 
 
 if __name__ == "__main__":

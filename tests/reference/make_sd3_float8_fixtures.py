@@ -4,7 +4,7 @@ medium_lora_case.safetensors and the DoRA case of medium_dora_case.safetensors (
 DoRA magnitudes) run on the medium base whose joint-block Linears are float8, dequantized the way wick does
 (model.quantize: float8, per-row scales). DoRA's weight norm is that of the dequantized weight plus the update.
 
-Quantization (runtime/ops/float8.h, as make_float8_fixtures.py and make_flux_float8_fixtures.py): per output row,
+Quantization (runtime/ops/float8.h; reference_torch.quantize_e4m3, as make_float8_fixtures.py): per output row,
 amax = max |w| in f32, scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448))
 (torch.float8_e4m3fn); the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside
 diffusers' transformer_blocks (SAI's joint_blocks.*: 47 diffusers Linears, 31 SAI modules); x_embedder, the
@@ -30,21 +30,10 @@ from peft import LoraConfig
 from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_sd3_fixtures as sd3  # noqa: E402  (the tiny models' tables and writer)
-from make_flux_float8_fixtures import dequantize, quantize_rows  # noqa: E402  (wick's per-row e4m3 quantizer)
+import make_sd3_fixtures as sd3  # noqa: E402  (the tiny models' tables and forward)
+from reference_torch import deterministic_torch, peft_layer, quantize_linears, rel_err, write_f32  # noqa: E402
 
 BLOCK_PREFIX = "transformer_blocks."
-
-
-def quantize_blocks(model):
-    n = 0
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name.startswith(BLOCK_PREFIX):
-                codes, scale = quantize_rows(module.weight)
-                module.weight.copy_(dequantize(codes, scale))
-                n += 1
-    return n
 
 
 def lora_run(base, case, targets, use_dora):
@@ -55,7 +44,7 @@ def lora_run(base, case, targets, use_dora):
                                  target_modules=targets, init_lora_weights=True))
     with torch.no_grad():
         for p in targets:
-            layer = sd3.peft_layer(model, p)
+            layer = peft_layer(model, p)
             layer.lora_A["default"].weight.copy_(case[f"peft.{p}.lora_A"])
             layer.lora_B["default"].weight.copy_(case[f"peft.{p}.lora_B"])
             if use_dora:
@@ -70,8 +59,7 @@ def lora_run(base, case, targets, use_dora):
 
 
 def main():
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     num_layers, dual, _, _ = sd3.VARIANTS["medium"]
     cases = {kind: load_file(os.path.join(sd3.OUT_DIR, f"medium_{kind}_case.safetensors")) for kind in ("lora", "dora")}
     base = sd3.SD3Transformer2DModel.from_pretrained(os.path.join(sd3.OUT_DIR, "medium_diffusers"))
@@ -80,15 +68,15 @@ def main():
     # Unquantized, the same adapters give back the committed cases: the factors are put where they belong.
     for kind, case in cases.items():
         _, out, _ = lora_run(base, case, targets, kind == "dora")
-        assert sd3.rel_err(out, case["output"]) <= 1e-6, (kind, sd3.rel_err(out, case["output"]))
-    n = quantize_blocks(base)
+        assert rel_err(out, case["output"]) <= 1e-6, (kind, rel_err(out, case["output"]))
+    n = quantize_linears(base, BLOCK_PREFIX)
     assert n == len(targets) == 47, (n, len(targets))
     for kind, case in cases.items():
         use_dora = kind == "dora"
         model, out, loss = lora_run(base, case, targets, use_dora)
         result = {"output": out.detach(), "loss": loss.detach().reshape(())}
         for sai, parts, swap in sd3.linear_groups(num_layers, dual):
-            layers = [sd3.peft_layer(model, p) for p in parts]
+            layers = [peft_layer(model, p) for p in parts]
             rows = sd3.swap_halves if swap else (lambda t: t)
             result[f"grad.sai.{sai}.lora_down"] = torch.stack([l.lora_A["default"].weight.grad for l in layers]).sum(0)
             result[f"grad.sai.{sai}.lora_up"] = rows(torch.cat([l.lora_B["default"].weight.grad for l in layers], 0))
@@ -100,9 +88,9 @@ def main():
         meta["float8"] = "e4m3fn per-row scales on every joint-block Linear; base computes in f32 with codes * scale"
         meta["lora"] = json.dumps({"r": sd3.RANK, "lora_alpha": sd3.ALPHA, "use_dora": use_dora,
                                    "scale_baked_in": False}, sort_keys=True)
-        sd3.write(os.path.join(sd3.OUT_DIR, f"medium_float8_{kind}_case.safetensors"), result, meta)
+        write_f32(result, os.path.join(sd3.OUT_DIR, f"medium_float8_{kind}_case.safetensors"), meta)
         print(f"medium_float8_{kind}_case: loss {loss.item():.6f} (unquantized base: {case['loss'].item():.6f}), "
-              f"output change vs the f32 case {sd3.rel_err(result['output'], case['output']):.3g}")
+              f"output change vs the f32 case {rel_err(result['output'], case['output']):.3g}")
 
 
 if __name__ == "__main__":

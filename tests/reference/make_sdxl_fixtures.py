@@ -42,11 +42,9 @@ scale alpha / r is NOT baked into any stored tensor. Keys ldm.<LDM module>.lora_
 import argparse
 import copy
 import json
-import logging
 import os
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import types
@@ -54,7 +52,7 @@ import types
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 import diffusers
 import peft
@@ -65,8 +63,11 @@ from diffusers.loaders.single_file_utils import convert_ldm_unet_checkpoint
 from diffusers.utils.state_dict_utils import convert_unet_state_dict_to_peft
 from peft import LoraConfig
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT_DIR = os.path.join(REPO, "tests", "data", "sdxl")
+from reference_common import REPO, data_dir, print_total_size, sort_metadata
+from reference_torch import (adapted_modules, captured_warnings, deterministic_torch, generator_metadata,
+                             peft_layer, rel_err, write_f32)
+
+OUT_DIR = data_dir("sdxl")
 SGM_COMMIT = "0ad7de9"
 
 CHANNELS, DEPTH, HEAD_DIM, GROUPS, RES = (8, 16, 16), (1, 1, 2), 8, 4, 2
@@ -155,39 +156,8 @@ def diffusers_to_ldm(sd, table):
 # Helpers
 # ---------------------------------------------------------------------------------------------------------------
 
-def rel_err(a, b):
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).abs().max() / b.abs().max())
-
-
-def canonical_metadata(path):
-    """Rewrites a safetensors header with the metadata keys sorted (the Rust writer uses hash order)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__", None)
-    new = {}
-    if meta is not None:
-        new["__metadata__"] = dict(sorted(meta.items()))
-    new.update(header)
-    text = json.dumps(new, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
-def write(path, tensors, metadata=None):
-    tensors = {k: v.detach().to(torch.float32 if v.is_floating_point() else v.dtype).contiguous().clone()
-               for k, v in tensors.items()}
-    save_file(tensors, path, metadata=metadata)
-    canonical_metadata(path)
-    print(f"  wrote {os.path.relpath(path, REPO)}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
-
-
 def base_metadata():
-    return {"generator": "tests/reference/make_sdxl_fixtures.py", "torch": torch.__version__,
-            "diffusers": diffusers.__version__, "peft": peft.__version__}
+    return generator_metadata(__file__, diffusers, peft)
 
 
 def build_model():
@@ -254,8 +224,8 @@ def make_base():
     meta = base_metadata()
     meta["model"] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in unet_kwargs().items()},
                                sort_keys=True)
-    write(os.path.join(OUT_DIR, "tiny_ldm.safetensors"), packed, meta)
-    write(os.path.join(OUT_DIR, "case.safetensors"), case, base_metadata())
+    write_f32(packed, os.path.join(OUT_DIR, "tiny_ldm.safetensors"), meta)
+    write_f32(case, os.path.join(OUT_DIR, "case.safetensors"), base_metadata())
     # diffusers' own LDM -> diffusers converter must give back exactly the diffusers tensors.
     back = convert_ldm_unet_checkpoint({k: v.clone() for k, v in packed.items()}, dict(model.config))
     assert sorted(back) == sorted(sd), sorted(set(back) ^ set(sd))
@@ -269,7 +239,7 @@ def make_base():
     copy.deepcopy(model).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     for f in sorted(os.listdir(folder)):
         if f.endswith(".safetensors"):
-            canonical_metadata(os.path.join(folder, f))
+            sort_metadata(os.path.join(folder, f))
         print(f"  wrote {os.path.relpath(os.path.join(folder, f), REPO)}: "
               f"{os.path.getsize(os.path.join(folder, f))} bytes (bf16: the same values)")
     reloaded = UNet2DConditionModel.from_pretrained(folder, torch_dtype=torch.float32)
@@ -300,12 +270,6 @@ def lora_targets(model, table):
     return out
 
 
-def peft_layer(model, path):
-    layer = model.get_submodule(path)
-    assert hasattr(layer, "lora_A") and "default" in layer.lora_A, path
-    return layer
-
-
 def make_lora_case(base, inputs, table, use_dora, seed):
     kind = "dora" if use_dora else "lora"
     print(f"{kind}:")
@@ -320,9 +284,7 @@ def make_lora_case(base, inputs, table, use_dora, seed):
                         init_lora_weights=True, rank_pattern={n: CONV_RANK for n in conv_names},
                         alpha_pattern={n: CONV_ALPHA for n in conv_names})
     model.add_adapter(config)
-    adapted = sorted(n[: -len(".lora_A.default.weight")] for n, _ in model.named_parameters()
-                     if n.endswith(".lora_A.default.weight"))
-    assert adapted == sorted(names), "PEFT adapted other modules than the targets"
+    assert adapted_modules(model) == sorted(names), "PEFT adapted other modules than the targets"
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, _, conv3 in targets:
@@ -367,19 +329,10 @@ def make_lora_case(base, inputs, table, use_dora, seed):
     meta = base_metadata()
     meta["lora"] = json.dumps({"r": RANK, "lora_alpha": ALPHA, "conv_r": CONV_RANK, "conv_alpha": CONV_ALPHA,
                                "use_dora": use_dora, "scale_baked_in": False}, sort_keys=True)
-    write(os.path.join(OUT_DIR, f"{kind}_case.safetensors"), case, meta)
+    write_f32(case, os.path.join(OUT_DIR, f"{kind}_case.safetensors"), meta)
     n_conv = len(conv_names)
     print(f"  {len(targets)} modules ({n_conv} 3x3 convs at rank {CONV_RANK}); loss {loss.item():.6f}")
     return model, case, kohya
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
 
 
 def diffusers_kohya_names(path, unet_config):
@@ -404,16 +357,11 @@ def check_kohya_file(base, path, inputs, expected):
     StableDiffusionXLPipeline.load_lora_weights does) on a fresh copy: zero missing / unexpected keys, the PEFT case's
     output."""
     model = copy.deepcopy(base)
-    capture = _Capture()
-    dlog = logging.getLogger("diffusers")
-    dlog.addHandler(capture)
-    try:
+    with captured_warnings() as messages:
         names, state_dict, alphas = diffusers_kohya_names(path, model.config)
         StableDiffusionXLLoraLoaderMixin.load_lora_into_unet(state_dict, alphas, model, adapter_name="check")
-    finally:
-        dlog.removeHandler(capture)
     n_params = sum(1 for n, _ in model.named_parameters() if ".lora_" in n and ".check." in n)
-    warned = [m for m in capture.messages if "missing keys" in m or "unexpected keys" in m or "not" in m]
+    warned = [m for m in messages if "missing keys" in m or "unexpected keys" in m or "not" in m]
     with torch.no_grad():
         out = diffusers_forward(model.eval(), inputs, inputs["latents_square"])
     err = rel_err(out, expected)
@@ -512,8 +460,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sgm-src", default=None, help="Stability AI's generative-models (git archive 0ad7de9 sgm)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}, peft {peft.__version__}, "
           f"safetensors {safetensors.__version__}, numpy {np.__version__}")
@@ -525,7 +472,7 @@ def main():
     kohya_meta = {"ss_network_module": "networks.lora", "ss_network_dim": str(RANK), "ss_network_alpha": str(ALPHA),
                   "ss_network_args": json.dumps({"conv_dim": str(CONV_RANK), "conv_alpha": str(CONV_ALPHA)}),
                   "ss_base_model_version": "sdxl_base_v1-0", "generator": "tests/reference/make_sdxl_fixtures.py"}
-    write(kohya_path, kohya, kohya_meta)
+    write_f32(kohya, kohya_path, kohya_meta)
     names, _ = check_kohya_file(base, kohya_path, inputs, lora_case["output"])
     shutil.rmtree(tmp)
     # The reference list: every kohya down / up key of the file -> the PEFT parameter diffusers loads it into (the
@@ -540,10 +487,7 @@ def main():
     print("checks against sgm's code:")
     sgm_check(args.sgm_src, ldm, inputs, case, lora_case, kohya)
 
-    total = 0
-    for root, _, files in os.walk(OUT_DIR):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    print(f"total {total} bytes in {os.path.relpath(OUT_DIR, REPO)}")
+    print_total_size(OUT_DIR)
 
 
 if __name__ == "__main__":

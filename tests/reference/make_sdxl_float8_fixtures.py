@@ -4,7 +4,7 @@ lora_case.safetensors (same inputs, target, lora_A / lora_B, the 3x3 convs at ra
 alpha 8) and the DoRA case of dora_case.safetensors (the transformers' Linears, PEFT's magnitudes) run on the tiny
 UNet whose block Linears are float8, dequantized the way wick does (model.quantize: float8, per-row scales).
 
-Quantization (runtime/ops/float8.h, as make_float8_fixtures.py and make_flux_float8_fixtures.py): per output row,
+Quantization (runtime/ops/float8.h; reference_torch.quantize_e4m3, as make_float8_fixtures.py): per output row,
 amax = max |w| in f32, scale = amax / 448 (1 for a zero row), codes = e4m3(clamp(w / scale, -448, 448))
 (torch.float8_e4m3fn); the base then computes with codes.float() * scale (f32). Quantized: every nn.Linear inside
 diffusers' down_blocks, mid_block and up_blocks (sgm's input_blocks.*, middle_block, output_blocks.*: the resnets'
@@ -28,21 +28,10 @@ from peft import LoraConfig
 from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_sdxl_fixtures as sdxl  # noqa: E402  (the tiny UNet's tables and writer)
-from make_flux_float8_fixtures import dequantize, quantize_rows  # noqa: E402  (wick's per-row e4m3 quantizer)
+import make_sdxl_fixtures as sdxl  # noqa: E402  (the tiny UNet's tables and forward)
+from reference_torch import deterministic_torch, peft_layer, quantize_linears, rel_err, write_f32  # noqa: E402
 
 BLOCK_PREFIXES = ("down_blocks.", "mid_block.", "up_blocks.")
-
-
-def quantize_blocks(model):
-    n = 0
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name.startswith(BLOCK_PREFIXES):
-                codes, scale = quantize_rows(module.weight)
-                module.weight.copy_(dequantize(codes, scale))
-                n += 1
-    return n
 
 
 def case_targets(base, use_dora):
@@ -64,7 +53,7 @@ def lora_run(base, case, targets, use_dora):
                                  alpha_pattern={n: sdxl.CONV_ALPHA for n in convs}))
     with torch.no_grad():
         for name, ldm, _ in targets:
-            layer = sdxl.peft_layer(model, name)
+            layer = peft_layer(model, name)
             layer.lora_A["default"].weight.copy_(case[f"ldm.{ldm}.lora_down"])
             layer.lora_B["default"].weight.copy_(case[f"ldm.{ldm}.lora_up"])
             if use_dora:
@@ -79,8 +68,7 @@ def lora_run(base, case, targets, use_dora):
 
 
 def main():
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     cases = {kind: load_file(os.path.join(sdxl.OUT_DIR, f"{kind}_case.safetensors")) for kind in ("lora", "dora")}
     base = sdxl.UNet2DConditionModel.from_pretrained(os.path.join(sdxl.OUT_DIR, "tiny_diffusers"),
                                                      torch_dtype=torch.float32).eval()
@@ -88,8 +76,8 @@ def main():
     # Unquantized, the same adapters give back the committed cases: the factors are put where they belong.
     for kind, case in cases.items():
         _, out, _ = lora_run(base, case, targets[kind], kind == "dora")
-        assert sdxl.rel_err(out, case["output"]) <= 1e-6, (kind, sdxl.rel_err(out, case["output"]))
-    n = quantize_blocks(base)
+        assert rel_err(out, case["output"]) <= 1e-6, (kind, rel_err(out, case["output"]))
+    n = quantize_linears(base, BLOCK_PREFIXES)
     # 17 transformer blocks x 10 Linears (attn1 and attn2 q, k, v, out; ff in and out) + 11 transformers x 2
     # projections + 17 resnets' time_emb_proj:
     n_linear = sum(1 for name, m in base.named_modules()
@@ -100,7 +88,7 @@ def main():
         model, out, loss = lora_run(base, case, targets[kind], use_dora)
         result = {"output": out.detach(), "loss": loss.detach().reshape(())}
         for name, ldm, _ in targets[kind]:
-            layer = sdxl.peft_layer(model, name)
+            layer = peft_layer(model, name)
             result[f"grad.ldm.{ldm}.lora_down"] = layer.lora_A["default"].weight.grad
             result[f"grad.ldm.{ldm}.lora_up"] = layer.lora_B["default"].weight.grad
             if use_dora:
@@ -112,10 +100,10 @@ def main():
         meta["lora"] = json.dumps({"r": sdxl.RANK, "lora_alpha": sdxl.ALPHA, "conv_r": sdxl.CONV_RANK,
                                    "conv_alpha": sdxl.CONV_ALPHA, "use_dora": use_dora, "scale_baked_in": False},
                                   sort_keys=True)
-        sdxl.write(os.path.join(sdxl.OUT_DIR, f"float8_{kind}_case.safetensors"), result, meta)
+        write_f32(result, os.path.join(sdxl.OUT_DIR, f"float8_{kind}_case.safetensors"), meta)
         print(f"float8_{kind}_case: {len(targets[kind])} modules, {n} block Linears quantized; loss {loss.item():.6f} "
               f"(unquantized base: {case['loss'].item():.6f}), output change vs the f32 case "
-              f"{sdxl.rel_err(out, case['output']):.3g}")
+              f"{rel_err(out, case['output']):.3g}")
 
 
 if __name__ == "__main__":

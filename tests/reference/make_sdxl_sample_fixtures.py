@@ -39,12 +39,12 @@ The same calls with output_type="latent" give the final latents.
 """
 import json
 import os
-import shutil
 import sys
 
-os.environ["TOKENIZERS_PARALLELISM"] = "false"
-os.environ["RAYON_NUM_THREADS"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import print_file_sizes, require_repo_root, single_threaded_tokenizers  # noqa: E402
+
+single_threaded_tokenizers()
 import torch  # noqa: E402
 import diffusers  # noqa: E402
 import transformers  # noqa: E402
@@ -52,7 +52,8 @@ from diffusers import (AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLP
                        UNet2DConditionModel)
 from transformers import CLIPTextModel, CLIPTextModelWithProjection  # noqa: E402
 
-from make_prompt_fixtures import clip_tokenizers, sorted_metadata_save  # noqa: E402
+from make_prompt_fixtures import clip_tokenizers  # noqa: E402
+from reference_torch import deterministic_torch, save_sorted, write_fp16_diffusers  # noqa: E402
 
 OUT = "tests/data/sdxl_sample"
 PROMPTS = ["a photo of a cat", "red stripes on a blue wall"]
@@ -78,27 +79,9 @@ CASES = {
 }
 
 
-def write_unet(model, folder):
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    state = {k: v.half() for k, v in model.state_dict().items()}
-    sorted_metadata_save(state, os.path.join(folder, "diffusion_pytorch_model.safetensors"), {"format": "pt"})
-    config = {k: v for k, v in dict(model.config).items() if not k.startswith("_")}
-    config = {"_class_name": "UNet2DConditionModel", "_diffusers_version": diffusers.__version__, **config}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    # What wick loads must be what diffusers runs.
-    reloaded = UNet2DConditionModel.from_pretrained(folder, torch_dtype=torch.float32)
-    for name, p in model.state_dict().items():
-        assert torch.equal(p, reloaded.state_dict()[name]), name
-
-
 def main():
-    if not os.path.isdir("tests/reference"):
-        sys.exit("run from the repository root")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    require_repo_root()
+    deterministic_torch()
     os.makedirs(OUT, exist_ok=True)
 
     tok_l, tok_g = clip_tokenizers()
@@ -112,7 +95,7 @@ def main():
     with torch.no_grad():
         for p in unet.parameters():
             p.copy_(p.half().float())
-    write_unet(unet, os.path.join(OUT, "unet"))
+    write_fp16_diffusers(unet, os.path.join(OUT, "unet"))
 
     h, w = HEIGHT // 4, WIDTH // 4
     noise = torch.randn(len(PROMPTS), 4, h, w, generator=torch.Generator().manual_seed(1))
@@ -148,11 +131,8 @@ def main():
                 "size": json.dumps({"height": HEIGHT, "width": WIDTH}), "measured": json.dumps(measured),
                 "versions": json.dumps({"torch": torch.__version__.split("+")[0], "diffusers": diffusers.__version__,
                                         "transformers": transformers.__version__})}
-    sorted_metadata_save(cases, os.path.join(OUT, "case.safetensors"), metadata)
-    for root, _, files in sorted(os.walk(OUT)):
-        for file in sorted(files):
-            path = os.path.join(root, file)
-            print(f"{os.path.getsize(path):>9} {path}")
+    save_sorted(cases, os.path.join(OUT, "case.safetensors"), metadata)
+    print_file_sizes(OUT)
     print(json.dumps(measured))
     for name in CASES:
         print(name, [round(float(t)) for t in cases[f"{name}.timesteps"]],

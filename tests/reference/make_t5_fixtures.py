@@ -69,14 +69,15 @@ import json
 import os
 import random
 import shutil
-import struct
-import sys
 import unicodedata
 
 import sentencepiece as spm
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from transformers import T5Config, T5EncoderModel, T5Tokenizer
+
+from reference_common import print_file_sizes, require_repo_root
+from reference_torch import deterministic_torch, rel_err_f32, save_sorted
 
 OUT = "tests/data/t5"
 VOCAB_SIZE = 1000
@@ -324,28 +325,9 @@ def make_model():
     return model
 
 
-def rel_err(a, b):
-    return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-
-
 def batch(sp, captions, max_length):
     ids, mask = zip(*(t5_layout(sp.encode(c), max_length) for c in captions))
     return torch.tensor(ids, dtype=torch.int64), torch.tensor(mask, dtype=torch.int64)
-
-
-def sorted_metadata_save(tensors, path, metadata):
-    """save_file, then the header rewritten with the metadata keys sorted (the Rust writer uses hash order)."""
-    save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, path, metadata=metadata)
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    canonical = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))}
-    canonical.update(header)
-    text = json.dumps(canonical, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
 
 
 def make_encoder_cases(sp, captions):
@@ -360,7 +342,7 @@ def make_encoder_cases(sp, captions):
             state.update(load_file(os.path.join(folder, name)))
     assert "shared.weight" in state and "encoder.embed_tokens.weight" not in state, sorted(state)[:5]
     assert torch.equal(state["shared.weight"], model.shared.weight)
-    sorted_metadata_save(state, os.path.join(OUT, "t5xxl_comfy.safetensors"), {"format": "pt"})
+    save_sorted(state, os.path.join(OUT, "t5xxl_comfy.safetensors"), {"format": "pt"})
 
     bf16 = T5EncoderModel.from_pretrained(folder, dtype=torch.bfloat16).eval()
     # transformers 5 applies T5's _keep_in_fp32_modules (wo) only for float16: in bf16 everything is bf16.
@@ -381,32 +363,27 @@ def make_encoder_cases(sp, captions):
             assert out_bf16.dtype == torch.bfloat16
             tensors[f"{case}.output{suffix}"] = out
             tensors[f"{case}.output{suffix}_bf16"] = out_bf16
-            errors[f"{case}{suffix}"] = rel_err(out_bf16, out)
+            errors[f"{case}{suffix}"] = rel_err_f32(out_bf16, out)
     assert len(sp.encode(captions[long_index])) > 160
     positions = torch.arange(-300, 301)
     tensors["relative_buckets"] = model.encoder.block[0].layer[0].SelfAttention._relative_position_bucket(
         positions, bidirectional=True, num_buckets=32, max_distance=128)
-    sorted_metadata_save(tensors, os.path.join(OUT, "encoder_case.safetensors"),
-                         {"bf16_rel_err_vs_f32": json.dumps(errors, sort_keys=True), "captions": json.dumps(
-                             {k: v[0] for k, v in cases.items()}, ensure_ascii=True)})
+    save_sorted(tensors, os.path.join(OUT, "encoder_case.safetensors"),
+                {"bf16_rel_err_vs_f32": json.dumps(errors, sort_keys=True), "captions": json.dumps(
+                    {k: v[0] for k, v in cases.items()}, ensure_ascii=True)})
     print("bf16 (transformers) vs f32, max|a-b|/max|b|:", errors)
 
 
 def main():
-    if not os.path.isdir("tests/reference"):
-        sys.exit("run from the repository root")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    require_repo_root()
+    deterministic_torch()
     os.makedirs(OUT, exist_ok=True)
     model_path = os.path.join(OUT, "spiece.model")
     train_spiece(model_path)
     train_other_ids(os.path.join(OUT, "not_t5_ids.model"))
     sp, captions = make_tokenizer_cases(model_path)
     make_encoder_cases(sp, captions)
-    for root, _, files in sorted(os.walk(OUT)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            print(f"{os.path.getsize(path):>9} {path}")
+    print_file_sizes(OUT)
 
 
 if __name__ == "__main__":

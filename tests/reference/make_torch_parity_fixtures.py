@@ -34,11 +34,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "parity")
+from reference_common import data_dir
+from reference_torch import deterministic_torch, generator_metadata, uniform
 
-
-def uniform(gen, shape, bound):
-    return (torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * bound
+OUT_DIR = data_dir("parity")
 
 
 def linear_params(gen, prefix, n_in, n_out, bias=True):
@@ -126,11 +125,9 @@ def make_block(gen, metadata):
 
 
 def main():
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
-    metadata = {"generator": "tests/reference/make_torch_parity_fixtures.py", "torch": torch.__version__,
-                "numpy": np.__version__}
+    metadata = generator_metadata(__file__, np)
     gen = torch.Generator().manual_seed(20240611)
     total = make_mlp(gen, metadata) + make_block(gen, metadata)
     print(f"total {total} bytes")

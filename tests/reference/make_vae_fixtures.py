@@ -83,8 +83,10 @@ import diffusers
 from diffusers import AutoencoderKL
 from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-OUT_DIR = os.path.join(REPO, "tests", "data", "vae")
+from reference_common import data_dir
+from reference_torch import deterministic_torch, rel_err_f32
+
+OUT_DIR = data_dir("vae")
 SINGLE_FILE_PREFIX = "first_stage_model."
 
 MODELS = {
@@ -169,10 +171,6 @@ def ldm_from_diffusers(state, n_levels):
     return out
 
 
-def rel(a, b):
-    return float((a.float() - b.float()).abs().max() / b.float().abs().max())
-
-
 def make_image(shape, seed):
     gen = torch.Generator().manual_seed(seed)
     b, c, h, w = shape
@@ -228,7 +226,7 @@ def check_ldm_with_diffusers(key, cfg, ldm_file, reference, image):
     result = fresh.load_state_dict({k: v.float() for k, v in converted.items()}, strict=True)
     assert not result.missing_keys and not result.unexpected_keys, result
     got = run(fresh, image)
-    errors = [rel(g, r) for g, r in zip(got, reference)]
+    errors = [rel_err_f32(g, r) for g, r in zip(got, reference)]
     print(f"  {key}: diffusers convert_ldm_vae_checkpoint of the LDM file, strict; mean/logvar/decoded errors "
           f"{errors}")
     assert max(errors) == 0.0, errors
@@ -257,11 +255,11 @@ def check_bfl(bfl_src, image):
     with torch.no_grad():
         moments = bfl.encoder(image)
         mean, logvar, decoded = run(model, image)
-        errors = {"encoder moments (mean half)": rel(moments.chunk(2, dim=1)[0], mean),
-                  "encoder moments (logvar half, unclamped)": rel(moments.chunk(2, dim=1)[1],
-                                                                   model.encoder(image).chunk(2, dim=1)[1]),
-                  "decoder(mean)": rel(bfl.decoder(mean), decoded),
-                  "encode() = 0.3611 (mean - 0.1159)": rel(bfl.encode(image), 0.3611 * (mean - 0.1159))}
+        errors = {"encoder moments (mean half)": rel_err_f32(moments.chunk(2, dim=1)[0], mean),
+                  "encoder moments (logvar half, unclamped)": rel_err_f32(moments.chunk(2, dim=1)[1],
+                                                                          model.encoder(image).chunk(2, dim=1)[1]),
+                  "decoder(mean)": rel_err_f32(bfl.decoder(mean), decoded),
+                  "encode() = 0.3611 (mean - 0.1159)": rel_err_f32(bfl.encode(image), 0.3611 * (mean - 0.1159))}
     for name, e in errors.items():
         print(f"  BFL AutoEncoder (32 groups, (32, 64), z 16) {name} vs diffusers: {e:.2e}")
         assert e < 1e-5, name
@@ -280,15 +278,14 @@ def tiling_errors(model, downscale, image, tile, overlap):
         tiled_decoded = model.decode(mean).sample
         model.disable_tiling()
         model.tile_overlap_factor = 0.25
-    return rel(tiled_mean, mean), rel(tiled_decoded, decoded)
+    return rel_err_f32(tiled_mean, mean), rel_err_f32(tiled_decoded, decoded)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bfl-src", default="")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}")
     os.makedirs(OUT_DIR, exist_ok=True)
     image = make_image(IMAGE_SHAPE, 11)
@@ -327,7 +324,7 @@ def main():
         cases[f"{key}.bf16.mean"], cases[f"{key}.bf16.logvar"] = b_mean, b_logvar
         cases[f"{key}.bf16.decoded"] = b_decoded
         for name, b, f in (("mean", b_mean, mean), ("logvar", b_logvar, logvar), ("decoded", b_decoded, decoded)):
-            print(f"  bf16 {name} vs f32: {rel(b, f):.2e}")
+            print(f"  bf16 {name} vs f32: {rel_err_f32(b, f):.2e}")
 
         for kind, (name, tile, overlap) in TILINGS.items():
             encode_error, decode_error = tiling_errors(loaded, 2 ** (n_levels - 1), cases[name], tile, overlap)
