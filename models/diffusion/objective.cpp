@@ -140,10 +140,4 @@ Tensor training_latents(const Batch& batch, LatentSampling sampling, uint64_t se
   return vae::sample_latents({.mean = batch.latents, .logvar = batch.latents_logvar}, streams);
 }
 
-diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,
-                                           Device device) {
-  return {zeros({n, text_length, text_dim}, DType::F32, device), zeros({n, text_length}, DType::U8, device),
-          zeros({n, pooled_dim}, DType::F32, device)};
-}
-
 }  // namespace wick

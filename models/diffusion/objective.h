@@ -86,8 +86,4 @@ Tensor size_conditioning(const Batch& batch);
 // rank, batch position, resume and device. With Mean, or a file without logvar, batch.latents as they are.
 Tensor training_latents(const Batch& batch, LatentSampling sampling, uint64_t seed, int64_t epoch);
 
-// The unconditional conditioning for n samples: zero tokens [n, L, D], zero mask [n, L], zero pooled [n, P].
-diffusion::Conditioning empty_conditioning(int64_t n, int64_t text_length, int64_t text_dim, int64_t pooled_dim,
-                                           Device device);
-
 }  // namespace wick
