@@ -192,10 +192,7 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   return decode(latents.size() == 1 ? latents.front() : concat(latents, 0));
 }
 
-void FluxImageSampler::unload_encoders() {
-  encoders_->clip_l.unload();
-  encoders_->t5.unload();
-}
+void FluxImageSampler::unload_encoders() { encoders_->unload(); }
 
 std::string FluxImageSampler::describe_text() const {
   std::string out;

@@ -84,26 +84,10 @@ text::PromptEmbeddings encode_flux_prompts(const FluxTextEncoders& encoders, con
   return out;
 }
 
-namespace {
-
-class FluxPromptEncoder : public text::PromptEncoder {
- public:
-  FluxPromptEncoder(FluxTextEncoders encoders, FluxPromptOptions options)
-      : encoders_(std::move(encoders)), options_(options) {}
-  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
-    return encode_flux_prompts(encoders_, prompts, options_);
-  }
-  void unload() const override {
-    encoders_.clip_l.unload();
-    encoders_.t5.unload();
-  }
-
- private:
-  FluxTextEncoders encoders_;
-  FluxPromptOptions options_;
-};
-
-}  // namespace
+void FluxTextEncoders::unload() const {
+  clip_l.unload();
+  t5.unload();
+}
 
 text::PromptSpec flux_prompt_spec() {
   return {.parts = text::encoder_parts({"clip_l", "t5", "clip_vocab", "t5_tokenizer"}),
@@ -118,9 +102,10 @@ std::unique_ptr<text::PromptEncoder> make_flux_prompt_encoder(const text::Prompt
   FluxTextEncoders encoders = request.pipeline.empty()
                                   ? FluxTextEncoders::from_files(text::encoder_files(request), request.loading)
                                   : FluxTextEncoders::from_pipeline(request.pipeline, request.loading);
-  return std::make_unique<FluxPromptEncoder>(
+  return std::make_unique<text::EncoderSetPromptEncoder<FluxTextEncoders, FluxPromptOptions>>(
       std::move(encoders),
-      FluxPromptOptions{.t5_length = options.get_int("t5_length"), .batch_size = request.batch_size});
+      FluxPromptOptions{.t5_length = options.get_int("t5_length"), .batch_size = request.batch_size},
+      &encode_flux_prompts);
 }
 
 }  // namespace wick::flux

@@ -40,6 +40,8 @@ struct FluxTextEncoders {
   // Files one by one: clip_l, t5, clip_vocab (padded with "<|endoftext|>") and t5_tokenizer are required
   // (WickError (Config) naming the missing one); the same checks as from_pipeline.
   static FluxTextEncoders from_files(const text::TextEncoderFiles& files, const text::EncoderLoading& loading = {});
+  // Frees every encoder kept loaded (loading.keep_loaded).
+  void unload() const;
 };
 
 struct FluxPromptOptions {

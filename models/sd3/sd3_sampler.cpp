@@ -256,11 +256,7 @@ Tensor Sd3ImageSampler::generate_from_noise(MMDiT& model, const std::vector<std:
   return decode(latents.size() == 1 ? latents.front() : concat(latents, 0));
 }
 
-void Sd3ImageSampler::unload_encoders() {
-  encoders_->clip_l.unload();
-  encoders_->clip_g.unload();
-  encoders_->t5.unload();
-}
+void Sd3ImageSampler::unload_encoders() { encoders_->unload(); }
 
 std::string Sd3ImageSampler::describe_text() const {
   return encoders_ ? ", CLIP-L " + encoders_->clip_l.source_path() + ", CLIP-G " + encoders_->clip_g.source_path() +

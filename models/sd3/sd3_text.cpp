@@ -131,27 +131,11 @@ text::PromptEmbeddings encode_sd3_prompts(const Sd3TextEncoders& encoders, const
   return out;
 }
 
-namespace {
-
-class Sd3PromptEncoder : public text::PromptEncoder {
- public:
-  Sd3PromptEncoder(Sd3TextEncoders encoders, Sd3PromptOptions options)
-      : encoders_(std::move(encoders)), options_(options) {}
-  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
-    return encode_sd3_prompts(encoders_, prompts, options_);
-  }
-  void unload() const override {
-    encoders_.clip_l.unload();
-    encoders_.clip_g.unload();
-    encoders_.t5.unload();
-  }
-
- private:
-  Sd3TextEncoders encoders_;
-  Sd3PromptOptions options_;
-};
-
-}  // namespace
+void Sd3TextEncoders::unload() const {
+  clip_l.unload();
+  clip_g.unload();
+  t5.unload();
+}
 
 text::PromptSpec sd3_prompt_spec() {
   return {.parts = text::encoder_parts({"clip_l", "clip_g", "t5", "clip_vocab", "clip_g_vocab", "t5_tokenizer"}),
@@ -172,7 +156,8 @@ std::unique_ptr<text::PromptEncoder> make_sd3_prompt_encoder(const text::PromptE
   Sd3TextEncoders encoders = request.pipeline.empty()
                                  ? Sd3TextEncoders::from_files(text::encoder_files(request), request.loading)
                                  : Sd3TextEncoders::from_pipeline(request.pipeline, request.loading);
-  return std::make_unique<Sd3PromptEncoder>(std::move(encoders), prompt_options);
+  return std::make_unique<text::EncoderSetPromptEncoder<Sd3TextEncoders, Sd3PromptOptions>>(
+      std::move(encoders), prompt_options, &encode_sd3_prompts);
 }
 
 }  // namespace wick::sd3

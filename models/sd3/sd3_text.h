@@ -51,6 +51,8 @@ struct Sd3TextEncoders {
   // Files one by one (ComfyUI: clip_l.safetensors, clip_g.safetensors, t5xxl_fp16.safetensors): clip_l, clip_g,
   // t5, clip_vocab and t5_tokenizer are required; bigG's tokenizer is clip_g_vocab, else clip_vocab padded with "!".
   static Sd3TextEncoders from_files(const text::TextEncoderFiles& files, const text::EncoderLoading& loading = {});
+  // Frees every encoder kept loaded (loading.keep_loaded).
+  void unload() const;
 };
 
 struct Sd3PromptOptions {

@@ -213,10 +213,7 @@ Tensor SdxlImageSampler::generate_from_noise(Unet& model, const std::vector<std:
   return decode(latents.size() == 1 ? latents.front() : concat(latents, 0));
 }
 
-void SdxlImageSampler::unload_encoders() {
-  encoders_->clip_l.unload();
-  encoders_->clip_g.unload();
-}
+void SdxlImageSampler::unload_encoders() { encoders_->unload(); }
 
 std::string SdxlImageSampler::describe_text() const {
   return encoders_ ? ", CLIP-L " + encoders_->clip_l.source_path() + ", CLIP-G " + encoders_->clip_g.source_path()

@@ -144,26 +144,10 @@ text::PromptEmbeddings encode_sdxl_prompts(const SdxlTextEncoders& encoders, con
   return out;
 }
 
-namespace {
-
-class SdxlPromptEncoder : public text::PromptEncoder {
- public:
-  SdxlPromptEncoder(SdxlTextEncoders encoders, SdxlPromptOptions options)
-      : encoders_(std::move(encoders)), options_(options) {}
-  text::PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
-    return encode_sdxl_prompts(encoders_, prompts, options_);
-  }
-  void unload() const override {
-    encoders_.clip_l.unload();
-    encoders_.clip_g.unload();
-  }
-
- private:
-  SdxlTextEncoders encoders_;
-  SdxlPromptOptions options_;
-};
-
-}  // namespace
+void SdxlTextEncoders::unload() const {
+  clip_l.unload();
+  clip_g.unload();
+}
 
 text::PromptSpec sdxl_prompt_spec() {
   return {.parts = text::encoder_parts({"clip_l", "clip_g", "clip_vocab", "clip_g_vocab"}),
@@ -178,9 +162,11 @@ std::unique_ptr<text::PromptEncoder> make_sdxl_prompt_encoder(const text::Prompt
   SdxlTextEncoders encoders = request.pipeline.empty()
                                   ? SdxlTextEncoders::from_files(text::encoder_files(request), request.loading)
                                   : SdxlTextEncoders::from_pipeline(request.pipeline, request.loading);
-  return std::make_unique<SdxlPromptEncoder>(
-      std::move(encoders), SdxlPromptOptions{.zeros_for_empty_prompt = options.get_bool("zeros_for_empty_prompt"),
-                                             .batch_size = request.batch_size});
+  return std::make_unique<text::EncoderSetPromptEncoder<SdxlTextEncoders, SdxlPromptOptions>>(
+      std::move(encoders),
+      SdxlPromptOptions{.zeros_for_empty_prompt = options.get_bool("zeros_for_empty_prompt"),
+                        .batch_size = request.batch_size},
+      &encode_sdxl_prompts);
 }
 
 }  // namespace wick::sdxl

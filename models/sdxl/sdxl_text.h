@@ -45,6 +45,8 @@ struct SdxlTextEncoders {
   // Files one by one: clip_l, clip_g and clip_vocab are required; bigG's tokenizer is clip_g_vocab, else clip_vocab
   // padded with "!". force_zeros_for_empty_prompt stays true.
   static SdxlTextEncoders from_files(const text::TextEncoderFiles& files, const text::EncoderLoading& loading = {});
+  // Frees every encoder kept loaded (loading.keep_loaded).
+  void unload() const;
 };
 
 // A pipeline folder's model_index.json force_zeros_for_empty_prompt; true (diffusers' default, SDXL base's value)

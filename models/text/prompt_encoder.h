@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/config/model_options.h"
@@ -53,6 +54,25 @@ class PromptEncoder {
   virtual PromptEmbeddings encode(const std::vector<std::string>& prompts) const = 0;
   // Frees every encoder kept loaded (loading.keep_loaded).
   virtual void unload() const = 0;
+};
+
+// text::PromptEncoder over an architecture's set of encoders (FluxTextEncoders, ...): encode() is
+// `encode_fn(encoders, prompts, options)`, unload() the set's unload() (it frees the encoders kept loaded).
+template <typename Encoders, typename Options>
+class EncoderSetPromptEncoder : public PromptEncoder {
+ public:
+  using EncodeFn = PromptEmbeddings (*)(const Encoders&, const std::vector<std::string>&, const Options&);
+  EncoderSetPromptEncoder(Encoders encoders, Options options, EncodeFn encode_fn)
+      : encoders_(std::move(encoders)), options_(options), encode_fn_(encode_fn) {}
+  PromptEmbeddings encode(const std::vector<std::string>& prompts) const override {
+    return encode_fn_(encoders_, prompts, options_);
+  }
+  void unload() const override { encoders_.unload(); }
+
+ private:
+  Encoders encoders_;
+  Options options_;
+  EncodeFn encode_fn_;
 };
 
 // "--clip-l" for "clip_l": the command-line spelling of a part or an option.
