@@ -1,4 +1,4 @@
-// CUDA kernel launchers, called by the op front-ends in runtime/ops/ (guarded by WICK_HAS_CUDA)
+// CUDA kernel launchers, called by the op front-ends in runtime/ops/ (cuda_stub.cpp without CUDA)
 // after validation, promotion, broadcasting and output allocation. Each takes the stream
 // explicitly (a cudaStream_t passed as void*) and the device is already current.
 //

@@ -4,12 +4,10 @@
 #include <cstdint>
 
 #include "runtime/cpu/attention.h"
-#include "runtime/ops/attention_problem.h"
-#include "runtime/ops/copy.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/attention.h"
 #include "runtime/cuda/cuda_api.h"
-#endif
+#include "runtime/ops/attention_problem.h"
+#include "runtime/ops/copy.h"
 
 namespace wick {
 namespace {
@@ -21,9 +19,7 @@ const char* const op = "scaled_dot_product_attention";
 std::string attention_backend_name(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   validate_attention(op, q, k, v, mask);
   if (q.device().is_cpu()) return "cpu";
-#if WICK_HAS_CUDA
   if (attention_cudnn_eligible(q, k, v, mask)) return "cudnn";
-#endif
   return "cuda_kernel";
 }
 
@@ -57,7 +53,6 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                              out.data(), logsumexp.data());
     return {out.dtype() == q.dtype() ? out : cast(out, q.dtype()), logsumexp};
   }
-#if WICK_HAS_CUDA
   cuda::set_device(device.index);
   void* stream = current_stream(device).handle;
   cuda::AttentionDims dims;
@@ -88,9 +83,6 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                           m.defined() ? m.dtype() : DType::U8, dims, is_causal, softmax_scale, out.data(),
                           logsumexp.data(), stream);
   return {out, logsumexp};
-#else
-  WICK_FAIL(Usage, op, ": ", q.describe(), " is on a CUDA device but wick was built without CUDA");
-#endif
 }
 
 }  // namespace wick

@@ -4,13 +4,11 @@
 #include <cstdint>
 
 #include "runtime/cpu/attention_backward.h"
+#include "runtime/cuda/attention_backward.h"
+#include "runtime/cuda/cuda_api.h"
 #include "runtime/ops/attention_problem.h"
 #include "runtime/ops/copy.h"
 #include "runtime/ops/creation.h"
-#if WICK_HAS_CUDA
-#include "runtime/cuda/attention_backward.h"
-#include "runtime/cuda/cuda_api.h"
-#endif
 
 namespace wick {
 namespace {
@@ -38,9 +36,7 @@ void validate(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Te
 std::string attention_backward_backend_name(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   validate_attention(op, q, k, v, mask);
   if (q.device().is_cpu()) return "cpu";
-#if WICK_HAS_CUDA
   if (attention_cudnn_eligible(q, k, v, mask)) return "cudnn";
-#endif
   return "cuda_kernel";
 }
 
@@ -81,7 +77,6 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
     auto back = [&](const Tensor& g) { return g.dtype() == q.dtype() ? g : cast(g, q.dtype()); };
     return {back(grad_q), back(grad_k), back(grad_v)};
   }
-#if WICK_HAS_CUDA
   cuda::set_device(device.index);
   void* stream = current_stream(device).handle;
   if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0 || grad_out.numel() == 0) {
@@ -130,9 +125,6 @@ AttentionGrads scaled_dot_product_attention_backward(const Tensor& grad_out, con
                            m.defined() ? m.data() : nullptr, m.defined() ? m.dtype() : DType::U8, dims, is_causal,
                            softmax_scale, row_dot.data(), grad_q.data(), grad_k.data(), grad_v.data(), stream);
   return {grad_q, grad_k, grad_v};
-#else
-  WICK_FAIL(Usage, op, ": ", q.describe(), " is on a CUDA device but wick was built without CUDA");
-#endif
 }
 
 }  // namespace wick

@@ -1,12 +1,10 @@
 #include "runtime/ops/conv.h"
 
 #include "runtime/cpu/conv.h"
-#include "runtime/ops/conv_geometry.h"
-#include "runtime/ops/copy.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/conv.h"
 #include "runtime/cuda/cuda_api.h"
-#endif
+#include "runtime/ops/conv_geometry.h"
+#include "runtime/ops/copy.h"
 
 namespace wick {
 namespace {
@@ -74,10 +72,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   if (device.is_cpu()) {
     cpu::conv2d(g, compute, x_ready.data(), weight_ready.data(), bias_data, y.data());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::conv2d(g, compute, x_ready.data(), weight_ready.data(), bias_data, y.data(), current_stream(device).handle);
-#endif
   }
   return compute == dtype ? y : cast(y, dtype);
 }

@@ -1,12 +1,10 @@
 #include "runtime/ops/conv_backward.h"
 
 #include "runtime/cpu/conv_backward.h"
-#include "runtime/ops/conv_geometry.h"
-#include "runtime/ops/copy.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/conv_backward.h"
 #include "runtime/cuda/cuda_api.h"
-#endif
+#include "runtime/ops/conv_geometry.h"
+#include "runtime/ops/copy.h"
 
 namespace wick {
 namespace {
@@ -80,11 +78,9 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const
   if (device.is_cpu()) {
     cpu::conv2d_backward_input(g, compute, grad_ready.data(), weight_ready.data(), grad_x.data());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::conv2d_backward_input(g, compute, grad_ready.data(), weight_ready.data(), grad_x.data(),
                                 current_stream(device).handle);
-#endif
   }
   return compute == dtype ? grad_x : cast(grad_x, dtype);
 }
@@ -104,11 +100,9 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Sha
   if (device.is_cpu()) {
     cpu::conv2d_backward_weight(g, compute, grad_ready.data(), x_ready.data(), grad_weight.data());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::conv2d_backward_weight(g, compute, grad_ready.data(), x_ready.data(), grad_weight.data(),
                                  current_stream(device).handle);
-#endif
   }
   return compute == dtype ? grad_weight : cast(grad_weight, dtype);
 }

@@ -4,10 +4,8 @@
 #include <limits>
 
 #include "runtime/cpu/elementwise.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise.h"
-#endif
 
 namespace wick {
 namespace {
@@ -52,10 +50,8 @@ void launch_binary(BinaryOp op, DType dtype, const ElementwiseOperand& a, const 
   if (device.is_cpu()) {
     cpu::binary(op, dtype, a, b, out.data(), out.numel());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::binary(op, dtype, a, b, out.data(), out.numel(), current_stream(device).handle);
-#endif
   }
 }
 
@@ -124,10 +120,8 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   if (x.device().is_cpu()) {
     cpu::unary(op, x.dtype(), x.data(), x_view, out.data(), out.numel());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(x.device().index);
     cuda::unary(op, x.dtype(), x.data(), x_view, out.data(), out.numel(), current_stream(x.device()).handle);
-#endif
   }
   return out;
 }
@@ -238,10 +232,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.device().is_cpu()) {
     cpu::where(c, dtype, x, y, out.data(), out.numel());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(out.device().index);
     cuda::where(c, dtype, x, y, out.data(), out.numel(), current_stream(out.device()).handle);
-#endif
   }
   return out;
 }

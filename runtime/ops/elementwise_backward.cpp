@@ -1,12 +1,10 @@
 #include "runtime/ops/elementwise_backward.h"
 
 #include "runtime/cpu/elementwise_backward.h"
-#include "runtime/ops/elementwise.h"
-#include "runtime/ops/elementwise_backward_math.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise_backward.h"
-#endif
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/elementwise_backward_math.h"
 
 namespace wick {
 
@@ -28,11 +26,9 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x) {
   if (x.device().is_cpu()) {
     cpu::unary_backward(op, x.dtype(), g.data(), xs.data(), out.data(), out.numel());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(x.device().index);
     cuda::unary_backward(op, x.dtype(), g.data(), xs.data(), out.data(), out.numel(),
                          current_stream(x.device()).handle);
-#endif
   }
   return out;
 }

@@ -1,12 +1,10 @@
 #include "runtime/ops/norm.h"
 
 #include "runtime/cpu/norm.h"
-#include "runtime/ops/copy.h"
-#include "runtime/ops/norm_problem.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/norm.h"
-#endif
+#include "runtime/ops/copy.h"
+#include "runtime/ops/norm_problem.h"
 
 namespace wick {
 namespace {
@@ -43,11 +41,9 @@ void normalize(const NormProblem& problem, const Tensor& x, const Tensor& weight
     cpu::normalize_rows(problem, x.dtype(), x.data(), weight_data, bias_data, y.data(), mean_data, rstd.data());
     return;
   }
-#if WICK_HAS_CUDA
   cuda::set_device(device.index);
   cuda::normalize_rows(problem, x.dtype(), x.data(), weight_data, bias_data, y.data(), mean_data, rstd.data(),
                        current_stream(device).handle);
-#endif
 }
 
 }  // namespace

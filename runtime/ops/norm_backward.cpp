@@ -1,12 +1,10 @@
 #include "runtime/ops/norm_backward.h"
 
 #include "runtime/cpu/norm_backward.h"
-#include "runtime/ops/copy.h"
-#include "runtime/ops/norm_problem.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/norm_backward.h"
-#endif
+#include "runtime/ops/copy.h"
+#include "runtime/ops/norm_problem.h"
 
 namespace wick {
 namespace {
@@ -49,12 +47,10 @@ void run(const NormProblem& problem, const Tensor& grad_y, const Tensor& x, cons
                                  out_or_null(grad_bias));
     return;
   }
-#if WICK_HAS_CUDA
   cuda::set_device(device.index);
   cuda::normalize_rows_backward(problem, x.dtype(), grad_y.data(), x.data(), data_or_null(mean), rstd.data(),
                                 data_or_null(weight), out_or_null(grad_x), out_or_null(grad_weight),
                                 out_or_null(grad_bias), current_stream(device).handle);
-#endif
 }
 
 }  // namespace

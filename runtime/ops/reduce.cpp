@@ -3,12 +3,10 @@
 #include <limits>
 
 #include "runtime/cpu/reduce.h"
-#include "runtime/ops/creation.h"
-#include "runtime/ops/reduce_math.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/reduce.h"
-#endif
+#include "runtime/ops/creation.h"
+#include "runtime/ops/reduce_math.h"
 
 namespace wick {
 namespace {
@@ -121,13 +119,11 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
   if (device.is_cpu()) {
     cpu::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     int64_t workspace_bytes = cuda::reduce_workspace_bytes(op, plan.n_rows, plan.row_length);
     Tensor workspace = workspace_bytes > 0 ? Tensor::empty({workspace_bytes}, DType::U8, device) : Tensor();
     cuda::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction,
                       workspace.defined() ? workspace.data() : nullptr, current_stream(device).handle);
-#endif
   }
   return out;
 }
@@ -154,10 +150,8 @@ Tensor softmax_along(bool log, const Tensor& x, int64_t axis) {
     if (device.is_cpu()) {
       cpu::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length);
     } else {
-#if WICK_HAS_CUDA
       cuda::set_device(device.index);
       cuda::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length, current_stream(device).handle);
-#endif
     }
   }
   return a == last ? out : out.transpose(a, last).contiguous();

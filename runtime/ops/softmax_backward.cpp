@@ -1,13 +1,11 @@
 #include "runtime/ops/softmax_backward.h"
 
 #include "runtime/cpu/softmax_backward.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/softmax_backward.h"
 #include "runtime/error.h"
 #include "runtime/ops/copy.h"
 #include "runtime/shape.h"
-#if WICK_HAS_CUDA
-#include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/softmax_backward.h"
-#endif
 
 namespace wick {
 
@@ -41,11 +39,9 @@ Tensor softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t axis) {
     if (device.is_cpu()) {
       cpu::softmax_backward_rows(dtype, g_rows.data(), y_rows.data(), out.data(), n_rows, row_length);
     } else {
-#if WICK_HAS_CUDA
       cuda::set_device(device.index);
       cuda::softmax_backward_rows(dtype, g_rows.data(), y_rows.data(), out.data(), n_rows, row_length,
                                   current_stream(device).handle);
-#endif
     }
   }
   return a == last ? out : out.transpose(a, last).contiguous();
