@@ -32,7 +32,6 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/elementwise_backward.h"
 #include "runtime/ops/norm.h"
-#include "runtime/ops/norm_backward.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/softmax_backward.h"

@@ -17,7 +17,6 @@
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/matmul.h"
 #include "runtime/cuda/norm.h"
-#include "runtime/cuda/norm_backward.h"
 #include "runtime/cuda/random.h"
 #include "runtime/cuda/reduce.h"
 #include "runtime/cuda/rope.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "runtime/ops/conv_backward.h"
-#include "runtime/ops/norm_backward.h"
+#include "runtime/ops/norm.h"
 
 namespace wick {
 namespace {
