@@ -28,7 +28,6 @@
 #include "engine/optim/optimizer.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/elementwise_backward.h"
 #include "runtime/ops/norm.h"

@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "runtime/cuda/attention.h"
-#include "runtime/cuda/attention_backward.h"
 #include "runtime/cuda/conv.h"
 #include "runtime/cuda/conv_backward.h"
 #include "runtime/cuda/cuda_api.h"

@@ -1,5 +1,5 @@
-// Checks and preparation shared by the attention forward (runtime/ops/attention.cpp) and backward
-// (runtime/ops/attention_backward.cpp), so both agree on shapes, masks and on when cuDNN runs.
+// Checks and preparation shared by the attention forward and backward (runtime/ops/attention.cpp),
+// so both agree on shapes, masks and on when cuDNN runs.
 //
 //   validate_attention("scaled_dot_product_attention", q, k, v, mask);
 //   Tensor m = prepare_attention_mask(mask, DType::F32, {B, H, Lq, Lk});
