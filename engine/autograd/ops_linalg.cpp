@@ -4,7 +4,6 @@
 
 #include "engine/autograd/node.h"
 #include "runtime/ops/conv.h"
-#include "runtime/ops/conv_backward.h"
 #include "runtime/ops/matmul.h"
 #include "runtime/ops/reduce.h"
 

@@ -6,7 +6,6 @@
 
 #include "runtime/cuda/attention.h"
 #include "runtime/cuda/conv.h"
-#include "runtime/cuda/conv_backward.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise.h"
 #include "runtime/cuda/elementwise_backward.h"

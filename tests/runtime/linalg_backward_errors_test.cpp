@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/ops/conv_backward.h"
+#include "runtime/ops/conv.h"
 #include "runtime/ops/norm.h"
 
 namespace wick {

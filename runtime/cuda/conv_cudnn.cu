@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/cuda/cudnn_conv.h"
+#include "runtime/cuda/conv_cudnn.h"
 
 namespace wick::cuda {
 

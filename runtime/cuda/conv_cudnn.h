@@ -1,5 +1,5 @@
-// What the cuDNN convolution paths (forward in conv.cu, backward in conv_backward.cu) share: one
-// cuDNN handle per device, dtype mapping, and the four descriptors of a 2-d convolution.
+// What the cuDNN convolution paths (forward and backward, in conv.cu) share: one cuDNN handle per
+// device, dtype mapping, and the four descriptors of a 2-d convolution.
 // Include only from CUDA translation units built with WICK_HAS_CUDNN.
 //
 //   cudnnHandle_t handle = cudnn_handle(device);   CUDNN_CHECK(cudnnSetStream(handle, stream));
