@@ -6,7 +6,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_dropout.h"
 #include "engine/autograd/ops_elementwise.h"
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_matmul.h"
 #include "engine/autograd/ops_reduce.h"
 #include "engine/autograd/ops_view.h"
 #include "runtime/ops/elementwise.h"

@@ -5,8 +5,9 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_dropout.h"
+#include "engine/autograd/ops_conv.h"
 #include "engine/autograd/ops_elementwise.h"
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_matmul.h"
 #include "engine/autograd/ops_view.h"
 #include "runtime/ops/elementwise.h"
 

@@ -6,7 +6,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_layout.h"
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_matmul.h"
 #include "engine/autograd/ops_view.h"
 #include "models/dit/dit.h"
 #include "models/nn/basic.h"

@@ -5,7 +5,7 @@
 
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_matmul.h"
 #include "engine/autograd/ops_reduce.h"
 #include "engine/autograd/ops_view.h"
 #include "models/nn/basic.h"
