@@ -7,7 +7,6 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_matmul.h"
-#include "engine/autograd/ops_view.h"
 #include "models/dit/dit.h"
 #include "models/nn/basic.h"
 #include "models/nn/conv.h"
