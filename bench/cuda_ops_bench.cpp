@@ -29,7 +29,6 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/elementwise_backward.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"

@@ -8,7 +8,6 @@
 #include "runtime/cuda/conv.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise.h"
-#include "runtime/cuda/elementwise_backward.h"
 #include "runtime/cuda/float8.h"
 #include "runtime/cuda/host_function.h"
 #include "runtime/cuda/index.h"
