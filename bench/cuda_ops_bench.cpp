@@ -32,7 +32,7 @@
 #include "runtime/ops/norm.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
-#include "runtime/ops/softmax_backward.h"
+#include "runtime/ops/softmax.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "runtime/cuda/random.h"
 #include "runtime/cuda/reduce.h"
 #include "runtime/cuda/rope.h"
-#include "runtime/cuda/softmax_backward.h"
+#include "runtime/cuda/softmax.h"
 #include "runtime/error.h"
 
 namespace wick::cuda {

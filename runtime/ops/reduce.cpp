@@ -128,35 +128,6 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
   return out;
 }
 
-Tensor softmax_along(bool log, const Tensor& x, int64_t axis) {
-  const char* name = log ? "log_softmax" : "softmax";
-  WICK_CHECK(x.defined(), name, ": undefined tensor");
-  WICK_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(), " (dtype ",
-             dtype_name(x.dtype()), ")");
-  if (x.dim() == 0) {
-    WICK_CHECK(axis == 0 || axis == -1, name, ": axis ", axis, " is out of range for ", x.describe(), " (rank 0)");
-    return softmax_along(log, x.reshape({1}), 0).reshape({});
-  }
-  WICK_CHECK(axis >= -x.dim() && axis < x.dim(), name, ": axis ", axis, " is out of range for ", x.describe(),
-             " (rank ", x.dim(), ")");
-  int64_t a = normalize_axis(axis, x.dim(), name);
-  int64_t last = x.dim() - 1;
-  Tensor rows = x.transpose(a, last).contiguous();  // the softmax axis last
-  Tensor out = Tensor::empty(rows.shape(), x.dtype(), x.device());
-  int64_t row_length = rows.shape()[last];
-  int64_t n_rows = row_length == 0 ? 0 : rows.numel() / row_length;
-  Device device = x.device();
-  if (n_rows > 0) {
-    if (device.is_cpu()) {
-      cpu::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length);
-    } else {
-      cuda::set_device(device.index);
-      cuda::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length, current_stream(device).handle);
-    }
-  }
-  return a == last ? out : out.transpose(a, last).contiguous();
-}
-
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
@@ -180,8 +151,5 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, doub
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(ReduceOp::LogSumExp, x, axes, keepdim, 0.0);
 }
-
-Tensor softmax(const Tensor& x, int64_t axis) { return softmax_along(false, x, axis); }
-Tensor log_softmax(const Tensor& x, int64_t axis) { return softmax_along(true, x, axis); }
 
 }  // namespace wick

@@ -1,13 +1,50 @@
-#include "runtime/ops/softmax_backward.h"
+#include "runtime/ops/softmax.h"
 
-#include "runtime/cpu/softmax_backward.h"
+#include "runtime/cpu/softmax.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/softmax_backward.h"
+#include "runtime/cuda/softmax.h"
 #include "runtime/error.h"
 #include "runtime/ops/copy.h"
 #include "runtime/shape.h"
 
 namespace wick {
+namespace {
+
+Tensor softmax_along(bool log, const Tensor& x, int64_t axis) {
+  const char* name = log ? "log_softmax" : "softmax";
+  WICK_CHECK(x.defined(), name, ": undefined tensor");
+  WICK_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(), " (dtype ",
+             dtype_name(x.dtype()), ")");
+  if (x.dim() == 0) {
+    WICK_CHECK(axis == 0 || axis == -1, name, ": axis ", axis, " is out of range for ", x.describe(), " (rank 0)");
+    return softmax_along(log, x.reshape({1}), 0).reshape({});
+  }
+  WICK_CHECK(axis >= -x.dim() && axis < x.dim(), name, ": axis ", axis, " is out of range for ", x.describe(),
+             " (rank ", x.dim(), ")");
+  int64_t a = normalize_axis(axis, x.dim(), name);
+  int64_t last = x.dim() - 1;
+  Tensor rows = x.transpose(a, last).contiguous();  // the softmax axis last
+  Tensor out = Tensor::empty(rows.shape(), x.dtype(), x.device());
+  int64_t row_length = rows.shape()[last];
+  int64_t n_rows = row_length == 0 ? 0 : rows.numel() / row_length;
+  Device device = x.device();
+  if (n_rows > 0) {
+    if (device.is_cpu()) {
+      cpu::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length);
+    } else {
+      cuda::set_device(device.index);
+      cuda::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length, current_stream(device).handle);
+    }
+  }
+  return a == last ? out : out.transpose(a, last).contiguous();
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t axis) { return softmax_along(false, x, axis); }
+Tensor log_softmax(const Tensor& x, int64_t axis) { return softmax_along(true, x, axis); }
+
+// ---- gradients ----
 
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y, int64_t axis) {
   const char* op = "softmax_backward";

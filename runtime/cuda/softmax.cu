@@ -1,11 +1,73 @@
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/group_reduce.cuh"
 #include "runtime/cuda/row_tiles.cuh"
-#include "runtime/cuda/softmax_backward.h"
+#include "runtime/cuda/softmax.h"
 #include "runtime/cuda/warp_reduce.cuh"
+#include "runtime/kernel_args.h"
+#include "runtime/ops/elementwise_math.h"
+#include "runtime/ops/reduce_math.h"
 
 namespace wick::cuda {
+namespace {
+
+// ---- kernels ----
+// One row per group of threads (a warp, or the block for rows over 512), as
+// runtime/cuda/group_reduce.cuh lays them out.
+
+template <bool kLog, typename T, int kGroup>
+__global__ void softmax_kernel(const T* x, T* out, int64_t n_rows, int64_t n) {
+  using A = accumulate_t<T>;
+  int64_t r = group_row<kGroup>();
+  if (r >= n_rows) return;
+  const T* row = x + r * n;
+  T* result = out + r * n;
+  int lane = threadIdx.x % kGroup;
+  A m = lowest_value<A>();
+  for (int64_t i = lane; i < n; i += kGroup) m = math::maximum(m, convert<A>(row[i]));
+  m = group_reduce<kGroup>(m, MaxOp{});
+  A s = A(0);
+  for (int64_t i = lane; i < n; i += kGroup) s += math::exp(convert<A>(row[i]) - m);
+  s = group_reduce<kGroup>(s, SumOp{});
+  if constexpr (kLog) {
+    A shift = m + math::log(s);
+    for (int64_t i = lane; i < n; i += kGroup) result[i] = convert<T>(convert<A>(row[i]) - shift);
+  } else {
+    A inverse = A(1) / s;
+    for (int64_t i = lane; i < n; i += kGroup) result[i] = convert<T>(math::exp(convert<A>(row[i]) - m) * inverse);
+  }
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
+                  void* stream) {
+  if (n_rows == 0 || row_length == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<accumulate_t<T>>) {
+      const T* in = static_cast<const T*>(x);
+      T* result = static_cast<T*>(out);
+      launch_rows(n_rows, row_length, [&](auto group_tag, unsigned blocks) {
+        constexpr int kGroup = decltype(group_tag)::value;
+        if (log)
+          softmax_kernel<true, T, kGroup><<<blocks, threads_per_block, 0, s>>>(in, result, n_rows, row_length);
+        else
+          softmax_kernel<false, T, kGroup><<<blocks, threads_per_block, 0, s>>>(in, result, n_rows, row_length);
+        CUDA_CHECK_LAUNCH();
+      });
+    }
+  });
+}
+
+// ---- gradients ----
+
 namespace {
 
 // ---- kernels ----
