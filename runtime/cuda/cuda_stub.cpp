@@ -6,12 +6,12 @@
 
 #include "runtime/cuda/attention.h"
 #include "runtime/cuda/conv.h"
+#include "runtime/cuda/copy.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise.h"
 #include "runtime/cuda/float8.h"
 #include "runtime/cuda/host_function.h"
 #include "runtime/cuda/index.h"
-#include "runtime/cuda/kernels.h"
 #include "runtime/cuda/matmul.h"
 #include "runtime/cuda/norm.h"
 #include "runtime/cuda/random.h"

@@ -1,8 +1,8 @@
 #include "runtime/ops/copy.h"
 
-#include "runtime/cpu/kernels.h"
+#include "runtime/cpu/copy.h"
+#include "runtime/cuda/copy.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/kernels.h"
 #include "runtime/memory.h"
 
 namespace wick {

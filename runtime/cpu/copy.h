@@ -1,5 +1,6 @@
-// CPU kernels, called by the op front-ends in runtime/ops/ after they have validated shapes and
-// dtypes, promoted, broadcast and allocated outputs. Kernels trust their arguments.
+// CPU copy kernel (any strides, any dtype to any dtype), called by the copy front-end
+// (runtime/ops/copy.cpp) after it has validated shapes and dtypes, broadcast and allocated the
+// output. Kernels trust their arguments.
 //
 //   cpu::copy_strided(dst_ptr, DType::F32, dst_view, src_ptr, DType::BF16, src_view, n);
 #pragma once

@@ -1,6 +1,7 @@
-// CUDA kernel launchers, called by the op front-ends in runtime/ops/ (cuda_stub.cpp without CUDA)
-// after validation, promotion, broadcasting and output allocation. Each takes the stream
-// explicitly (a cudaStream_t passed as void*) and the device is already current.
+// CUDA copy launcher (any strides, any dtype to any dtype), called by the copy front-end
+// (runtime/ops/copy.cpp) after validation, broadcasting and output allocation (cuda_stub.cpp
+// without CUDA). It takes the stream explicitly (a cudaStream_t passed as void*) and the device
+// is already current.
 //
 //   cuda::copy_strided(dst, DType::F32, dst_view, src, DType::BF16, src_view, n, stream);
 #pragma once
