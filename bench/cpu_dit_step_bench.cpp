@@ -34,7 +34,7 @@
 
 #include "bench/bench_util.h"
 #include "engine/autograd/backward.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/data/fashion_pack.h"
 #include "engine/data/idx.h"
@@ -42,11 +42,11 @@
 #include "engine/data/prefetcher.h"
 #include "engine/init.h"
 #include "engine/optim/optimizer.h"
-#include "models/diffusion/objective.h"
 #include "models/diffusion/flow_matching.h"
+#include "models/diffusion/objective.h"
 #include "models/dit/dit.h"
-#include "runtime/ops/elementwise.h"
 #include "runtime/device.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/random.h"
 #include "runtime/philox.h"
 

@@ -9,6 +9,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/random.h"
+#include "runtime/ops/softmax.h"
 
 namespace {
 

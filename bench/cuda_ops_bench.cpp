@@ -28,14 +28,11 @@
 #include "engine/optim/optimizer.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/elementwise_backward.h"
 #include "runtime/ops/norm.h"
-#include "runtime/ops/norm_backward.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
-#include "runtime/ops/softmax_backward.h"
+#include "runtime/ops/softmax.h"
 
 namespace {
 

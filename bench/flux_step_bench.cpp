@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "engine/autograd/backward.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/init.h"
 #include "engine/optim/optimizer.h"
 #include "models/diffusion/flow_matching.h"

@@ -79,22 +79,6 @@ LaunchEnv detect_launch_env() {
   return e;
 }
 
-bool mpi_compiled() {
-#if WICK_HAS_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
-bool nccl_compiled() {
-#if WICK_HAS_NCCL && WICK_HAS_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 bool mpi_initialized() {
 #if WICK_HAS_MPI
   int initialized = 0;

@@ -31,9 +31,6 @@ struct LaunchEnv {
 // (MVAPICH) and, for a Slurm step, SLURM_STEP_ID + SLURM_PROCID + SLURM_NTASKS.
 LaunchEnv detect_launch_env();
 
-// True when wick was built with MPI / with NCCL.
-bool mpi_compiled();
-bool nccl_compiled();
 // MPI_Initialized (false in a build without MPI).
 bool mpi_initialized();
 // Initializes MPI once (later calls do nothing) and registers MPI_Finalize at exit; throws

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "comm/mpi_check.h"
 #endif
 
 namespace wick::comm {
@@ -46,13 +48,6 @@ constexpr int diag_tag = 4242;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return detail::concat("MPI error ", code);
-  return std::string(text, static_cast<size_t>(length));
 }
 
 MPI_Datatype mpi_type(DType t) {
@@ -241,26 +236,23 @@ std::shared_ptr<Work> launch(const std::shared_ptr<MpiGroup::State>& state, doub
 MpiGroup::MpiGroup(double timeout_s) : ProcessGroup(timeout_s), state_(std::make_shared<State>()) {
   WICK_CHECK_KIND(Runtime, mpi_initialized(), "MpiGroup: MPI is not initialized (call comm::init_mpi first)");
   State& s = *state_;
-  auto check = [](int code, const char* call) {
-    WICK_CHECK_KIND(Runtime, code == MPI_SUCCESS, "MpiGroup: ", call, " failed: ", mpi_error_string(code));
-  };
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "MPI_Comm_dup");
-  check(MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check(MPI_Comm_dup(s.comm, &s.diag_comm), "MPI_Comm_dup");
-  check(MPI_Comm_set_errhandler(s.diag_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check(MPI_Comm_rank(s.comm, &s.rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(s.comm, &s.size), "MPI_Comm_size");
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm));
+  MPI_CHECK(MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_dup(s.comm, &s.diag_comm));
+  MPI_CHECK(MPI_Comm_set_errhandler(s.diag_comm, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(s.comm, &s.rank));
+  MPI_CHECK(MPI_Comm_size(s.comm, &s.size));
   MPI_Comm local = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
-  check(MPI_Comm_rank(local, &local_rank_), "MPI_Comm_rank");
-  check(MPI_Comm_size(local, &local_size_), "MPI_Comm_size");
+  MPI_CHECK(MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
+  MPI_CHECK(MPI_Comm_size(local, &local_size_));
   // The node's first rank (local rank 0: the split's key is the world rank) names the node; the
   // nodes are numbered in the order of their first ranks.
   int first_rank = s.rank;
-  check(MPI_Bcast(&first_rank, 1, MPI_INT, 0, local), "MPI_Bcast");
+  MPI_CHECK(MPI_Bcast(&first_rank, 1, MPI_INT, 0, local));
   MPI_Comm_free(&local);
   std::vector<int> first_ranks(static_cast<size_t>(s.size));
-  check(MPI_Allgather(&first_rank, 1, MPI_INT, first_ranks.data(), 1, MPI_INT, s.comm), "MPI_Allgather");
+  MPI_CHECK(MPI_Allgather(&first_rank, 1, MPI_INT, first_ranks.data(), 1, MPI_INT, s.comm));
   std::sort(first_ranks.begin(), first_ranks.end());
   first_ranks.erase(std::unique(first_ranks.begin(), first_ranks.end()), first_ranks.end());
   n_nodes_ = static_cast<int>(first_ranks.size());

@@ -17,7 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/nccl_check.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_check.h"
 #endif
 
 namespace wick::comm {
@@ -64,13 +66,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-#define WICK_CUDA_OK(call)                                                                          \
-  do {                                                                                              \
-    cudaError_t wick_status_ = (call);                                                              \
-    WICK_CHECK_KIND(Runtime, wick_status_ == cudaSuccess, "nccl group: ", #call, ": ",              \
-                    cudaGetErrorString(wick_status_));                                              \
-  } while (0)
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -203,7 +198,7 @@ class NcclWork : public Work {
   void wait(double timeout_s) override {
     if (done_) return;
     double limit = timeout_s < 0 ? state_->timeout_s : timeout_s;
-    WICK_CUDA_OK(cudaSetDevice(state_->device));
+    CUDA_CHECK(cudaSetDevice(state_->device));
     for (int spin = 0;; ++spin) {
       cudaError_t q = cudaEventQuery(pending_->done);
       if (q == cudaSuccess) break;
@@ -227,7 +222,7 @@ class NcclWork : public Work {
     }
     // Later work on the caller's stream sees the results.
     auto consumer = static_cast<cudaStream_t>(current_stream(Device::cuda(state_->device)).handle);
-    WICK_CUDA_OK(cudaStreamWaitEvent(consumer, pending_->done, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(consumer, pending_->done, 0));
     keep_.clear();
     done_ = true;
   }
@@ -247,19 +242,19 @@ std::shared_ptr<Work> enqueue(const std::shared_ptr<NcclGroup::State>& state, st
   NcclGroup::State& s = *state;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.failure.empty()) WICK_FAIL(Training, "nccl ", what, ": the process group failed earlier: ", s.failure);
-  WICK_CUDA_OK(cudaSetDevice(s.device));
+  CUDA_CHECK(cudaSetDevice(s.device));
   auto producer = static_cast<cudaStream_t>(current_stream(Device::cuda(s.device)).handle);
   cudaEvent_t ready = nullptr;
-  WICK_CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  WICK_CUDA_OK(cudaEventRecord(ready, producer));
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, producer));
   cudaError_t waited = cudaStreamWaitEvent(s.stream, ready, 0);
   cudaEventDestroy(ready);
   WICK_CHECK_KIND(Runtime, waited == cudaSuccess, "nccl group: cudaStreamWaitEvent: ", cudaGetErrorString(waited));
   auto pending = std::make_shared<Pending>();
   pending->what = what;
-  WICK_CUDA_OK(cudaEventCreateWithFlags(&pending->done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&pending->done, cudaEventDisableTiming));
   s.settle_locked(call(s.comm, s.stream), what, pending->start);
-  WICK_CUDA_OK(cudaEventRecord(pending->done, s.stream));
+  CUDA_CHECK(cudaEventRecord(pending->done, s.stream));
   s.pending.push_back(pending);
   return std::make_shared<NcclWork>(state, std::move(pending), std::move(keep));
 }
@@ -308,12 +303,11 @@ void NcclGroup::start() {
   s.rank = rank_;
   s.size = size_;
   s.timeout_s = timeout_s();
-  WICK_CUDA_OK(cudaSetDevice(s.device));
+  CUDA_CHECK(cudaSetDevice(s.device));
 
   ncclUniqueId id{};
   if (s.rank == 0) {
-    ncclResult_t r = ncclGetUniqueId(&id);
-    WICK_CHECK_KIND(Runtime, r == ncclSuccess, "ncclGetUniqueId: ", ncclGetErrorString(r));
+    NCCL_CHECK(ncclGetUniqueId(&id));
   }
   if (bootstrap_ != nullptr) bootstrap_->broadcast_bytes(&id, sizeof(id), 0);  // one rank: no bootstrap
 
@@ -332,7 +326,7 @@ void NcclGroup::start() {
     }
     s.settle_locked(r, "ncclCommInitRankConfig", start);
   }
-  WICK_CUDA_OK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.barrier_buffer = Tensor::empty({1}, DType::I32, device_);
   s.watchdog = std::thread([state = state_] { state->watch(); });
 }

@@ -2,7 +2,6 @@
 
 #include "engine/autograd/node.h"
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 
 namespace wick::autograd {
 namespace {

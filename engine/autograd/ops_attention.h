@@ -1,5 +1,5 @@
 // Differentiable scaled dot-product attention: runtime/ops/attention.h's forward recording one
-// graph node whose gradient is runtime/ops/attention_backward.h.
+// graph node whose gradient is its scaled_dot_product_attention_backward.
 //
 //   Tensor out = autograd::scaled_dot_product_attention(q, k, v);                 // q [B, H, Lq, D]
 //   Tensor c = autograd::scaled_dot_product_attention(q, k, v, {}, std::nullopt, /*is_causal=*/true);
@@ -10,7 +10,7 @@
 // mask is a constant (an additive float mask that requires grad gets none: wick does not compute
 // dMask). Memory per recorded call: the node keeps q, k, v (already alive as inputs in a typical
 // graph), out [B, H, Lq, Dv] and logsumexp [B, H, Lq] f32, never the Lq x Lk probabilities; the
-// backward recomputes them (see runtime/ops/attention_backward.h for the numbers at Flux shapes).
+// backward recomputes them (see runtime/ops/attention.h for the numbers at Flux shapes).
 #pragma once
 
 #include <optional>

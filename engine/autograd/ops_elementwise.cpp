@@ -4,7 +4,6 @@
 
 #include "engine/autograd/node.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/elementwise_backward.h"
 
 namespace wick::autograd {
 namespace {
@@ -366,7 +365,7 @@ class ActivationNode : public UnaryNode {  // saves x; silu, gelu, gelu_tanh
  public:
   ActivationNode(Tensor x, UnaryOp op) : UnaryNode(std::move(x)), op_(op) {}
   const char* name() const override { return unary_op_name(op_); }
-  // d f(x) = f'(x) dx in one fused kernel (runtime/ops/elementwise_backward.h states each f')
+  // d f(x) = f'(x) dx in one fused kernel (runtime/ops/elementwise.h states each f')
   std::vector<Tensor> backward(const std::vector<Tensor>& grad) override {
     return {wick::unary_backward(op_, grad[0].to(saved_.dtype()), saved_)};
   }

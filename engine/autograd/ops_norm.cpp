@@ -2,7 +2,6 @@
 
 #include "engine/autograd/node.h"
 #include "runtime/ops/norm.h"
-#include "runtime/ops/norm_backward.h"
 
 namespace wick::autograd {
 namespace {

@@ -1,6 +1,6 @@
 // Differentiable normalizations: the runtime ops of runtime/ops/norm.h, returning y only. The
 // graph node keeps the mean and rstd the runtime forward computed; the backward is the runtime's
-// layer_norm_backward / rms_norm_backward / group_norm_backward (runtime/ops/norm_backward.h).
+// layer_norm_backward / rms_norm_backward / group_norm_backward (runtime/ops/norm.h).
 //
 //   Tensor h = autograd::layer_norm(x, {x.size(-1)}, gamma, beta);   // gamma, beta optional
 //   Tensor r = autograd::rms_norm(x, gamma, 1e-6);

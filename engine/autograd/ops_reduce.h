@@ -1,8 +1,7 @@
-// Differentiable reductions and softmax: the runtime ops of runtime/ops/reduce.h that record the
-// graph when the input requires a gradient (same names, arguments and results).
+// Differentiable reductions: the runtime ops of runtime/ops/reduce.h that record the graph when the
+// input requires a gradient (same names, arguments and results). Softmax: ops_softmax.h.
 //
 //   Tensor loss = autograd::mean(autograd::square(y - t));          // all axes -> 0-d
-//   Tensor p = autograd::softmax(logits, -1);
 //   Tensor m = autograd::max(x, {1}, /*keepdim=*/true);
 //
 // Each op is one Node beside its forward in ops_reduce.cpp; the rule is written with runtime ops.
@@ -29,10 +28,5 @@ Tensor argmax(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepd
 Tensor var(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false, double correction = 1.0);
 // d/dx = exp(x - logsumexp(x)) times the output gradient (softmax over the reduced axes).
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
-
-// d/dx = y (g - sum(g y)) along `axis`, y the softmax.
-Tensor softmax(const Tensor& x, int64_t axis = -1);
-// d/dx = g - softmax(x) sum(g) along `axis`.
-Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 
 }  // namespace wick::autograd

@@ -333,8 +333,6 @@ FileDigest save_optimizer_shard(const std::string& path, const OptimizerShard& s
   return save_hashed(path, shard.tensors, metadata);
 }
 
-OptimizerShard load_optimizer_shard(const std::string& path) { return shard_from_file(SafetensorsFile::open(path)); }
-
 FileDigest save_optimizer_state(const std::string& path, const NamedTensors& state, const OptimizerLayout& layout) {
   std::map<std::string, std::string> metadata = {
       {"format", kFormat},

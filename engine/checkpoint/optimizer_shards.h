@@ -107,7 +107,6 @@ void load_optimizer_shard_into(Optimizer& optimizer, const OptimizerShard& shard
 std::string optimizer_shard_file_name(int rank, int world_size);
 // Writes the shard file (fsynced) and returns its size and SHA-256, hashed while it was written.
 FileDigest save_optimizer_shard(const std::string& path, const OptimizerShard& shard);
-OptimizerShard load_optimizer_shard(const std::string& path);
 
 // The single-file form (optimizer.safetensors): the per-parameter tensors with the layout in the
 // metadata. Returns the file's size and SHA-256, hashed while it was written.

@@ -75,6 +75,16 @@ struct LatentDataset::State {
   // Optional members present in every bucket (checked by open).
   bool has_logvar = false, has_original_size = false, has_crop = false, has_flipped = false, has_sources = false;
   int64_t n_prompts = -1;  // rows of /sample_prompts, -1 without it
+
+  // The phases of open_in_process, in order, on the open file's root group; each checks what it
+  // reads and throws WickError (Data) naming the file and the member.
+  void read_root_attributes(hid_t root);                          // format, version, attributes, label names
+  std::vector<std::string> read_bucket_names(hid_t root) const;  // /bucket_names
+  // Every bucket's members: shapes, types, the optional members present in all buckets or none.
+  void open_buckets(hid_t root, const std::vector<std::string>& bucket_names);
+  void read_sample_index(hid_t root, const std::vector<std::string>& bucket_names);  // bucket_of, row_of
+  void read_sample_prompts(hid_t root);  // n_prompts, when the file holds /sample_prompts
+  void read_labels();                    // labels, -1 without them
 };
 
 LatentDataset::LatentDataset() : state_(std::make_unique<State>()) {}
@@ -104,22 +114,11 @@ void LatentDataset::read_every_string() const {
   }
 }
 
-std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string& path) {
-  H5Lock lock;
-  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  h5::last_error();
-  WICK_CHECK_KIND(Data, is_hdf5 > 0, path, ": not an HDF5 file");
-  std::shared_ptr<LatentDataset> dataset(new LatentDataset());
-  State& s = *dataset->state_;
-  s.path = path;
-  H5Id access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, "/", "H5Pcreate"));
-#if H5_VERSION_GE(1, 10, 7)
-  // Several ranks open the same file read-only; flock fails on some network file systems.
-  H5_CHECK(H5Pset_file_locking(access.get(), false, true), path, "/", "H5Pset_file_locking");
-#endif
-  s.file = H5Id(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), path, "/", "opening (H5Fopen)"));
-  hid_t root = s.file.get();
+// ---- the phases of open_in_process, in order; `s` is this state, as open_in_process names it ----
 
+void LatentDataset::State::read_root_attributes(hid_t root) {
+  State& s = *this;
+  const std::string& path = s.path;
   std::string format = h5::read_string_attribute(root, "format", path);
   WICK_CHECK_KIND(Data, format == latent_format_name, path, ": root attribute 'format' is '", format, "', expected '",
                   latent_format_name, "' (not a wick cached-latent dataset)");
@@ -149,14 +148,22 @@ std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string&
     WICK_CHECK_KIND(Data, shape.size() == 1, path, ": /label_names must be 1-d");
     s.attributes.label_names = h5::read_strings(names.get(), 0, shape[0], path, "label_names");
   }
+}
 
+std::vector<std::string> LatentDataset::State::read_bucket_names(hid_t root) const {
+  const std::string& path = this->path;
   H5Id names = h5::open_dataset(root, "bucket_names", path);
   auto names_shape = h5::dataset_shape(names.get(), path, "bucket_names");
   WICK_CHECK_KIND(Data, names_shape.size() == 1, path, ": /bucket_names must be 1-d, has shape ",
                   Shape(names_shape));
   std::vector<std::string> bucket_names = h5::read_strings(names.get(), 0, names_shape[0], path, "bucket_names");
   WICK_CHECK_KIND(Data, h5::exists(root, "buckets"), path, ": missing group /buckets");
+  return bucket_names;
+}
 
+void LatentDataset::State::open_buckets(hid_t root, const std::vector<std::string>& bucket_names) {
+  State& s = *this;
+  const std::string& path = s.path;
   const int64_t C = s.attributes.latent_channels;
   for (size_t b = 0; b < bucket_names.size(); ++b) {
     const std::string& name = bucket_names[b];
@@ -243,7 +250,11 @@ std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string&
     s.infos.push_back(bucket.info);
     s.buckets.push_back(std::move(bucket));
   }
+}
 
+void LatentDataset::State::read_sample_index(hid_t root, const std::vector<std::string>& bucket_names) {
+  State& s = *this;
+  const std::string& path = s.path;
   H5Id index = h5::open_dataset(root, "sample_index", path);
   auto index_shape = h5::dataset_shape(index.get(), path, "sample_index");
   WICK_CHECK_KIND(Data, index_shape.size() == 2 && index_shape[1] == 2, path, ": /sample_index has shape ",
@@ -263,6 +274,11 @@ std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string&
     s.bucket_of[static_cast<size_t>(i)] = b;
     s.row_of[static_cast<size_t>(i)] = row;
   }
+}
+
+void LatentDataset::State::read_sample_prompts(hid_t root) {
+  State& s = *this;
+  const std::string& path = s.path;
   if (h5::exists(root, "sample_prompts")) {
     auto open_prompts = [&](const std::string& member, size_t rank, H5T_class_t type_class) {
       const std::string full = "sample_prompts/" + member;
@@ -288,6 +304,12 @@ std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string&
                       s.text_length, " D=", s.text_dim, " P=", s.pooled_dim);
     s.n_prompts = K;
   }
+}
+
+void LatentDataset::State::read_labels() {
+  State& s = *this;
+  const std::string& path = s.path;
+  const int64_t S = static_cast<int64_t>(s.bucket_of.size());
   s.labels.assign(static_cast<size_t>(S), -1);
   if (s.has_labels) {
     std::vector<std::vector<int64_t>> per_bucket;
@@ -301,6 +323,29 @@ std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string&
       s.labels[static_cast<size_t>(i)] =
           per_bucket[static_cast<size_t>(s.bucket_of[static_cast<size_t>(i)])][static_cast<size_t>(s.row_of[static_cast<size_t>(i)])];
   }
+}
+
+std::shared_ptr<LatentDataset> LatentDataset::open_in_process(const std::string& path) {
+  H5Lock lock;
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  h5::last_error();
+  WICK_CHECK_KIND(Data, is_hdf5 > 0, path, ": not an HDF5 file");
+  std::shared_ptr<LatentDataset> dataset(new LatentDataset());
+  State& s = *dataset->state_;
+  s.path = path;
+  H5Id access(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, "/", "H5Pcreate"));
+#if H5_VERSION_GE(1, 10, 7)
+  // Several ranks open the same file read-only; flock fails on some network file systems.
+  H5_CHECK(H5Pset_file_locking(access.get(), false, true), path, "/", "H5Pset_file_locking");
+#endif
+  s.file = H5Id(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), path, "/", "opening (H5Fopen)"));
+  hid_t root = s.file.get();
+  s.read_root_attributes(root);
+  const std::vector<std::string> bucket_names = s.read_bucket_names(root);
+  s.open_buckets(root, bucket_names);
+  s.read_sample_index(root, bucket_names);
+  s.read_sample_prompts(root);
+  s.read_labels();
   return dataset;
 }
 

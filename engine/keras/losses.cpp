@@ -5,8 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_loss.h"
-#include "engine/autograd/ops_view.h"
 #include "runtime/error.h"
 
 namespace wick::keras {

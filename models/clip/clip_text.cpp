@@ -4,7 +4,7 @@
 #include "engine/autograd/ops_attention.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_index.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "models/nn/basic.h"
 #include "models/nn/linear.h"
 #include "models/nn/norm.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "models/vae/vae.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"

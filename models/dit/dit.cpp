@@ -7,7 +7,6 @@
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_modulate.h"
-#include "engine/autograd/ops_view.h"
 #include "models/dit/dit_memory.h"
 #include "models/nn/attention.h"
 #include "models/nn/basic.h"

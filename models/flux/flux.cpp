@@ -10,7 +10,6 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
-#include "engine/autograd/ops_view.h"
 #include "models/flux/flux_blocks.h"
 #include "models/flux/flux_memory.h"
 #include "models/nn/linear.h"

@@ -2,7 +2,7 @@
 
 #include "engine/autograd/ops_attention.h"
 #include "engine/autograd/ops_join.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 
 namespace wick::nn {
 

@@ -3,7 +3,7 @@
 #include "engine/autograd/ops_dropout.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_index.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/init.h"
 #include "runtime/philox.h"
 

@@ -1,6 +1,6 @@
 #include "models/nn/conv.h"
 
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_conv.h"
 #include "engine/init.h"
 
 namespace wick::nn {

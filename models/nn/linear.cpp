@@ -2,7 +2,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_float8.h"
-#include "engine/autograd/ops_linalg.h"
+#include "engine/autograd/ops_matmul.h"
 #include "engine/init.h"
 #include "runtime/ops/creation.h"
 

@@ -4,10 +4,11 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/autograd/ops_conv.h"
 #include "engine/autograd/ops_dropout.h"
 #include "engine/autograd/ops_elementwise.h"
-#include "engine/autograd/ops_linalg.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_matmul.h"
 #include "runtime/ops/elementwise.h"
 
 namespace wick::nn {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "models/t5/t5_blocks.h"
 #include "models/t5/t5_weights.h"
 #include "runtime/error.h"

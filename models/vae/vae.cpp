@@ -3,7 +3,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "models/nn/conv.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"

@@ -5,9 +5,9 @@
 
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
-#include "engine/autograd/ops_linalg.h"
-#include "engine/autograd/ops_reduce.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_matmul.h"
+#include "engine/autograd/ops_softmax.h"
 #include "models/nn/basic.h"
 #include "models/nn/conv.h"
 #include "models/nn/norm.h"

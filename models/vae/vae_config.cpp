@@ -4,7 +4,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "runtime/error.h"
 
 namespace wick::vae {

@@ -5,7 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "runtime/error.h"
 #include "runtime/ops/creation.h"
 

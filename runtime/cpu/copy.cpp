@@ -1,8 +1,9 @@
+#include "runtime/cpu/copy.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
-#include "runtime/cpu/kernels.h"
 #include "runtime/cpu/parallel.h"
 
 namespace wick::cpu {

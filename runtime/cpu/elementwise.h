@@ -1,10 +1,11 @@
-// CPU elementwise and fill kernels, called by runtime/ops/elementwise.cpp and creation.cpp after
-// validation, promotion, broadcasting (stride 0) and output allocation. Outputs are contiguous;
-// inputs are walked through their (coalesced) StridedView.
+// CPU elementwise, fill and activation backward kernels, called by runtime/ops/elementwise.cpp and
+// creation.cpp after validation, promotion, broadcasting (stride 0) and output allocation. Outputs
+// are contiguous; inputs are walked through their (coalesced) StridedView.
 //
 //   cpu::unary(UnaryOp::Exp, DType::BF16, x_ptr, x_view, out_ptr, n);
 //   cpu::binary(BinaryOp::Add, DType::F32, a_operand, b_operand, out_ptr, n);   // a, b of `dtype`
 //   cpu::fill(DType::F16, out_ptr, 1.0, n);
+//   cpu::unary_backward(UnaryOp::Gelu, DType::F32, grad_ptr, x_ptr, out_ptr, n);
 #pragma once
 
 #include <cstdint>
@@ -27,5 +28,9 @@ void where(const ElementwiseOperand& cond, DType dtype, const ElementwiseOperand
 void fill(DType dtype, void* out, double value, int64_t n);
 // out[i] = start + i * step (computed in double) converted to dtype.
 void arange(DType dtype, void* out, double start, double step, int64_t n);
+
+// ---- gradients ----
+// out[i] = grad[i] * op'(x[i]); all contiguous, of `dtype` (floating); op Silu, Gelu or GeluTanh.
+void unary_backward(UnaryOp op, DType dtype, const void* grad, const void* x, void* out, int64_t n);
 
 }  // namespace wick::cpu

@@ -3,37 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/cpu/pairwise_sum.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/kernel_args.h"
 #include "runtime/ops/elementwise_math.h"
 
 namespace wick::cpu {
 namespace {
-
-// Pairwise summation of load(0..n): error grows with log(n), not n, in f32.
-template <typename A, typename Load>
-A pairwise_sum(int64_t begin, int64_t n, const Load& load) {
-  constexpr int64_t block = 256, lanes = 8;
-  if (n <= block) {
-    A partial[lanes] = {};
-    int64_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-      for (int64_t k = 0; k < lanes; ++k) partial[k] += load(begin + i + k);
-    A total = A(0);
-    for (; i < n; ++i) total += load(begin + i);
-    for (int64_t k = 0; k < lanes; ++k) total += partial[k];
-    return total;
-  }
-  int64_t half = (n / 2 + lanes - 1) / lanes * lanes;
-  return pairwise_sum<A>(begin, half, load) + pairwise_sum<A>(begin + half, n - half, load);
-}
-
-template <typename T, typename A>
-A row_max(const T* row, int64_t n) {
-  A best = lowest_value<A>();
-  for (int64_t i = 0; i < n; ++i) best = math::maximum(best, convert<A>(row[i]));
-  return best;
-}
 
 template <ReduceOp kOp, typename T>
 void reduce_typed(const T* x, void* out_ptr, int64_t n_rows, int64_t n, double correction) {
@@ -87,30 +63,6 @@ void reduce_typed(const T* x, void* out_ptr, int64_t n_rows, int64_t n, double c
                 out[r] = convert<O>(m + math::log(s));
               }
             }
-          }
-        }
-      },
-      grain);
-}
-
-template <bool kLog, typename T>
-void softmax_typed(const T* x, T* out, int64_t n_rows, int64_t n) {
-  using A = accumulate_t<T>;
-  int64_t grain = std::max<int64_t>(1, default_grain / n);
-  parallel_for(
-      n_rows,
-      [&](int64_t row_begin, int64_t row_end) {
-        for (int64_t r = row_begin; r < row_end; ++r) {
-          const T* row = x + r * n;
-          T* result = out + r * n;
-          A m = row_max<T, A>(row, n);
-          A s = pairwise_sum<A>(0, n, [&](int64_t i) { return math::exp(convert<A>(row[i]) - m); });
-          if constexpr (kLog) {
-            A shift = m + math::log(s);
-            for (int64_t i = 0; i < n; ++i) result[i] = convert<T>(convert<A>(row[i]) - shift);
-          } else {
-            A inverse = A(1) / s;
-            for (int64_t i = 0; i < n; ++i) result[i] = convert<T>(math::exp(convert<A>(row[i]) - m) * inverse);
           }
         }
       },
@@ -175,19 +127,6 @@ void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_r
       case ReduceOp::LogSumExp:
         reduce_typed<ReduceOp::LogSumExp, T>(in, out, n_rows, row_length, correction);
         break;
-    }
-  });
-}
-
-void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length) {
-  if (n_rows == 0 || row_length == 0) return;
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<accumulate_t<T>>) {
-      if (log)
-        softmax_typed<true, T>(static_cast<const T*>(x), static_cast<T*>(out), n_rows, row_length);
-      else
-        softmax_typed<false, T>(static_cast<const T*>(x), static_cast<T*>(out), n_rows, row_length);
     }
   });
 }

@@ -1,8 +1,8 @@
-// CPU row reductions and softmax, called by runtime/ops/reduce.cpp once the reduced axes have
-// been moved last and the input made contiguous: the input is an [n_rows, row_length] matrix.
+// CPU row reductions, called by runtime/ops/reduce.cpp once the reduced axes have been moved last
+// and the input made contiguous: the input is an [n_rows, row_length] matrix. (Softmax:
+// runtime/cpu/softmax.h.)
 //
 //   cpu::reduce_rows(ReduceOp::Sum, DType::BF16, x_ptr, out_ptr, n_rows, row_length, 0.0);
-//   cpu::softmax_rows(/*log=*/false, DType::F32, x_ptr, out_ptr, n_rows, row_length);
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,5 @@ void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_r
 // moving them last: out[o, i] = sum_m x[o, m, i] (/ mid). Floating dtypes; mid >= 1. Accumulates blocks
 // of 256 rows in the accumulator type, then adds the blocks (error grows with mid / 256 + 256).
 void sum_middle(DType dtype, const void* x, void* out, int64_t outer, int64_t mid, int64_t inner, bool mean);
-// Softmax (or log-softmax) of each row, computed in f32 (f64 for f64), max-subtracted.
-void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length);
 
 }  // namespace wick::cpu

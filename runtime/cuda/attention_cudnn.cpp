@@ -1,8 +1,7 @@
-// cuDNN frontend SDPA (flash attention) forward and backward for runtime/ops/attention.h and
-// runtime/ops/attention_backward.h, compiled by the host compiler. Built only with
-// WICK_HAS_CUDNN_FRONTEND; otherwise attention_forward_cudnn / attention_backward_cudnn report "not run".
+// cuDNN frontend SDPA (flash attention) forward and backward for runtime/ops/attention.h, compiled
+// by the host compiler. Built only with WICK_HAS_CUDNN_FRONTEND; otherwise attention_forward_cudnn /
+// attention_backward_cudnn report "not run".
 #include "runtime/cuda/attention.h"
-#include "runtime/cuda/attention_backward.h"
 
 #if WICK_HAS_CUDNN_FRONTEND
 // The frontend's JSON support specializes nlohmann templates that wick also uses; keep it out.

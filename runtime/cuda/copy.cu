@@ -7,8 +7,8 @@
 //              through shared memory so that reads and writes are both coalesced
 #include <algorithm>
 
+#include "runtime/cuda/copy.h"
 #include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/kernels.h"
 #include "runtime/cuda/launch.cuh"
 
 namespace wick::cuda {

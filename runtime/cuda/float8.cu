@@ -49,11 +49,6 @@ __global__ void row_absmax_kernel(float* amax, const T* w, int64_t rows, int64_t
   }
 }
 
-__global__ void scales_from_absmax_kernel(float* scales, const float* amax, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    scales[i] = e4m3_scale(amax[i]);
-}
-
 template <typename T>
 __global__ void quantize_kernel(uint8_t* codes, const float* scales, const T* w, int64_t rows, int64_t cols,
                                 bool per_row) {
@@ -109,12 +104,6 @@ void row_absmax(float* amax, const void* w, DType dtype, int64_t rows, int64_t c
       CUDA_CHECK_LAUNCH();
     }
   });
-}
-
-void scales_from_absmax(float* scales, const float* amax, int64_t n, void* stream) {
-  if (n == 0) return;
-  scales_from_absmax_kernel<<<grid_for(n), block_size, 0, static_cast<cudaStream_t>(stream)>>>(scales, amax, n);
-  CUDA_CHECK_LAUNCH();
 }
 
 void quantize_float8(uint8_t* codes, const float* scales, const void* w, DType dtype, int64_t rows, int64_t cols,

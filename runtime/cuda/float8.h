@@ -2,7 +2,6 @@
 // (a cudaStream_t), with every pointer on the current device.
 //
 //   cuda::row_absmax(amax, w, DType::BF16, rows, cols, stream);
-//   cuda::scales_from_absmax(scales, amax, n, stream);
 //   cuda::quantize_float8(codes, scales, w, DType::BF16, rows, cols, /*per_row=*/true, stream);
 //   cuda::dequantize_float8(out, DType::BF16, codes, scales, rows, cols, /*per_row=*/true, stream);
 #pragma once
@@ -15,8 +14,6 @@ namespace wick::cuda {
 
 // amax[r] = max |w[r, :]| (f32; NaN if the row holds one); one block per row.
 void row_absmax(float* amax, const void* w, DType dtype, int64_t rows, int64_t cols, void* stream);
-// scales[i] = e4m3_scale(amax[i]) (runtime/float8.h).
-void scales_from_absmax(float* scales, const float* amax, int64_t n, void* stream);
 void quantize_float8(uint8_t* codes, const float* scales, const void* w, DType dtype, int64_t rows, int64_t cols,
                      bool per_row, void* stream);
 // Reads 8 codes per thread when cols is a multiple of 8 (the pointers allocated by wick are aligned).

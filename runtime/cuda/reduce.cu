@@ -1,6 +1,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/group_reduce.cuh"
 #include "runtime/cuda/launch.cuh"
 #include "runtime/cuda/reduce.h"
 #include "runtime/kernel_args.h"
@@ -9,46 +10,8 @@
 namespace wick::cuda {
 namespace {
 
-constexpr int threads_per_block = 256;
-constexpr int warps_per_block = threads_per_block / 32;
-
 // ---- kernels ----
-// A "group" of kGroup threads reduces one row: kGroup == 32 is one warp (8 rows per block),
-// kGroup == 256 the whole block. Every thread of a group ends with the group's result.
-
-struct SumOp {
-  template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
-};
-struct MaxOp {
-  template <typename A>
-  __device__ A operator()(A a, A b) const { return math::maximum(a, b); }
-};
-struct MinOp {
-  template <typename A>
-  __device__ A operator()(A a, A b) const { return math::minimum(a, b); }
-};
-
-template <int kGroup, typename A, typename Combine>
-__device__ A group_reduce(A value, Combine combine) {
-  for (int offset = 16; offset > 0; offset >>= 1) value = combine(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  if constexpr (kGroup == 32) {
-    return value;
-  } else {
-    __shared__ A partial[warps_per_block];
-    __syncthreads();  // earlier readers of `partial` are done
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
-    __syncthreads();
-    A total = partial[0];
-    for (int w = 1; w < warps_per_block; ++w) total = combine(total, partial[w]);
-    return total;
-  }
-}
-
-template <int kGroup>
-__device__ int64_t group_row() {
-  return kGroup == 32 ? int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32 : int64_t(blockIdx.x);
-}
+// A group of threads per row, as runtime/cuda/group_reduce.cuh lays them out.
 
 template <ReduceOp kOp, typename T, int kGroup>
 __global__ void reduce_kernel(const T* x, reduce_output_t<kOp, T>* out, int64_t n_rows, int64_t n, double correction) {
@@ -143,38 +106,6 @@ __global__ void argmax_kernel(const T* x, int64_t* out, int64_t n_rows, int64_t 
   if (lane == 0) out[r] = best_index;
 }
 
-template <bool kLog, typename T, int kGroup>
-__global__ void softmax_kernel(const T* x, T* out, int64_t n_rows, int64_t n) {
-  using A = accumulate_t<T>;
-  int64_t r = group_row<kGroup>();
-  if (r >= n_rows) return;
-  const T* row = x + r * n;
-  T* result = out + r * n;
-  int lane = threadIdx.x % kGroup;
-  A m = lowest_value<A>();
-  for (int64_t i = lane; i < n; i += kGroup) m = math::maximum(m, convert<A>(row[i]));
-  m = group_reduce<kGroup>(m, MaxOp{});
-  A s = A(0);
-  for (int64_t i = lane; i < n; i += kGroup) s += math::exp(convert<A>(row[i]) - m);
-  s = group_reduce<kGroup>(s, SumOp{});
-  if constexpr (kLog) {
-    A shift = m + math::log(s);
-    for (int64_t i = lane; i < n; i += kGroup) result[i] = convert<T>(convert<A>(row[i]) - shift);
-  } else {
-    A inverse = A(1) / s;
-    for (int64_t i = lane; i < n; i += kGroup) result[i] = convert<T>(math::exp(convert<A>(row[i]) - m) * inverse);
-  }
-}
-
-// Launches kernel<kGroup> with the row-to-group mapping above.
-template <typename Launch>
-void launch_rows(int64_t n_rows, int64_t row_length, const Launch& launch) {
-  if (row_length <= 512)
-    launch(std::integral_constant<int, 32>{}, static_cast<unsigned>((n_rows + warps_per_block - 1) / warps_per_block));
-  else
-    launch(std::integral_constant<int, 256>{}, static_cast<unsigned>(n_rows));
-}
-
 }  // namespace
 
 // ---- launchers ----
@@ -214,27 +145,6 @@ void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_r
           if (op == ReduceOp::LogSumExp) run(std::integral_constant<ReduceOp, ReduceOp::LogSumExp>{});
         }
         break;
-    }
-  });
-}
-
-void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
-                  void* stream) {
-  if (n_rows == 0 || row_length == 0) return;
-  auto s = static_cast<cudaStream_t>(stream);
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<accumulate_t<T>>) {
-      const T* in = static_cast<const T*>(x);
-      T* result = static_cast<T*>(out);
-      launch_rows(n_rows, row_length, [&](auto group_tag, unsigned blocks) {
-        constexpr int kGroup = decltype(group_tag)::value;
-        if (log)
-          softmax_kernel<true, T, kGroup><<<blocks, threads_per_block, 0, s>>>(in, result, n_rows, row_length);
-        else
-          softmax_kernel<false, T, kGroup><<<blocks, threads_per_block, 0, s>>>(in, result, n_rows, row_length);
-        CUDA_CHECK_LAUNCH();
-      });
     }
   });
 }

@@ -1,5 +1,6 @@
-// CUDA row reductions and softmax (declarations only; no CUDA headers). Same contracts as
-// runtime/cpu/reduce.h: the input is a contiguous [n_rows, row_length] matrix, row_length >= 1.
+// CUDA row reductions (declarations only; no CUDA headers). Same contracts as runtime/cpu/reduce.h:
+// the input is a contiguous [n_rows, row_length] matrix, row_length >= 1. (Softmax:
+// runtime/cuda/softmax.h.)
 // Rows of up to 512 elements get one warp each, longer rows one 256-thread block each; a few long
 // rows (fewer than 256, at least 32768 elements) are split over many blocks and combined in a
 // second pass (runtime/cuda/reduce_split.cu), deterministic, in the caller's workspace.
@@ -23,7 +24,5 @@ void reduce_rows(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_r
 // The split path alone: false (nothing launched) when the problem is not split or workspace is null.
 bool reduce_rows_split(ReduceOp op, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
                        double correction, void* workspace, void* stream);
-void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t n_rows, int64_t row_length,
-                  void* stream);
 
 }  // namespace wick::cuda

@@ -1,9 +1,9 @@
-// Checks and preparation shared by the attention forward (runtime/ops/attention.cpp) and backward
-// (runtime/ops/attention_backward.cpp), so both agree on shapes, masks and on when cuDNN runs.
+// Checks and preparation shared by the attention forward and backward (runtime/ops/attention.cpp),
+// so both agree on shapes, masks and on when cuDNN runs.
 //
 //   validate_attention("scaled_dot_product_attention", q, k, v, mask);
 //   Tensor m = prepare_attention_mask(mask, DType::F32, {B, H, Lq, Lk});
-//   if (attention_cudnn_eligible(q, k, v, mask)) ...;   // CUDA builds only
+//   if (attention_cudnn_eligible(q, k, v, mask)) ...;   // false without the cuDNN frontend
 #pragma once
 
 #include <algorithm>
@@ -14,11 +14,9 @@
 #include <vector>
 
 #include "runtime/cpu/attention.h"
+#include "runtime/cuda/attention.h"
 #include "runtime/ops/copy.h"
 #include "runtime/tensor.h"
-#if WICK_HAS_CUDA
-#include "runtime/cuda/attention.h"
-#endif
 
 namespace wick {
 
@@ -100,7 +98,6 @@ inline Tensor cpu_attention_operand(const Tensor& t, DType dtype) {
   return cpu_row_layout(t) ? t : t.contiguous();
 }
 
-#if WICK_HAS_CUDA
 // The cuDNN SDPA graphs (forward and backward) take bf16/f16 q/k/v, no mask, D and Dv multiples of
 // 8 in [8, 128].
 // WICK_CUDNN_ATTENTION=0 in the environment sends every problem to wick's own kernels (to compare
@@ -131,6 +128,5 @@ inline Tensor aligned_for_cudnn(const Tensor& t) {
 inline void fill_attention_strides(int64_t (&to)[4], const Strides& from) {
   for (int i = 0; i < 4; ++i) to[i] = from[static_cast<size_t>(i)];
 }
-#endif
 
 }  // namespace wick

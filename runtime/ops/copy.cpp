@@ -1,11 +1,9 @@
 #include "runtime/ops/copy.h"
 
-#include "runtime/cpu/kernels.h"
-#include "runtime/memory.h"
-#if WICK_HAS_CUDA
+#include "runtime/cpu/copy.h"
+#include "runtime/cuda/copy.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/kernels.h"
-#endif
+#include "runtime/memory.h"
 
 namespace wick {
 
@@ -33,11 +31,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     cpu::copy_strided(dst.data(), dst.dtype(), dst_view, expanded.data(), src.dtype(), src_view, dst.numel());
     return;
   }
-#if WICK_HAS_CUDA
   cuda::set_device(dst.device().index);
   cuda::copy_strided(dst.data(), dst.dtype(), dst_view, expanded.data(), src.dtype(), src_view, dst.numel(),
                      current_stream(dst.device()).handle);
-#endif
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

@@ -3,10 +3,8 @@
 #include <cmath>
 
 #include "runtime/cpu/elementwise.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/elementwise.h"
-#endif
 
 namespace wick {
 
@@ -20,10 +18,8 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   if (device.is_cpu()) {
     cpu::fill(dtype, out.data(), value, out.numel());
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::fill(dtype, out.data(), value, out.numel(), current_stream(device).handle);
-#endif
   }
   return out;
 }
@@ -42,10 +38,8 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   if (device.is_cpu()) {
     cpu::arange(dtype, out.data(), start, step, n);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::arange(dtype, out.data(), start, step, n, current_stream(device).handle);
-#endif
   }
   return out;
 }

@@ -1,10 +1,12 @@
-// Elementwise ops: unary math, binary arithmetic and comparisons with NumPy broadcasting, where.
+// Elementwise ops: unary math, binary arithmetic and comparisons with NumPy broadcasting, where;
+// and the fused backward of the activations (gelu, gelu_tanh, silu).
 //
 //   Tensor y = gelu_tanh(x);                    // same shape and dtype as x
 //   Tensor z = add(a, b);                       // a [4, 1, 3] with b [5, 1] -> [4, 5, 3], promoted dtype
 //   Tensor s = div(add(mul(x, 0.5), 1.0), y);     // scalars keep x's dtype
 //   Tensor m = gt(x, 0.0);                      // u8 mask of 0/1
 //   Tensor r = where(m, x, zeros_like(x));      // cond, a, b broadcast together
+//   Tensor grad_x = gelu_backward(grad_y, x);   // grad_y * d gelu(x) / dx
 //
 // Inputs may be strided views (broadcast axes have stride 0); outputs are new contiguous tensors on
 // the inputs' device. 16-bit floats are computed in f32, f64 in f64, integers in their own type.
@@ -85,5 +87,21 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // Arithmetic operators (a + b, x * 2.0, ...) are defined by engine/autograd/ops_elementwise.h,
 // where they record gradients; runtime code calls the named functions above.
+
+// ---- gradients ----
+// Backward kernels of the activations whose derivative the elementwise ops cannot express in one
+// pass (gelu needs erf, which is not an elementwise op; silu and gelu_tanh would take 5-8 passes),
+// e.g. unary_backward(UnaryOp::Silu, grad_y, x).
+// grad and x have the same shape and the same floating dtype (f32, f64, bf16, f16) on one device;
+// 16-bit floats are computed in f32. Inputs may be strided (they are made contiguous first); the
+// result is a new contiguous tensor of x's shape and dtype.
+// op is Silu, Gelu or GeluTanh (others throw).
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x);
+// grad * sigmoid(x) (1 + x (1 - sigmoid(x)))
+Tensor silu_backward(const Tensor& grad, const Tensor& x);
+// grad * (Phi(x) + x phi(x)), Phi / phi the standard normal cdf / density (torch's gelu backward).
+Tensor gelu_backward(const Tensor& grad, const Tensor& x);
+// grad * derivative of 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi) (torch's formula).
+Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& x);
 
 }  // namespace wick

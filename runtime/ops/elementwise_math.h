@@ -1,7 +1,9 @@
 // Per-element math shared by the CPU and CUDA elementwise kernels, so both backends compute the
-// same function. C++17-clean (included from .cu files); no Tensor here.
+// same function, and the activations' derivatives. C++17-clean (included from .cu files); no
+// Tensor here.
 //
 //   float y = unary_value<UnaryOp::GeluTanh>(x);          // in the compute type (f32 for 16-bit)
+//   float dy_dx = unary_derivative<UnaryOp::GeluTanh>(x);
 //   bool lt = binary_value<BinaryOp::Lt>(a, b);
 //   OperandLoader<bf16> load = make_loader<bf16>(operand);  float v = load(i);
 //
@@ -240,6 +242,44 @@ void dispatch_binary_op(BinaryOp op, Fn&& fn) {
     WICK_BINARY_CASE(Ne) WICK_BINARY_CASE(Lt) WICK_BINARY_CASE(Le) WICK_BINARY_CASE(Gt) WICK_BINARY_CASE(Ge)
   }
 #undef WICK_BINARY_CASE
+}
+
+// ---- gradients ----
+// Per-element derivatives shared by the CPU and CUDA activation backward kernels (C++17-clean,
+// included from .cu files). unary_derivative<kOp>(x) is d op(x) / dx in the compute type.
+// Silu, Gelu and GeluTanh (the ops unary_backward in runtime/ops/elementwise.h accepts).
+constexpr bool has_unary_backward_kernel(UnaryOp op) {
+  return op == UnaryOp::Silu || op == UnaryOp::Gelu || op == UnaryOp::GeluTanh;
+}
+
+template <UnaryOp kOp, typename C>
+WICK_HD C unary_derivative(C x) {
+  const C one = C(1), half = C(0.5);
+  if constexpr (kOp == UnaryOp::Silu) {
+    C s = one / (one + math::exp(-x));
+    return s * (one + x * (one - s));
+  } else if constexpr (kOp == UnaryOp::Gelu) {
+    // Phi(x) + x phi(x); 1/sqrt(2) and 1/sqrt(2 pi)
+    C cdf = half * (one + math::erf(x * C(0.70710678118654752440)));
+    C pdf = C(0.39894228040143267794) * math::exp(-half * x * x);
+    return cdf + x * pdf;
+  } else {
+    // GeluTanh, as torch: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(inner)
+    const C k = C(0.79788456080286535588), kappa = C(0.044715);
+    C x_sq = x * x;
+    C t = math::tanh(k * (x + kappa * x_sq * x));
+    return half * (one + t) + half * x * (one - t * t) * k * (one + C(3) * kappa * x_sq);
+  }
+}
+
+template <typename Fn>
+void dispatch_unary_backward_op(UnaryOp op, Fn&& fn) {
+  switch (op) {
+    case UnaryOp::Silu: fn(std::integral_constant<UnaryOp, UnaryOp::Silu>{}); return;
+    case UnaryOp::Gelu: fn(std::integral_constant<UnaryOp, UnaryOp::Gelu>{}); return;
+    case UnaryOp::GeluTanh: fn(std::integral_constant<UnaryOp, UnaryOp::GeluTanh>{}); return;
+    default: return;  // rejected by the front-end
+  }
 }
 
 }  // namespace wick

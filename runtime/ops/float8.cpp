@@ -4,12 +4,10 @@
 #include <vector>
 
 #include "runtime/cpu/float8.h"
-#include "runtime/float8.h"
-#include "runtime/ops/matmul.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/float8.h"
-#endif
+#include "runtime/float8.h"
+#include "runtime/ops/matmul.h"
 
 namespace wick {
 namespace {
@@ -51,10 +49,8 @@ Float8Weight quantize_float8(const Tensor& weight, Float8Scaling scaling) {
   if (device.is_cpu()) {
     cpu::row_absmax(row_amax.data_as<float>(), w.data(), w.dtype(), rows, cols);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::row_absmax(row_amax.data_as<float>(), w.data(), w.dtype(), rows, cols, current_stream(device).handle);
-#endif
   }
   // Scales come from the row maxima on the host (a load-time operation: rows values), which also
   // checks them.
@@ -74,10 +70,8 @@ Float8Weight quantize_float8(const Tensor& weight, Float8Scaling scaling) {
   if (device.is_cpu()) {
     cpu::quantize_float8(codes.data_as<uint8_t>(), scale.data_as<float>(), w.data(), w.dtype(), rows, cols, per_row);
   } else {
-#if WICK_HAS_CUDA
     cuda::quantize_float8(codes.data_as<uint8_t>(), scale.data_as<float>(), w.data(), w.dtype(), rows, cols, per_row,
                           current_stream(device).handle);
-#endif
   }
   return {codes, scale};
 }
@@ -96,11 +90,9 @@ Tensor dequantize_float8(const Tensor& codes, const Tensor& scale, DType dtype) 
   if (device.is_cpu()) {
     cpu::dequantize_float8(out.data(), dtype, c.data_as<uint8_t>(), scales.data_as<float>(), rows, cols, per_row);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::dequantize_float8(out.data(), dtype, c.data_as<uint8_t>(), scales.data_as<float>(), rows, cols, per_row,
                             current_stream(device).handle);
-#endif
   }
   return out;
 }

@@ -1,11 +1,9 @@
 #include "runtime/ops/index.h"
 
 #include "runtime/cpu/index.h"
-#include "runtime/ops/copy.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/index.h"
-#endif
+#include "runtime/ops/copy.h"
 
 namespace wick {
 namespace {
@@ -55,11 +53,9 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
     cpu::index_select(out.data(), source.data(), dtype_size(x.dtype()), index64.data_as<int64_t>(), n_index, outer,
                       extent, inner);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(x.device().index);
     cuda::index_select(out.data(), source.data(), dtype_size(x.dtype()), index64.data_as<int64_t>(), n_index, outer,
                        extent, inner, current_stream(x.device()).handle);
-#endif
   }
   return out;
 }
@@ -100,11 +96,9 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   if (x.device().is_cpu()) {
     cpu::gather(out.data(), x.data(), dtype_size(x.dtype()), x_view, axis_stride, index64.data_as<int64_t>(), n);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(x.device().index);
     cuda::gather(out.data(), x.data(), dtype_size(x.dtype()), x_view, axis_stride, extent, index64.data_as<int64_t>(),
                  n, current_stream(x.device()).handle);
-#endif
   }
   return out;
 }
@@ -143,11 +137,9 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
       cpu::scatter_add(out.data(), work, out_view, axis_stride, index64.data_as<int64_t>(), source.data(), src_view,
                        n);
     } else {
-#if WICK_HAS_CUDA
       cuda::set_device(x.device().index);
       cuda::scatter_add(out.data(), work, out_view, axis_stride, x.size(a), index64.data_as<int64_t>(), source.data(),
                         src_view, n, current_stream(x.device()).handle);
-#endif
     }
   }
   return work == x.dtype() ? out : cast(out, x.dtype());
@@ -180,11 +172,9 @@ Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tenso
     if (x.device().is_cpu()) {
       cpu::index_add(out.data(), work, source.data(), index64.data_as<int64_t>(), n_index, outer, extent, inner);
     } else {
-#if WICK_HAS_CUDA
       cuda::set_device(x.device().index);
       cuda::index_add(out.data(), work, source.data(), index64.data_as<int64_t>(), n_index, outer, extent, inner,
                       current_stream(x.device()).handle);
-#endif
     }
   }
   return work == x.dtype() ? out : cast(out, x.dtype());

@@ -1,12 +1,10 @@
 #include "runtime/ops/matmul.h"
 
 #include "runtime/cpu/matmul.h"
-#include "runtime/ops/copy.h"
-#include "runtime/ops/gemm_problem.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/matmul.h"
-#endif
+#include "runtime/ops/copy.h"
+#include "runtime/ops/gemm_problem.h"
 
 namespace wick {
 namespace {
@@ -28,10 +26,8 @@ void run_gemm(const GemmProblem& problem, Device device) {
     cpu::gemm(problem);
     return;
   }
-#if WICK_HAS_CUDA
   cuda::set_device(device.index);
   cuda::gemm(problem, current_stream(device).handle);
-#endif
 }
 
 // a [B..., M, K], b [B..., K, N] (batch already broadcast, same dtype) into out [B..., M, N];

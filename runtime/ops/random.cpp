@@ -3,10 +3,8 @@
 #include <cmath>
 
 #include "runtime/cpu/random.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/random.h"
-#endif
 
 namespace wick {
 
@@ -24,10 +22,8 @@ Tensor fill(const char* op, const Shape& shape, const RngStream& stream, DType d
   if (device.is_cpu()) {
     cpu::fill_random(out.data(), dtype, n, stream, offset, dist, scale, shift);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     cuda::fill_random(out.data(), dtype, n, stream, offset, dist, scale, shift, current_stream(device).handle);
-#endif
   }
   return out;
 }

@@ -3,12 +3,10 @@
 #include <limits>
 
 #include "runtime/cpu/reduce.h"
-#include "runtime/ops/creation.h"
-#include "runtime/ops/reduce_math.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/reduce.h"
-#endif
+#include "runtime/ops/creation.h"
+#include "runtime/ops/reduce_math.h"
 
 namespace wick {
 namespace {
@@ -121,46 +119,13 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bo
   if (device.is_cpu()) {
     cpu::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(device.index);
     int64_t workspace_bytes = cuda::reduce_workspace_bytes(op, plan.n_rows, plan.row_length);
     Tensor workspace = workspace_bytes > 0 ? Tensor::empty({workspace_bytes}, DType::U8, device) : Tensor();
     cuda::reduce_rows(op, x.dtype(), plan.rows.data(), out.data(), plan.n_rows, plan.row_length, correction,
                       workspace.defined() ? workspace.data() : nullptr, current_stream(device).handle);
-#endif
   }
   return out;
-}
-
-Tensor softmax_along(bool log, const Tensor& x, int64_t axis) {
-  const char* name = log ? "log_softmax" : "softmax";
-  WICK_CHECK(x.defined(), name, ": undefined tensor");
-  WICK_CHECK(is_floating(x.dtype()), name, ": expected a floating-point tensor, got ", x.describe(), " (dtype ",
-             dtype_name(x.dtype()), ")");
-  if (x.dim() == 0) {
-    WICK_CHECK(axis == 0 || axis == -1, name, ": axis ", axis, " is out of range for ", x.describe(), " (rank 0)");
-    return softmax_along(log, x.reshape({1}), 0).reshape({});
-  }
-  WICK_CHECK(axis >= -x.dim() && axis < x.dim(), name, ": axis ", axis, " is out of range for ", x.describe(),
-             " (rank ", x.dim(), ")");
-  int64_t a = normalize_axis(axis, x.dim(), name);
-  int64_t last = x.dim() - 1;
-  Tensor rows = x.transpose(a, last).contiguous();  // the softmax axis last
-  Tensor out = Tensor::empty(rows.shape(), x.dtype(), x.device());
-  int64_t row_length = rows.shape()[last];
-  int64_t n_rows = row_length == 0 ? 0 : rows.numel() / row_length;
-  Device device = x.device();
-  if (n_rows > 0) {
-    if (device.is_cpu()) {
-      cpu::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length);
-    } else {
-#if WICK_HAS_CUDA
-      cuda::set_device(device.index);
-      cuda::softmax_rows(log, x.dtype(), rows.data(), out.data(), n_rows, row_length, current_stream(device).handle);
-#endif
-    }
-  }
-  return a == last ? out : out.transpose(a, last).contiguous();
 }
 
 }  // namespace
@@ -186,8 +151,5 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, doub
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(ReduceOp::LogSumExp, x, axes, keepdim, 0.0);
 }
-
-Tensor softmax(const Tensor& x, int64_t axis) { return softmax_along(false, x, axis); }
-Tensor log_softmax(const Tensor& x, int64_t axis) { return softmax_along(true, x, axis); }
 
 }  // namespace wick

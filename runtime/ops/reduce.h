@@ -1,17 +1,16 @@
-// Reductions over any set of axes, and softmax / log-softmax along one axis.
+// Reductions over any set of axes. (Softmax and log-softmax along one axis: runtime/ops/softmax.h.)
 //
 //   Tensor s = sum(x);                          // all axes -> 0-d
 //   Tensor m = mean(x, {1, -1}, /*keepdim=*/true);
 //   Tensor i = argmax(x, {-1});                 // i64 indices, first index on ties
 //   Tensor v = var(x, {0}, false, /*correction=*/0);   // population variance
-//   Tensor p = softmax(logits, -1);
 //
 // axes: any order, negative counts from the end, no repeats; an empty list means all axes.
 // keepdim keeps reduced axes with extent 1. Accumulation: f32 for f32/bf16/f16, f64 for f64,
 // i64 for integers. Output dtype: the input's, except sum of integers -> i64 and argmax -> i64.
-// mean, var, logsumexp, softmax and log_softmax need a floating dtype. Outputs are new
-// contiguous tensors on x's device. Reducing over an empty axis: sum -> 0, mean and var -> NaN,
-// logsumexp -> -inf; max, min and argmax throw.
+// mean, var and logsumexp need a floating dtype. Outputs are new contiguous tensors on x's device.
+// Reducing over an empty axis: sum -> 0, mean and var -> NaN, logsumexp -> -inf; max, min and
+// argmax throw.
 #pragma once
 
 #include <vector>
@@ -34,11 +33,5 @@ Tensor argmax(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepd
 Tensor var(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false, double correction = 1.0);
 // log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the maximum: no overflow.
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
-
-// exp(x - max) / sum(exp(x - max)) along `axis` (negative allowed); math in f32 (f64 for f64),
-// output in x's dtype and shape.
-Tensor softmax(const Tensor& x, int64_t axis = -1);
-// x - max - log(sum(exp(x - max))) along `axis`.
-Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 
 }  // namespace wick

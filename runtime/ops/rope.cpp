@@ -4,11 +4,9 @@
 #include <cmath>
 
 #include "runtime/cpu/rope.h"
-#include "runtime/ops/copy.h"
-#if WICK_HAS_CUDA
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/rope.h"
-#endif
+#include "runtime/ops/copy.h"
 
 namespace wick {
 
@@ -89,11 +87,9 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   if (x.device().is_cpu()) {
     cpu::apply_rope(out.data(), x.data(), x.dtype(), x_view, pair_stride, c.data(), s.data(), table_view, n_pairs);
   } else {
-#if WICK_HAS_CUDA
     cuda::set_device(x.device().index);
     cuda::apply_rope(out.data(), x.data(), x.dtype(), x_view, pair_stride, c.data(), s.data(), table_view, n_pairs,
                      current_stream(x.device()).handle);
-#endif
   }
   return out;
 }

@@ -12,7 +12,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_reduce.h"
-#include "runtime/ops/elementwise_backward.h"
+#include "runtime/ops/elementwise.h"
 
 namespace wick {
 namespace {

@@ -5,8 +5,8 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_index.h"
+#include "engine/autograd/ops_layout.h"
 #include "runtime/ops/creation.h"
-#include "engine/autograd/ops_view.h"
 #include "tests/engine/gradcheck.h"
 
 namespace wick::testing {

@@ -1,7 +1,7 @@
 // Gradient-check entries for the join family (engine/autograd/ops_join.h).
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
-#include "engine/autograd/ops_view.h"
+#include "engine/autograd/ops_layout.h"
 #include "tests/engine/gradcheck.h"
 
 namespace wick::testing {

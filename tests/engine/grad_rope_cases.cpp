@@ -6,8 +6,8 @@
 #include <string>
 
 #include "engine/autograd/node.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_rope.h"
-#include "engine/autograd/ops_view.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/rope.h"
 #include "tests/engine/gradcheck.h"

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd/backward.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_loss.h"
-#include "engine/autograd/ops_view.h"
 #include "engine/init.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/optimizer.h"

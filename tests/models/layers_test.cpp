@@ -20,6 +20,7 @@
 #include "runtime/ops/matmul.h"
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
 
 namespace wick {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "engine/autograd/backward.h"
 #include "engine/autograd/ops_elementwise.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_loss.h"
-#include "engine/autograd/ops_view.h"
 #include "engine/init.h"
 #include "models/nn/adapters.h"
 #include "models/nn/attention.h"

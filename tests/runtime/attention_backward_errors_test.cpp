@@ -1,4 +1,4 @@
-// Errors and edge cases of runtime/ops/attention_backward.h (values are covered by the op harness in
+// Errors and edge cases of runtime/ops/attention.h's backward (values are covered by the op harness in
 // ops_attention_backward_cases.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,6 @@
 
 #include "runtime/error.h"
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 #include "runtime/ops/creation.h"
 
 namespace wick {

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 #include "runtime/ops/creation.h"
 
 namespace wick {

@@ -12,6 +12,7 @@
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
 
 namespace wick {
 namespace {

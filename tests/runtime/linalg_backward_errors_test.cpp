@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "runtime/ops/conv_backward.h"
-#include "runtime/ops/norm_backward.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/norm.h"
 
 namespace wick {
 namespace {

@@ -1,4 +1,4 @@
-// Op-harness entries for runtime/ops/attention_backward.h: wick's forward + backward against a
+// Op-harness entries for runtime/ops/attention.h's backward: wick's forward + backward against a
 // float64 reference that forms the softmax explicitly and applies its Jacobian
 // dP_j/dS_l = P_j (delta_jl - P_l) term by term (no flash-attention identities).
 #include <gtest/gtest.h>
@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "runtime/ops/attention.h"
-#include "runtime/ops/attention_backward.h"
 #include "tests/runtime/op_harness.h"
 
 // InputSpec::dtype (a std::optional without a default member initializer) makes GCC flag every

@@ -2,7 +2,7 @@
 // scatter loops over the forward's taps (the adjoints of the seven-loop convolution).
 #include <array>
 
-#include "runtime/ops/conv_backward.h"
+#include "runtime/ops/conv.h"
 #include "runtime/ops/conv_geometry.h"
 #include "tests/runtime/op_harness.h"
 

@@ -1,8 +1,8 @@
-// Op-harness entries for the activation backward kernels (runtime/ops/elementwise_backward.h):
+// Op-harness entries for the activation backward kernels (runtime/ops/elementwise.h):
 // grad * f'(x) against float64 closed forms, contiguous, strided and large (threaded) inputs.
 #include <cmath>
 
-#include "runtime/ops/elementwise_backward.h"
+#include "runtime/ops/elementwise.h"
 #include "tests/runtime/op_harness.h"
 
 namespace wick::testing {

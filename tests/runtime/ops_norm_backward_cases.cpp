@@ -7,7 +7,6 @@
 #include <functional>
 
 #include "runtime/ops/norm.h"
-#include "runtime/ops/norm_backward.h"
 #include "tests/runtime/op_harness.h"
 
 namespace wick::testing {

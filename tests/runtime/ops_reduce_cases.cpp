@@ -1,11 +1,12 @@
-// Op-harness entries for reductions and softmax (runtime/ops/reduce.h). References group the
-// input's elements per output position in plain float64 loops.
+// Op-harness entries for reductions and softmax (runtime/ops/reduce.h, runtime/ops/softmax.h).
+// References group the input's elements per output position in plain float64 loops.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
 #include "tests/runtime/op_harness.h"
 
 // InputSpec::dtype (a std::optional without a default member initializer) makes GCC flag every

@@ -4,7 +4,7 @@
 // warp (1, 7, 16), a warp (33, 100), a block (3072, odd 9001) and rows streamed from memory (40000).
 #include <functional>
 
-#include "runtime/ops/softmax_backward.h"
+#include "runtime/ops/softmax.h"
 #include "tests/runtime/op_harness.h"
 
 namespace wick::testing {
