@@ -18,8 +18,6 @@ SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 REGISTRY = os.path.join("models", "registry.cpp")
 # (file, literal): a literal that spells an architecture's name but means something else, and why.
 EXEMPT = {
-    (os.path.join("engine", "config", "config_parse.cpp"), "flux"):
-        "train.timestep_sampling: flux, ai-toolkit's name of the resolution-dependent shift",
     (os.path.join("engine", "config", "config_sections.cpp"), "flux"):
         "train.timestep_sampling: flux, ai-toolkit's name of the resolution-dependent shift",
 }
