@@ -25,24 +25,15 @@ struct Sizes {
   int64_t all_rows() const { return img_rows + txt_rows; }
 };
 
-// A stream of tokens between blocks: its rows and whether it requires a gradient.
-struct Stream {
-  int64_t rows;
-  bool requires_grad;
-};
-
+using Stream = TokenStream;
 using Count = ActivationCount;
 
-// The workspace of a block, in rows of its widest tensor at the arithmetic's element size
-// (math_bytes): the highest point of its forward or backward above what it keeps, found by tracing
-// the allocations of every backward node on the tiny models of tests/models/memory_estimate_test.cpp.
+// The workspace of a block (WorkspaceRows), found by tracing the allocations of every backward node on the tiny
+// models of tests/models/memory_estimate_test.cpp.
 // A single block peaks in the backward of linear1's output views: each narrow / select gradient is
 // a full-width zero tensor [R, 3h + m], summed into the fused gradient (1.49 rows measured with
 // LoRA); a double block in its MLP's input gradients (1.25 rows of the wider of m and 3h with LoRA,
 // whose backward holds the base and low-rank paths' input gradients and their sum; 1.0 without).
-struct WorkspaceRows {
-  double adapted, plain;  // with adapters (their base and low-rank paths' gradients), without
-};
 constexpr WorkspaceRows kDoubleWorkspace{1.25, 1.0}, kSingleWorkspace{1.5, 1.5};
 
 // One double block (img_attn/txt_attn, img_mlp/txt_mlp, img_mod/txt_mod): both streams in, both out.

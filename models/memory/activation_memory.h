@@ -129,6 +129,19 @@ struct ActivationCount {
   int64_t forward_excess() const;
 };
 
+// A stream of tokens between a transformer's blocks: its rows and whether it requires a gradient.
+struct TokenStream {
+  int64_t rows;
+  bool requires_grad;
+};
+
+// A block's workspace in rows of its widest tensor at the arithmetic's element size (math_bytes): the highest point
+// of its forward or backward above what it keeps, with adapters (their base and low-rank paths' gradients) and
+// without; each architecture's profile says what it measured.
+struct WorkspaceRows {
+  double adapted, plain;
+};
+
 // What scaled_dot_product_attention holds for a moment besides its output: on the CPU in a 16-bit
 // dtype, f32 copies of q, k, v and an f32 output (it computes in f32); nothing elsewhere.
 int64_t attention_transient(int64_t q_rows, int64_t kv_rows, int64_t width, DType dtype, Device device);

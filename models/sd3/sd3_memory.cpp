@@ -26,12 +26,7 @@ struct Sizes {
   int64_t all_rows() const { return img_rows + ctx_rows; }
 };
 
-// A stream of tokens between blocks: its rows and whether it requires a gradient.
-struct Stream {
-  int64_t rows;
-  bool requires_grad;
-};
-
+using Stream = TokenStream;
 using Count = ActivationCount;
 
 // The workspace of a block, in rows of its widest tensor ([R_all, max(m, 3h)]) at the arithmetic's
@@ -39,9 +34,6 @@ using Count = ActivationCount;
 // with adapters the base and low-rank paths' input gradients and their sum). A joint block's backward
 // is a Flux double block's: Flux's measured rows (models/flux/flux_memory.cpp) put the tiny MMDiT's
 // estimates of tests/models/memory_estimate_test.cpp within -1.4% .. +1.9% of the measured peaks.
-struct WorkspaceRows {
-  double adapted, plain;
-};
 constexpr WorkspaceRows kJointWorkspace{1.25, 1.0};
 
 // What one attention's q, k, v projection keeps: modulate(norm) -> qkv -> (ln_q, ln_k). Returns whether
