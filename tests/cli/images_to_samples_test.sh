@@ -5,7 +5,7 @@
 # the committed tiny Flux-shaped VAE and text encoders (tests/data/vae/flux_tiny, clip_text/clip_l, t5, the
 # tokenizers), given as files and as a diffusers pipeline folder assembled from them, `--config
 # configs/flux_lora.yaml` (its trigger word and sample prompts) -> `wick train configs/flux_lora.yaml` of a tiny
-# random Flux.1-dev (tests/train/flux_fixture.cpp sample-data: widths that fit those parts) as a LoRA with sample
+# random Flux.1-dev (tests/train/arch_fixture.cpp flux sample-data: widths that fit those parts) as a LoRA with sample
 # grids -> `wick sample`. Only the sizes differ from a real run (resolution 64, T5 length 16, 4 steps, CPU, f32 in
 # the mpi part), given with --set and extra options.
 #   images_to_samples_test.sh cli WICK FIXTURE CHECK REPO_DIR WORK_DIR
@@ -76,7 +76,7 @@ echo "a test card" >"$work/photos/more/rgb.txt"
 echo "a photo of [trigger] on a clear background" >"$work/photos/more/rgba.txt"
 echo "a photo of [trigger], lossy" >"$work/photos/more/lossy.txt"
 
-"$fixture" sample-data "$work/data" >/dev/null || { echo "FAIL: the fixture program failed"; exit 1; }
+"$fixture" flux sample-data "$work/data" >/dev/null || { echo "FAIL: the fixture program failed"; exit 1; }
 tiny_flux=$work/data/flux_sample_tiny.safetensors   # stands for BFL's flux1-dev.safetensors
 vae=$data/vae/flux_tiny/vae                          # for ae.safetensors
 clip_l=$data/clip_text/clip_l/model.safetensors      # for clip_l.safetensors

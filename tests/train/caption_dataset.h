@@ -1,5 +1,5 @@
-// A cached-latent dataset a LoRA can learn from, for the real-model training tests (tests/train/flux_fixture.cpp,
-// sd3_fixture.cpp): three captions, each with its own deterministic text embeddings and its own latent pattern
+// A cached-latent dataset a LoRA can learn from, for the real-model training tests (tests/train/arch_fixture.cpp's
+// rows): three captions, each with its own deterministic text embeddings and its own latent pattern
 // (cosine stripes whose frequency and direction depend on the caption and the channel), plus a little per-sample
 // noise (Philox), in any number of buckets.
 //
