@@ -87,7 +87,8 @@ def main():
     if missing or unexpected or warned or not params:
         return 1
 
-    case = load_file(args.case)
+    # Fresh (aligned) copies: torch's kernels may round differently for tensors at another offset of the file.
+    case = {name: tensor.clone() for name, tensor in load_file(args.case).items()}
     for name in ("latents", "context", "pooled", "timestep"):
         if name not in case:
             print(f"check_flux_lora: {args.case} has no '{name}'")

@@ -85,7 +85,8 @@ def main():
     if missing or unexpected or warned or not params:
         return 1
 
-    case = load_file(args.case)
+    # Fresh (aligned) copies: torch's kernels may round differently for tensors at another offset of the file.
+    case = {name: tensor.clone() for name, tensor in load_file(args.case).items()}
     latents = case.get("latents", case.get("latents_square"))
     for name, value in (("latents", latents), ("context", case.get("context")), ("pooled", case.get("pooled")),
                         ("sigma", case.get("sigma"))):

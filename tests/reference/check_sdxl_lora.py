@@ -47,7 +47,8 @@ def main():
             return 2
     deterministic_torch()
     model = UNet2DConditionModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
-    case = load_file(args.case)
+    # Fresh (aligned) copies: torch's kernels may round differently for tensors at another offset of the file.
+    case = {name: tensor.clone() for name, tensor in load_file(args.case).items()}
     inputs = {k: case[k] for k in ("timesteps", "context", "pooled", "time_ids")}
     if not args.lora:
         with torch.no_grad():
