@@ -26,8 +26,8 @@ namespace wick::testing {
 
 // A tiny model loaded from a fixture, and the one file its parameters view (null for a folder of shards).
 struct LoadedModel {
+  std::shared_ptr<void> source;  // the SafetensorsFile or WeightSource the parameters view (outlives the model)
   std::shared_ptr<DiffusionModel> model;
-  std::shared_ptr<void> source;  // the SafetensorsFile or WeightSource the parameters view
   const SafetensorsFile* file = nullptr;
 };
 

@@ -128,7 +128,7 @@ ParityArch flux_row() {
             c.dtype = dtype;
             auto model = std::make_shared<flux::FluxTransformer>(c);
             load_parameters(*model, *file);
-            return LoadedModel{model, file, file.get()};
+            return LoadedModel{file, model, file.get()};
           },
       .run = [](DiffusionModel& model, const SafetensorsFile& in, const std::string&, DType dtype,
                 bool diffusers_time) {
@@ -186,7 +186,7 @@ ParityArch sd3_row() {
             c.initialize = false;
             auto model = std::make_shared<sd3::MMDiT>(c);
             load_parameters(*model, *file);
-            return LoadedModel{model, file, file.get()};
+            return LoadedModel{file, model, file.get()};
           },
       .run = [](DiffusionModel& model, const SafetensorsFile& in, const std::string& latents, DType dtype, bool) {
         return as<sd3::MMDiT>(model).forward(in.get(case_key("latents", latents)).to(dtype), in.get("sigma"),
@@ -237,7 +237,7 @@ ParityArch sdxl_row() {
             load_mapped(*model, *source, format);
             const SafetensorsFile* file = source->files().size() == 1 ? &source->file_of(source->names().front())
                                                                        : nullptr;
-            return LoadedModel{model, source, file};
+            return LoadedModel{source, model, file};
           },
       .run = [](DiffusionModel& model, const SafetensorsFile& in, const std::string& latents, DType dtype, bool) {
         return as<sdxl::Unet>(model).forward(in.get(case_key("latents", latents)).to(dtype), in.get("timesteps"),
