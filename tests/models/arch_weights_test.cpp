@@ -6,8 +6,8 @@
 // beside other parts), other files are named with what each format looks for, the LoRA layout splits and swaps the
 // fused modules like the weights, and the PEFT and kohya LoRA files convert into each other. What only one
 // architecture has (Flux's schnell, its size mismatch message) is in <arch>_weights_test.cpp; SDXL's two formats are
-// checked by sdxl_test.cpp (SdxlForward.MatchesDiffusersInF32 loads both, equal to diffusers). A new architecture
-// adds its row to kRows.
+// checked by its row of arch_parity_test.cpp (ArchParity.ForwardMatchesDiffusersInF32 loads both). A new
+// architecture adds its row to kRows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -235,7 +235,8 @@ const std::vector<std::pair<std::string, WeightsArch (*)()>> kRows = {
 };
 // Encodable architectures whose formats are checked elsewhere, and where.
 const std::map<std::string, std::string> kCheckedElsewhere = {
-    {"sdxl", "sdxl_test.cpp: SdxlForward.MatchesDiffusersInF32 loads tiny_ldm.safetensors and tiny_diffusers"},
+    {"sdxl", "arch_parity_test.cpp: ArchParity.ForwardMatchesDiffusersInF32/sdxl loads tiny_ldm.safetensors and "
+             "tiny_diffusers"},
 };
 
 const WeightsArch& weights_arch(const std::string& name) {
