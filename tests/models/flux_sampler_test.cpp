@@ -1,78 +1,30 @@
-// Flux sample images (models/flux/flux_sampler.h): BFL's sigma schedule, a whole sampling run against diffusers'
-// FluxPipeline on tiny components, where the VAE and encoders are found, determinism, and the errors.
-//
-// The parity fixture (tests/data/flux_sample, written by tests/reference/make_flux_sample_fixtures.py; its README
-// lists every tensor) is diffusers 0.42.1's FluxPipeline run from given noise with a tiny random transformer
-// (img_in 64, txt_in 32, vector_in 16) and the committed tiny CLIP-L, T5, tokenizers and VAE: dev (6 steps,
-// guidance 3.5, T5 512) and schnell (4 unshifted steps, T5 256). Metric: max |wick - diffusers| / max |diffusers|
-// over the final images in [0, 1].
+// What only Flux's sampler has (models/flux/flux_sampler.h): BFL's sigma schedule, the variants' T5 length and
+// guidance input, the T5 length stored prompts were made with. What every architecture's sampler shows (images vs
+// diffusers' FluxPipeline, the pipeline folder, determinism, stored prompts, errors) is Flux's row of
+// arch_sampler_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "models/flux/flux_architecture.h"
+#include "models/flux/flux.h"
 #include "models/flux/flux_sampler.h"
-#include "models/text/stored_prompts.h"
-#include "runtime/safetensors.h"
 #include "tests/error_of.h"
-#include "tests/models/weights_test_util.h"
-#include "tests/test_data.h"
+#include "tests/models/arch_sampler.h"
+#include "tests/models/arch_test_util.h"
 
 namespace wick {
 namespace {
 
-namespace fs = std::filesystem;
-using ::testing::AllOf;
 using ::testing::HasSubstr;
+using wick::testing::data_path;
 using wick::testing::error_of;
-using wick::testing::scratch_dir;
+using wick::testing::relative_to_max;
+using wick::testing::sampler_arch;
+using wick::testing::SamplerArch;
 
-std::string data(const std::string& name) { return wick::testing::test_data_dir() + "/" + name; }
-
-const SafetensorsFile& sample_case() {
-  static const SafetensorsFile file = SafetensorsFile::open(data("flux_sample/case.safetensors"));
-  return file;
-}
-
-std::vector<std::string> case_prompts() {
-  return nlohmann::json::parse(sample_case().metadata().at("prompts")).get<std::vector<std::string>>();
-}
-
-double relative_to_max(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return 1e9;
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    worst = std::max(worst, std::fabs(g[i] - w[i]));
-    scale = std::max(scale, std::fabs(w[i]));
-  }
-  return scale > 0 ? worst / scale : worst;
-}
-
-// The committed tiny parts, as ComfyUI-style files.
-flux::FluxSamplingFiles tiny_files() {
-  return {.vae = data("vae/flux_tiny/vae"),
-          .clip_l = data("clip_text/clip_l/model.safetensors"),
-          .t5 = data("t5/t5xxl_comfy.safetensors"),
-          .clip_tokenizer = data("clip_tokenizer/bpe_simple_vocab_16e6.txt.gz"),
-          .t5_tokenizer = data("t5/spiece.model")};
-}
-
-std::shared_ptr<flux::FluxTransformer> load_flux(const std::string& path) {
-  ModelConfig model{.arch = "flux", .name_or_path = path,
-                    .options = ModelOptions::defaults(flux_architecture().schema().keys)};
-  auto built = flux_architecture().build({.model = model, .dtype = DType::F32});
-  return std::dynamic_pointer_cast<flux::FluxTransformer>(built);
-}
+flux::FluxImageSampler& as_flux(LatentImageSampler& sampler) { return dynamic_cast<flux::FluxImageSampler&>(sampler); }
 
 // ---- the schedule ----
 
@@ -124,234 +76,76 @@ TEST(FluxSampler, SigmasAreBflsGetSchedule) {
   }
 }
 
-// ---- against diffusers ----
+// ---- the variants ----
 
-struct ParityCase {
-  const char* name;
-  const char* transformer;
-  int64_t steps;
-  double guidance;
-};
-
-TEST(FluxSampler, ImagesMatchDiffusersFluxPipeline) {
-  // Measured (f32, 2 cores of the development machine): dev 1.13e-6, schnell 1.25e-6.
-  constexpr double kTolerance = 1e-4;
-  for (const ParityCase& c : {ParityCase{"dev", "flux_sample/transformer", 6, 3.5},
-                              ParityCase{"schnell", "flux_sample/transformer_schnell", 4, 0.0}}) {
-    SCOPED_TRACE(c.name);
-    auto model = load_flux(data(c.transformer));
+// dev has a guidance input and takes 512 T5 tokens, schnell neither (BFL, diffusers, kohya).
+TEST(FluxSampler, VariantsTakeTheirT5LengthAndGuidance) {
+  const SamplerArch& row = sampler_arch("flux");
+  for (const auto& [variant, path] : {std::pair<std::string, std::string>{"dev", "flux_sample/transformer"},
+                                      {"schnell", "flux_sample/transformer_schnell"}}) {
+    SCOPED_TRACE(variant);
+    auto model = std::dynamic_pointer_cast<flux::FluxTransformer>(row.load(data_path(path)));
     ASSERT_TRUE(model);
-    EXPECT_EQ(model->config().guidance_embed, std::string(c.name) == "dev");
-    flux::FluxImageSampler sampler({.files = tiny_files()});
-    EXPECT_EQ(sampler.t5_length_for(*model), std::string(c.name) == "dev" ? 512 : 256);
-    Tensor images = sampler.generate_from_noise(*model, case_prompts(), sample_case().get("noise"),
-                                                {.steps = c.steps, .guidance = c.guidance});
-    const Tensor want = sample_case().get(std::string(c.name) + ".images");
-    const double error = relative_to_max(images, want);
-    std::printf("flux sampler vs diffusers FluxPipeline, %s (%lld steps, %zu images %lld x %lld): %.2e\n", c.name,
-                static_cast<long long>(c.steps), case_prompts().size(), static_cast<long long>(want.size(3)),
-                static_cast<long long>(want.size(2)), error);
-    EXPECT_LE(error, kTolerance);
+    EXPECT_EQ(model->config().guidance_embed, variant == "dev");
+    auto sampler = row.make({.files = row.tiny_files});
+    EXPECT_EQ(as_flux(*sampler).t5_length_for(*model), variant == "dev" ? 512 : 256);
   }
-}
-
-// ---- where the parts are ----
-
-TEST(FluxSampler, PipelineFolderGivesTheDefaultsAndKeysWin) {
-  const fs::path root = scratch_dir("flux_sample_pipeline");
-  const fs::path pipeline = root / "FLUX.1-tiny";
-  fs::create_directories(pipeline / "tokenizer_2");
-  fs::create_directory_symlink(fs::absolute(data("flux_sample/transformer")), pipeline / "transformer");
-  fs::create_directory_symlink(fs::absolute(data("vae/flux_tiny/vae")), pipeline / "vae");
-  fs::create_directory_symlink(fs::absolute(data("clip_text/clip_l")), pipeline / "text_encoder");
-  fs::create_directory_symlink(fs::absolute(data("t5/pipeline/text_encoder_3")), pipeline / "text_encoder_2");
-  // A file where a tokenizer/ folder would be: load_clip_tokenizer reads it as open_clip's vocabulary.
-  fs::create_symlink(fs::absolute(data("clip_tokenizer/bpe_simple_vocab_16e6.txt.gz")), pipeline / "tokenizer");
-  fs::copy_file(data("t5/spiece.model"), pipeline / "tokenizer_2" / "spiece.model");
-
-  // The folder, its transformer/, and a file inside a folder with model_index.json.
-  EXPECT_EQ(flux::pipeline_folder(pipeline.string()), pipeline.string());
-  EXPECT_EQ(flux::pipeline_folder(pipeline.string() + "/"), pipeline.string());
-  EXPECT_EQ(flux::pipeline_folder((pipeline / "transformer").string()), std::nullopt);  // no model_index.json
-  std::ofstream(pipeline / "model_index.json") << R"({"_class_name": "FluxPipeline"})";
-  EXPECT_EQ(flux::pipeline_folder((pipeline / "transformer").string()), pipeline.string());
-  EXPECT_EQ(flux::pipeline_folder((pipeline / "flux1-tiny.safetensors").string()), pipeline.string());
-  EXPECT_EQ(flux::pipeline_folder(data("flux/dev_bfl.safetensors")), std::nullopt);
-  EXPECT_EQ(flux::pipeline_folder(""), std::nullopt);
-
-  ModelConfig model{.arch = "flux", .name_or_path = (pipeline / "transformer").string(),
-                    .options = ModelOptions::defaults(flux_architecture().schema().keys)};
-  flux::FluxSamplingFiles files = flux::sampling_files(model);
-  EXPECT_EQ(files.pipeline, pipeline.string());
-  EXPECT_EQ(files.vae, (pipeline / "vae").string());
-  EXPECT_EQ(files.clip_l, (pipeline / "text_encoder").string());
-  EXPECT_EQ(files.t5, (pipeline / "text_encoder_2").string());
-  EXPECT_EQ(files.clip_tokenizer, (pipeline / "tokenizer").string());
-  EXPECT_EQ(files.t5_tokenizer, (pipeline / "tokenizer_2").string());
-  model.options.set("vae_path", std::string("my_ae.safetensors"));
-  model.options.set("t5_path", std::string("t5xxl_fp16.safetensors"));
-  files = flux::sampling_files(model);
-  EXPECT_EQ(files.vae, "my_ae.safetensors");
-  EXPECT_EQ(files.t5, "t5xxl_fp16.safetensors");
-  EXPECT_EQ(files.clip_l, (pipeline / "text_encoder").string());
-  // A single file outside any pipeline folder gives nothing.
-  model.name_or_path = data("flux/dev_bfl.safetensors");
-  files = flux::sampling_files(model);
-  EXPECT_EQ(files.pipeline, "");
-  EXPECT_EQ(files.clip_l, "");
-
-  // The pipeline folder's parts make the same images as the files one by one.
-  model.options = ModelOptions::defaults(flux_architecture().schema().keys);
-  model.name_or_path = pipeline.string();
-  flux::FluxImageSampler from_folder({.files = flux::sampling_files(model), .default_height = 16,
-                                      .default_width = 24});
-  flux::FluxImageSampler from_files({.files = tiny_files(), .default_height = 16, .default_width = 24});
-  auto flux_model = load_flux(pipeline.string());
-  ASSERT_TRUE(flux_model);
-  const SampleSettings settings{.steps = 2, .guidance = 3.5, .seed = 5};
-  Tensor a = from_folder.generate(*flux_model, {"a red cube"}, settings);
-  Tensor b = from_files.generate(*flux_model, {"a red cube"}, settings);
-  EXPECT_EQ(a.shape(), (Shape{1, 3, 16, 24}));
-  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
 }
 
 // ---- calls ----
 
-TEST(FluxSampler, ImagesAreDeterministicPerSeedAndTheModeIsRestored) {
-  auto model = load_flux(data("flux_sample/transformer"));
+// "a photo of sks" written out, alone, is the image of "a photo of [trigger]" in a call of three (within the matrix
+// products' blocking, which depends on the batch).
+TEST(FluxSampler, TriggerWordWrittenOutAloneIsTheSameImage) {
+  const SamplerArch& row = sampler_arch("flux");
+  auto model = row.load(data_path(row.model));
   ASSERT_TRUE(model);
-  model->train(true);
-  flux::FluxImageSampler sampler(
-      {.files = tiny_files(), .t5_length = 16, .default_height = 24, .default_width = 16, .trigger_word = "sks"});
-  const std::vector<std::string> prompts = {"a photo of [trigger]", "", "a photo of [trigger]"};
+  auto sampler = row.make(
+      {.files = row.tiny_files, .t5_length = 16, .default_height = 24, .default_width = 16, .trigger_word = "sks"});
   const SampleSettings settings{.steps = 3, .guidance = 3.5, .seed = 11};
-  Tensor first = sampler.generate(*model, prompts, settings);
-  EXPECT_TRUE(model->is_training());
-  EXPECT_EQ(first.shape(), (Shape{3, 3, 24, 16}));
-  EXPECT_EQ(first.dtype(), DType::F32);
-  std::vector<float> pixels = first.to_vector<float>();
-  EXPECT_GE(*std::min_element(pixels.begin(), pixels.end()), 0.0f);
-  EXPECT_LE(*std::max_element(pixels.begin(), pixels.end()), 1.0f);
-  EXPECT_GT(*std::max_element(pixels.begin(), pixels.end()) - *std::min_element(pixels.begin(), pixels.end()), 0.1f);
-  EXPECT_EQ(sampler.generate(*model, prompts, settings).to_vector<float>(), pixels);  // bitwise
-  // Images 0 and 2 share a prompt but not their noise (derive_stream(seed, i)).
-  EXPECT_GT(relative_to_max(first.narrow(0, 0, 1), first.narrow(0, 2, 1)), 1e-3);
-  // The trigger word is the prompt's: "a photo of sks" written out is the same image.
-  Tensor written = sampler.generate(*model, {"a photo of sks"}, settings);
+  const Tensor first = sampler->generate(*model, {"a photo of [trigger]", "", "a photo of [trigger]"}, settings);
+  const Tensor written = sampler->generate(*model, {"a photo of sks"}, settings);
   EXPECT_LT(relative_to_max(written, first.narrow(0, 0, 1)), 1e-6);
-  // Another seed, another guidance, another size.
-  EXPECT_GT(relative_to_max(sampler.generate(*model, {prompts[0]}, {.steps = 3, .guidance = 3.5, .seed = 12}),
-                            first.narrow(0, 0, 1)),
-            1e-3);
-  EXPECT_GT(relative_to_max(sampler.generate(*model, {prompts[0]}, {.steps = 3, .guidance = 1.0, .seed = 11}),
-                            first.narrow(0, 0, 1)),
-            1e-4);
-  EXPECT_EQ(sampler.generate(*model, {prompts[0]}, {.steps = 1, .seed = 11, .width = 8, .height = 12}).shape(),
-            (Shape{1, 3, 12, 8}));
-  EXPECT_EQ(sampler.generate(*model, {}, settings).shape(), (Shape{0, 3, 24, 16}));
 }
 
 // ---- stored sample prompts ----
 
-TEST(FluxSampler, PromptTextIsWhatDatasetEncodeStores) {
-  EXPECT_EQ(text::prompt_text("a photo of [trigger]", "sks"), "a photo of sks");
-  EXPECT_EQ(text::prompt_text("[name] and [trigger] ", "sks"), "sks and sks");  // as apply_trigger(..., false)
-  EXPECT_EQ(text::prompt_text("  a cat", ""), "a cat");
-  EXPECT_EQ(text::prompt_text("[trigger] on the moon", "ohwx"), "ohwx on the moon");
-}
-
-// The dataset's /sample_prompts (a caption -> T5 states and CLIP-L pooled, f16 in the file) in place of the
-// encoders: with the encoders' own output stored (f32) the images are bitwise those encoded on the fly, so the
-// stored path changes nothing but where the embeddings come from; with the embeddings rounded to f16, as the
-// file keeps them, they differ by the measured rounding only. No encoder is opened, and a prompt that is not
-// stored is an error naming it and the missing parts.
-TEST(FluxSampler, StoredPromptsNeedNoEncodersAndMatchOnTheFly) {
-  auto model = load_flux(data("flux_sample/transformer"));
+// With the encoders too, stored prompts still come from the dataset and the others are encoded; each image is its
+// own prompt's, whatever the other prompts of the call are (compared in calls of as many images: the matrix products'
+// blocking depends on the batch). Prompts stored with another T5 length than the model is sampled with are not used.
+TEST(FluxSampler, StoredPromptsBesideEncodersAndTheirT5Length) {
+  const SamplerArch& row = sampler_arch("flux");
+  auto model = row.load(data_path(row.model));
   ASSERT_TRUE(model);
-  const flux::FluxSamplingFiles files = tiny_files();
-  flux::FluxImageSampler on_the_fly(
-      {.files = files, .t5_length = 16, .default_height = 16, .default_width = 24, .trigger_word = "sks"});
+  wick::testing::SamplerOptions options{
+      .files = row.tiny_files, .t5_length = 16, .default_height = 16, .default_width = 24, .trigger_word = "sks"};
+  auto on_the_fly = row.make(options);
   const std::vector<std::string> captions = {"a red cube", "a photo of sks"};
-  text::PromptEmbeddings e = flux::encode_flux_prompts(*on_the_fly.encoders(), captions, {.t5_length = 16});
-  auto stored = [&](DType dtype) {
-    return SamplePrompts{.captions = captions,
-                         .embeds = e.context.to(dtype).to(DType::F32),
-                         .pooled = e.pooled.to(dtype).to(DType::F32),
-                         .mask = e.mask.to(DType::U8)};
-  };
-  const flux::FluxSamplingFiles vae_only{.vae = files.vae};
-  flux::FluxImageSampler exact({.files = vae_only, .t5_length = 16, .default_height = 16, .default_width = 24,
-                                .trigger_word = "sks", .stored_prompts = stored(DType::F32)});
-  flux::FluxImageSampler rounded({.files = vae_only, .t5_length = 16, .default_height = 16, .default_width = 24,
-                                  .trigger_word = "sks", .stored_prompts = stored(DType::F16)});
-  EXPECT_EQ(exact.encoders(), nullptr);
-  EXPECT_THAT(rounded.describe(), AllOf(HasSubstr("the embeddings of the 2 sample prompts stored in the dataset"),
-                                        HasSubstr("no text encoders"), HasSubstr("model.t5_path")));
-  EXPECT_TRUE(rounded.is_stored("a photo of [trigger]", 16));
-  EXPECT_FALSE(rounded.is_stored("a photo of [trigger]", 8));
-  EXPECT_FALSE(rounded.is_stored("a red cube.", 16));
+  const text::PromptEmbeddings e = flux::encode_flux_prompts(*as_flux(*on_the_fly).encoders(), captions,
+                                                             {.t5_length = 16});
+  options.stored_prompts = wick::testing::stored_prompts(captions, e, DType::F16);
+  auto both = row.make(options);
+  ASSERT_NE(as_flux(*both).encoders(), nullptr);
+  options.files = {{"vae_path", row.tiny_files.at("vae_path")}};
+  auto rounded = row.make(options);
+  EXPECT_TRUE(as_flux(*rounded).is_stored("a photo of [trigger]", 16));
+  EXPECT_FALSE(as_flux(*rounded).is_stored("a photo of [trigger]", 8));
 
-  // Image 2 repeats image 0's prompt with its own noise; "[trigger]" and the written-out word are one prompt.
-  const std::vector<std::string> prompts = {"a photo of [trigger]", "a red cube", "a photo of sks"};
   const SampleSettings settings{.steps = 3, .guidance = 3.5, .seed = 5};
-  const Tensor want = on_the_fly.generate(*model, prompts, settings);
-  EXPECT_EQ(exact.generate(*model, prompts, settings).to_vector<float>(), want.to_vector<float>());
-  const Tensor got = rounded.generate(*model, prompts, settings);
-  const double difference = relative_to_max(got, want);
-  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
-  double largest = 0;
-  for (size_t i = 0; i < w.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(g[i]) - w[i]));
-  std::printf("stored f16 sample prompts vs encoded on the fly: images differ by %.2e of the largest pixel (%.2e "
-              "absolute, %.3f of an 8-bit level)\n", difference, largest, largest * 255);
-  EXPECT_GT(difference, 0.0);  // the rounding is there...
-  EXPECT_LT(difference, 1e-3);  // ...and small
-
-  // With the encoders too, stored prompts still come from the dataset and the others are encoded; each image is
-  // its own prompt's, whatever the other prompts of the call are (compared in calls of as many images: the matrix
-  // products' blocking depends on the batch).
-  flux::FluxImageSampler both({.files = files, .t5_length = 16, .default_height = 16, .default_width = 24,
-                               .trigger_word = "sks", .stored_prompts = stored(DType::F16)});
-  ASSERT_NE(both.encoders(), nullptr);
-  const Tensor mixed = both.generate(*model, {"a photo of [trigger]", "a blue ball"}, settings);
-  const Tensor stored_pair = rounded.generate(*model, {"a photo of [trigger]", "a red cube"}, settings);
+  const Tensor mixed = both->generate(*model, {"a photo of [trigger]", "a blue ball"}, settings);
+  const Tensor stored_pair = rounded->generate(*model, {"a photo of [trigger]", "a red cube"}, settings);
   EXPECT_EQ(mixed.narrow(0, 0, 1).to_vector<float>(), stored_pair.narrow(0, 0, 1).to_vector<float>());
   EXPECT_EQ(mixed.narrow(0, 1, 1).to_vector<float>(),
-            on_the_fly.generate(*model, {"a photo of [trigger]", "a blue ball"}, settings)
+            on_the_fly->generate(*model, {"a photo of [trigger]", "a blue ball"}, settings)
                 .narrow(0, 1, 1)
                 .to_vector<float>());
 
-  // Not stored, no encoders: the prompt and the missing parts are named.
-  EXPECT_THAT(error_of([&] { rounded.generate(*model, {"a blue ball"}, settings); }),
-              AllOf(HasSubstr("the prompt \"a blue ball\" is not among the sample prompts stored in the dataset "
-                              "(\"a red cube\", \"a photo of sks\")"),
-                    HasSubstr("model.clip_l_path"), HasSubstr("model.t5_tokenizer_path")));
   // Stored with another T5 length than the model is sampled with: not used.
-  flux::FluxImageSampler other_length({.files = vae_only, .t5_length = 8, .default_height = 16, .default_width = 24,
-                                       .stored_prompts = stored(DType::F16)});
-  EXPECT_THAT(error_of([&] { other_length.generate(*model, {"a red cube"}, settings); }),
+  options.t5_length = 8;
+  options.trigger_word = "";
+  auto other_length = row.make(options);
+  EXPECT_THAT(error_of([&] { other_length->generate(*model, {"a red cube"}, settings); }),
               HasSubstr("made with 16 T5 tokens, not 8"));
-}
-
-TEST(FluxSampler, ErrorsNameTheProblem) {
-  auto model = load_flux(data("flux_sample/transformer"));
-  ASSERT_TRUE(model);
-  flux::FluxImageSampler sampler({.files = tiny_files(), .t5_length = 8, .default_height = 16, .default_width = 24});
-  EXPECT_THAT(error_of([&] { sampler.generate(*model, {"x"}, {.steps = 1, .width = 26, .height = 16}); }),
-              AllOf(HasSubstr("image size 26 x 16"), HasSubstr("multiples of 4 pixels"),
-                    HasSubstr("the nearest are 28 x 16")));
-  EXPECT_THAT(error_of([&] { sampler.generate(*model, {"x"}, {.steps = 0}); }), HasSubstr("steps must be >= 1"));
-  // A model whose widths do not fit the encoders (tests/data/flux: pooled 24, latents 4 channels).
-  auto other = load_flux(data("flux/dev_diffusers"));
-  ASSERT_TRUE(other);
-  EXPECT_THAT(error_of([&] { sampler.generate(*other, {"x"}, {.steps = 1}); }),
-              AllOf(HasSubstr("4-channel latents"), HasSubstr("flux_tiny/vae"), HasSubstr("has 16")));
-  // Parts that are not given, or not what they should be.
-  flux::FluxSamplingFiles no_t5 = tiny_files();
-  no_t5.t5 = "";
-  EXPECT_THAT(error_of([&] { flux::FluxImageSampler bad({.files = no_t5}); }), HasSubstr("T5 weights"));
-  flux::FluxSamplingFiles swapped = tiny_files();
-  swapped.vae = data("clip_text/clip_l/model.safetensors");
-  EXPECT_THAT(error_of([&] { flux::FluxImageSampler bad({.files = swapped}); }), HasSubstr("model.safetensors"));
 }
 
 }  // namespace
