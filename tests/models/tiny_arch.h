@@ -28,6 +28,7 @@
 #include "models/sd3/sd3.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "runtime/safetensors.h"
+#include "tests/models/arch_test_util.h"
 #include "tests/test_data.h"
 
 namespace wick::testing {
@@ -133,18 +134,6 @@ inline const TinyArch& tiny_arch(const std::string& name) {
   for (const TinyArch& arch : tiny_archs())
     if (arch.name == name) return arch;
   throw std::runtime_error("tests/models/tiny_arch.h: no tiny fixture model for '" + name + "'");
-}
-
-// max_i |got_i - want_i| / max_i |want_i| (the shapes must agree).
-inline double relative_to_max(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
-    worst = std::max(worst, std::fabs(g[i] - w[i]));
-    scale = std::max(scale, std::fabs(w[i]));
-  }
-  return scale > 0 ? worst / scale : worst;
 }
 
 // Writes `value` (any shape of the same size) into a parameter slot, outside autograd.
