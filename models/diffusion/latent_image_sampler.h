@@ -122,6 +122,24 @@ struct LatentSamplerSetup {
   std::vector<std::pair<std::string, std::string>> text_parts;  // (label (model.key), path) of the text encoders
 };
 
+// The common set-up from an architecture's own: `arch` has the fields files.vae, normalization, default_height,
+// default_width, trigger_word, device, keep_loaded and stored_prompts (FluxSamplerSetup and the like).
+template <typename ArchSetup>
+LatentSamplerSetup latent_setup_of(const ArchSetup& arch, const std::string& model, vae::ModelNormalization vae_model,
+                                   const std::vector<std::pair<SamplerFile, std::string>>& text) {
+  return {.model = model,
+          .vae = arch.files.vae,
+          .vae_model = std::move(vae_model),
+          .normalization = arch.normalization,
+          .default_height = arch.default_height,
+          .default_width = arch.default_width,
+          .trigger_word = arch.trigger_word,
+          .device = arch.device,
+          .keep_loaded = arch.keep_loaded,
+          .stored_prompts = arch.stored_prompts,
+          .text_parts = text_part_labels(text)};
+}
+
 class LatentImageSampler : public ImageSampler {
  public:
   // prompts -> images f32 [N, C, H, W] in [0, 1]: the size settings.width x height (else the setup's default), checked

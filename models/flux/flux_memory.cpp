@@ -158,15 +158,7 @@ Count single_block(const Sizes& z, Stream& x, bool vec_grad, const LayerTraining
 
 // An MLPEmbedder (in_layer -> SiLU -> out_layer) on [B, in]; returns whether its output requires a gradient.
 bool embedder(const Sizes& z, int64_t in, const LayerTrainingOf& of, const std::string& p, Count& c) {
-  LinearActivations a = linear_activations(of(p + ".in_layer"), z.batch, in, z.h, z.dtype, z.device, false);
-  c.keep(a.keeps_input, z.batch * in * z.e);
-  c.linear(a);
-  c.keep(a.output_requires_grad, z.batch * z.h * z.e);  // kept by SiLU
-  LinearActivations b =
-      linear_activations(of(p + ".out_layer"), z.batch, z.h, z.h, z.dtype, z.device, a.output_requires_grad);
-  c.keep(b.keeps_input, z.batch * z.h * z.e);
-  c.linear(b);
-  return b.output_requires_grad;
+  return count_embedder_mlp(c, of(p + ".in_layer"), of(p + ".out_layer"), z.batch, in, z.h, z.dtype, z.device);
 }
 
 bool any_modulation_keeps_input(const FluxConfig& config, const LayerTrainingOf& of) {

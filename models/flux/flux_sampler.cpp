@@ -62,21 +62,6 @@ std::optional<FluxTextEncoders> open_encoders(const FluxSamplerSetup& setup) {
                                       {.device = setup.device, .keep_loaded = setup.keep_loaded});
 }
 
-LatentSamplerSetup latent_setup(const FluxSamplerSetup& s) {
-  LatentSamplerSetup out{.model = "Flux",
-                         .vae = s.files.vae,
-                         .vae_model = {kVaeNormalization, "flux"},
-                         .normalization = s.normalization,
-                         .default_height = s.default_height,
-                         .default_width = s.default_width,
-                         .trigger_word = s.trigger_word,
-                         .device = s.device,
-                         .keep_loaded = s.keep_loaded,
-                         .stored_prompts = s.stored_prompts,
-                         .text_parts = text_part_labels(text_paths(s.files))};
-  return out;
-}
-
 }  // namespace
 
 FluxSamplingFiles sampling_files(const ModelConfig& model) {
@@ -104,7 +89,8 @@ std::vector<double> flux_sigmas(int64_t steps, int64_t latent_height, int64_t la
 // ---- FluxImageSampler ----
 
 FluxImageSampler::FluxImageSampler(FluxSamplerSetup setup)
-    : LatentImageSampler(latent_setup(setup)), flux_(std::move(setup)), encoders_(open_encoders(flux_)) {
+    : LatentImageSampler(latent_setup_of(setup, "Flux", {kVaeNormalization, "flux"}, text_paths(setup.files))),
+      flux_(std::move(setup)), encoders_(open_encoders(flux_)) {
   WICK_CHECK_KIND(Config, flux_.t5_length >= 0, "flux sampler: t5_length must be >= 0, got ", flux_.t5_length);
 }
 

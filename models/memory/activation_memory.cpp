@@ -111,6 +111,19 @@ void ActivationCount::linear(const LinearActivations& a) {
 
 int64_t ActivationCount::forward_excess() const { return std::max<int64_t>(0, forward_peak - internal); }
 
+bool count_embedder_mlp(ActivationCount& c, const LayerTraining& first, const LayerTraining& second, int64_t batch,
+                        int64_t in, int64_t width, DType dtype, Device device) {
+  const int64_t e = dtype_size(dtype);
+  LinearActivations a = linear_activations(first, batch, in, width, dtype, device, false);
+  c.keep(a.keeps_input, batch * in * e);
+  c.linear(a);
+  c.keep(a.output_requires_grad, batch * width * e);  // kept by SiLU
+  LinearActivations b = linear_activations(second, batch, width, width, dtype, device, a.output_requires_grad);
+  c.keep(b.keeps_input, batch * width * e);
+  c.linear(b);
+  return b.output_requires_grad;
+}
+
 int64_t attention_transient(int64_t q_rows, int64_t kv_rows, int64_t width, DType dtype, Device device) {
   const bool sixteen_bit = dtype == DType::BF16 || dtype == DType::F16;
   return device.is_cpu() && sixteen_bit ? (2 * q_rows + 2 * kv_rows) * width * 4 : 0;

@@ -142,6 +142,12 @@ struct WorkspaceRows {
   double adapted, plain;
 };
 
+// A two-layer embedder MLP (Linear in -> width, SiLU, Linear width -> width, the layers training as `first` and
+// `second`) on [batch, in] rows in `dtype` on `device`, counted into `c`. Returns whether its output requires a
+// gradient.
+bool count_embedder_mlp(ActivationCount& c, const LayerTraining& first, const LayerTraining& second, int64_t batch,
+                        int64_t in, int64_t width, DType dtype, Device device);
+
 // What scaled_dot_product_attention holds for a moment besides its output: on the CPU in a 16-bit
 // dtype, f32 copies of q, k, v and an f32 output (it computes in f32); nothing elsewhere.
 int64_t attention_transient(int64_t q_rows, int64_t kv_rows, int64_t width, DType dtype, Device device);

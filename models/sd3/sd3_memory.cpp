@@ -177,15 +177,7 @@ Count joint_block(const Sizes& z, Stream& ctx, Stream& img, bool vec_grad, const
 
 // An embedder MLP (mlp.0 -> SiLU -> mlp.2) on [B, in]; returns whether its output requires a gradient.
 bool embedder(const Sizes& z, int64_t in, const LayerTrainingOf& of, const std::string& p, Count& c) {
-  LinearActivations a = linear_activations(of(p + ".mlp.0"), z.batch, in, z.h, z.dtype, z.device, false);
-  c.keep(a.keeps_input, z.batch * in * z.e);
-  c.linear(a);
-  c.keep(a.output_requires_grad, z.batch * z.h * z.e);  // kept by SiLU
-  LinearActivations b =
-      linear_activations(of(p + ".mlp.2"), z.batch, z.h, z.h, z.dtype, z.device, a.output_requires_grad);
-  c.keep(b.keeps_input, z.batch * z.h * z.e);
-  c.linear(b);
-  return b.output_requires_grad;
+  return count_embedder_mlp(c, of(p + ".mlp.0"), of(p + ".mlp.2"), z.batch, in, z.h, z.dtype, z.device);
 }
 
 bool any_modulation_keeps_input(const Sd3Config& config, const LayerTrainingOf& of) {

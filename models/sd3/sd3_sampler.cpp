@@ -90,20 +90,6 @@ std::optional<Sd3TextEncoders> open_encoders(const Sd3SamplerSetup& setup) {
                                      {.device = setup.device, .keep_loaded = setup.keep_loaded});
 }
 
-LatentSamplerSetup latent_setup(const Sd3SamplerSetup& s) {
-  return {.model = "SD3",
-          .vae = s.files.vae,
-          .vae_model = {kVaeNormalization, "sd3"},
-          .normalization = s.normalization,
-          .default_height = s.default_height,
-          .default_width = s.default_width,
-          .trigger_word = s.trigger_word,
-          .device = s.device,
-          .keep_loaded = s.keep_loaded,
-          .stored_prompts = s.stored_prompts,
-          .text_parts = text_part_labels(text_paths(s.files))};
-}
-
 double sigma_shift(double t, double shift) { return shift * t / (1.0 + (shift - 1.0) * t); }
 
 // scheduler/scheduler_config.json's "shift" of a pipeline folder, when it has one.
@@ -157,7 +143,8 @@ std::vector<double> sd3_sigmas(int64_t steps, double shift) {
 // ---- Sd3ImageSampler ----
 
 Sd3ImageSampler::Sd3ImageSampler(Sd3SamplerSetup setup)
-    : LatentImageSampler(latent_setup(setup)), sd3_(std::move(setup)), encoders_(open_encoders(sd3_)) {
+    : LatentImageSampler(latent_setup_of(setup, "SD3", {kVaeNormalization, "sd3"}, text_paths(setup.files))),
+      sd3_(std::move(setup)), encoders_(open_encoders(sd3_)) {
   WICK_CHECK_KIND(Config, sd3_.t5_length >= 1, "sd3 sampler: t5_length must be >= 1, got ", sd3_.t5_length);
   WICK_CHECK_KIND(Config, sd3_.shift > 0, "sd3 sampler: the shift must be > 0, got ", sd3_.shift);
 }

@@ -67,20 +67,6 @@ std::optional<SdxlTextEncoders> open_encoders(const SdxlSamplerSetup& setup) {
       {.device = setup.device, .keep_loaded = setup.keep_loaded});
 }
 
-LatentSamplerSetup latent_setup(const SdxlSamplerSetup& s) {
-  return {.model = "SDXL",
-          .vae = s.files.vae,
-          .vae_model = {kVaeNormalization, "sdxl"},
-          .normalization = s.normalization,
-          .default_height = s.default_height,
-          .default_width = s.default_width,
-          .trigger_word = s.trigger_word,
-          .device = s.device,
-          .keep_loaded = s.keep_loaded,
-          .stored_prompts = s.stored_prompts,
-          .text_parts = text_part_labels(text_paths(s.files))};
-}
-
 }  // namespace
 
 SdxlSamplingFiles sampling_files(const ModelConfig& model) {
@@ -99,7 +85,8 @@ SdxlSamplingFiles sampling_files(const ModelConfig& model) {
 // ---- SdxlImageSampler ----
 
 SdxlImageSampler::SdxlImageSampler(SdxlSamplerSetup setup)
-    : LatentImageSampler(latent_setup(setup)), sdxl_(std::move(setup)), encoders_(open_encoders(sdxl_)) {}
+    : LatentImageSampler(latent_setup_of(setup, "SDXL", {kVaeNormalization, "sdxl"}, text_paths(setup.files))),
+      sdxl_(std::move(setup)), encoders_(open_encoders(sdxl_)) {}
 
 bool SdxlImageSampler::zeroes_negative() const {
   return sdxl_.zeros_for_empty_negative && prompt_text(sdxl_.negative_prompt, sdxl_.trigger_word).empty();
