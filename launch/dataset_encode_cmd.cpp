@@ -57,9 +57,9 @@ void run_dataset_encode(EncodeArgs& args) {
                    s.skipped.size() == 1 ? "" : "s");
       for (const std::string& line : s.skipped) std::fprintf(stderr, "  %s\n", line.c_str());
     }
-    std::printf("wrote %s: %lld samples from %lld images (%zu skipped) in %zu buckets:", o.out.c_str(),
-                static_cast<long long>(s.n_samples), static_cast<long long>(s.n_images), s.skipped.size(),
-                s.buckets.size());
+    std::printf("wrote %s: %lld samples from %lld images (%zu skipped) in %zu buckets (latent height x width):",
+                o.out.c_str(), static_cast<long long>(s.n_samples), static_cast<long long>(s.n_images),
+                s.skipped.size(), s.buckets.size());
     for (const auto& [name, n] : s.buckets) std::printf(" %s (%lld)", name.c_str(), static_cast<long long>(n));
     std::printf("\n%lld chunks (%lld finished by an earlier run), %.1f s\n", static_cast<long long>(s.n_chunks),
                 static_cast<long long>(s.n_chunks_resumed), s.seconds);
@@ -111,6 +111,8 @@ void add_dataset_encode_command(CLI::App& dataset) {
   cmd->add_option("--default-caption", o.captions.default_caption, "caption of images without a caption file");
   cmd->add_option("--trigger-word", o.captions.trigger_word,
                   "replaces [trigger] and [name]; put in front of captions that lack it");
+  cmd->add_flag("--allow-empty-captions", o.allow_empty_captions,
+                "images without a caption are intended (no warning about them)");
   cmd->add_option("--latents", args->latents,
                   "distribution: the VAE's mean and logvar (training samples from them); mean: the mean only")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "engine/data/image_codecs.h"
 #include "runtime/error.h"
@@ -30,16 +31,17 @@ constexpr uint64_t max_image_file_bytes = uint64_t{1} << 30;
 
 // Other formats, named in the error so the user knows what the file is.
 std::string describe_unknown(const uint8_t* bytes, size_t size) {
-  const auto starts = [&](const char* magic, size_t offset = 0) {
-    const size_t n = std::strlen(magic);
-    return size >= offset + n && std::memcmp(bytes + offset, magic, n) == 0;
+  // string_view literals keep their NUL bytes ("MM\0*" is 4 bytes; strlen would stop at the NUL and match any "MM").
+  using namespace std::string_view_literals;
+  const auto starts = [&](std::string_view magic, size_t offset = 0) {
+    return size >= offset + magic.size() && std::memcmp(bytes + offset, magic.data(), magic.size()) == 0;
   };
   if (starts("GIF87a") || starts("GIF89a")) return "a GIF file";
   if (starts("BM")) return "a BMP file";
-  if (starts("II*") || starts("MM\0*")) return "a TIFF file";
+  if (starts("II*\0"sv) || starts("MM\0*"sv)) return "a TIFF file";
   if (starts("ftypavif", 4) || starts("ftypavis", 4)) return "an AVIF file";
   if (starts("ftyphei", 4) || starts("ftypmif1", 4) || starts("ftypheix", 4)) return "a HEIF/HEIC file";
-  if (starts("\xff\x0a") || starts("\0\0\0\x0cJXL ")) return "a JPEG XL file";
+  if (starts("\xff\x0a"sv) || starts("\0\0\0\x0cJXL \x0d\x0a\x87\x0a"sv)) return "a JPEG XL file";
   std::string hex = "a file starting with";
   for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) {
     char byte[4];

@@ -31,14 +31,28 @@ bool has_image_extension(const fs::path& path, const std::vector<std::string>& e
 }
 
 // The relative paths of the image files under root, sorted byte by byte.
+// A symlink named like an image whose target is missing or not a file is skipped with a warning (counted in
+// n_skipped), so that a moved or unmounted image is not dropped unnoticed.
 std::vector<std::string> list_images(const fs::path& root, const ImageFolderOptions& options,
-                                     std::vector<std::string>& warnings) {
+                                     std::vector<std::string>& warnings, int64_t& n_skipped) {
   std::vector<std::string> found;
+  const auto first_warning = static_cast<std::ptrdiff_t>(warnings.size());
   std::error_code error;
   const auto consider = [&](const fs::directory_entry& entry) {
+    if (!has_image_extension(entry.path(), options.extensions)) return;
     std::error_code status_error;
-    if (!entry.is_regular_file(status_error) || !has_image_extension(entry.path(), options.extensions)) return;
-    found.push_back(entry.path().lexically_relative(root).generic_string());
+    if (entry.is_regular_file(status_error)) {
+      found.push_back(entry.path().lexically_relative(root).generic_string());
+      return;
+    }
+    std::error_code link_error;
+    if (!entry.is_symlink(link_error)) return;  // a folder named like an image, a socket...
+    std::error_code target_error;
+    const fs::path target = fs::read_symlink(entry.path(), target_error);
+    const bool exists = fs::exists(entry.path(), target_error);
+    warnings.push_back(entry.path().string() + ": a symbolic link to " + target.string() +
+                       (exists ? ", which is not a file" : ", which does not exist"));
+    ++n_skipped;
   };
   if (options.recursive) {
     fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, error), end;
@@ -67,6 +81,7 @@ std::vector<std::string> list_images(const fs::path& root, const ImageFolderOpti
     if (error) warnings.push_back(root.string() + ": stopped listing the folder (" + error.message() + ")");
   }
   std::sort(found.begin(), found.end());
+  std::sort(warnings.begin() + first_warning, warnings.end());  // the listing order is the file system's
   return found;
 }
 
@@ -77,7 +92,7 @@ ImageFolderScan scan_image_folder(const std::string& root, const ImageFolderOpti
   WICK_CHECK_KIND(Data, fs::is_directory(root, error), root, ": not a folder (",
                   error ? error.message() : "no such folder", ")");
   ImageFolderScan scan;
-  for (const std::string& relative : list_images(fs::path(root), options, scan.warnings)) {
+  for (const std::string& relative : list_images(fs::path(root), options, scan.warnings, scan.n_skipped)) {
     ImageFolderEntry entry;
     entry.relative_path = relative;
     entry.path = (fs::path(root) / fs::path(relative)).string();
@@ -97,6 +112,9 @@ ImageFolderScan scan_image_folder(const std::string& root, const ImageFolderOpti
       ++scan.n_skipped;
       continue;
     }
+    const bool captioned = std::any_of(entry.caption.texts.begin(), entry.caption.texts.end(),
+                                       [](const std::string& text) { return !text.empty(); });
+    if (!captioned) scan.uncaptioned.push_back(entry.relative_path);
     scan.images.push_back(std::move(entry));
   }
   return scan;

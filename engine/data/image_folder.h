@@ -34,11 +34,14 @@ struct ImageFolderEntry {
 struct ImageFolderScan {
   std::vector<ImageFolderEntry> images;  // sorted by relative_path, byte by byte
   std::vector<std::string> warnings;     // "<path>: <reason>", one per skipped image or unreadable folder
-  int64_t n_skipped = 0;                 // images left out (unreadable image or caption)
+  int64_t n_skipped = 0;                 // images left out (unreadable image or caption, dangling symlink)
+  std::vector<std::string> uncaptioned;  // relative paths of kept images whose every caption is empty (no sidecar or
+                                         // a blank one, and no default caption or trigger word to stand in)
 };
 
 // Walks `root` (recursively unless told otherwise), skipping hidden files and folders (names starting
-// with '.') and files without an image extension; folder symlinks are not followed. Every image's
+// with '.') and files without an image extension; folder symlinks are not followed. A symlink with an image
+// extension whose target is missing (or not a file) is a skipped image with a warning naming it. Every image's
 // header is probed and its caption read. WickError (Data) only when `root` is not a readable folder.
 ImageFolderScan scan_image_folder(const std::string& root, const ImageFolderOptions& options = {});
 

@@ -578,6 +578,17 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   summary.skipped = job.scan_warnings;
   if (ranks.root())
     for (const std::string& w : job.scan_warnings) warn("skipped " + w);
+  if (ranks.root() && !scan.uncaptioned.empty() && !options.allow_empty_captions) {
+    std::string examples;
+    for (size_t i = 0; i < std::min<size_t>(scan.uncaptioned.size(), 3); ++i)
+      examples += (i ? ", " : "") + scan.uncaptioned[i];
+    warn(std::to_string(scan.uncaptioned.size()) + " of " + std::to_string(scan.images.size()) +
+         " images found have no caption (no " + options.captions.extension +
+         " or fallback caption file, or a blank one) and are encoded with an empty caption (" + examples +
+         (scan.uncaptioned.size() > 3 ? ", ..." : "") +
+         "); write caption files or give --default-caption or --trigger-word, or pass --allow-empty-captions "
+         "when that is intended");
+  }
   WICK_CHECK_KIND(Data, !job.images.empty(), kWho, ": no readable image in ", options.image_dir, " (",
                   scan.n_skipped, " skipped; .jpg, .jpeg, .png and .webp files are read)");
   job.n_chunks = (static_cast<int64_t>(job.images.size()) + options.chunk_size - 1) / options.chunk_size;

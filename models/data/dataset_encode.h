@@ -57,6 +57,9 @@ struct DatasetEncodeOptions {
   bool flip = false;         // also store each image mirrored left-right (a second sample)
   // Sidecar extension, default caption, trigger word (prepended when absent, as ai-toolkit).
   CaptionOptions captions;
+  // Images whose caption comes out empty (no sidecar or a blank one, no default caption, no trigger word) are
+  // encoded with the empty caption and counted; a warning names them unless this says it is intended.
+  bool allow_empty_captions = false;
   StoredLatents latents = StoredLatents::Distribution;
   // Prompts encoded into /sample_prompts ("[trigger]" and "[name]" become the trigger word).
   std::vector<std::string> sample_prompts;

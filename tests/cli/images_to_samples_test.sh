@@ -126,7 +126,7 @@ PY
 # (a) The folder encoded with the files one by one and the training config's trigger word and sample prompts.
 run "$work/encode.log" dataset encode "$work/photos" --model flux "${files[@]}" --config "$config" "${tiny[@]}" \
   --out "$work/data/flux_person.h5"
-grep -F "wrote $work/data/flux_person.h5: 8 samples from 8 images (0 skipped) in 2 buckets: 24x40 (3) 32x32 (5)" \
+grep -F "wrote $work/data/flux_person.h5: 8 samples from 8 images (0 skipped) in 2 buckets (latent height x width): 24x40 (3) 32x32 (5)" \
   "$work/encode.log" || fail "the summary line is not as expected"
 "$wick" dataset inspect "$work/data/flux_person.h5" >"$work/inspect.log" 2>&1 || fail "the dataset does not validate"
 for line in "model_family      flux" "text              L=16 D=32 pooled P=16" "sample prompts    2, embeds [2, 16, 32]" \

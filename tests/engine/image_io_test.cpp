@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string fixture(const std::string& name) { return testing::test_data_dir() + "/images/" + name; }
 std::string expected(const std::string& name) { return fixture("expected/" + name); }
@@ -152,6 +153,25 @@ TEST(ImageDecode, FormatComesFromTheBytesNotTheName) {
   EXPECT_EQ(detect_image_format(webp.data(), webp.size()), ImageFormat::Webp);
   EXPECT_EQ(detect_image_format(webp.data(), 11), ImageFormat::Unknown);
   EXPECT_THAT(data_error_of([] { load_image(fixture("gif_named.png")); }), HasSubstr("a GIF file"));
+}
+
+// The unknown-format message names a format only when the file has that format's whole signature: signatures with
+// NUL bytes (TIFF "MM\0*", JPEG XL's container) are compared in full, not up to their first NUL.
+TEST(ImageDecode, UnknownFormatsNamedOnlyByTheirWholeSignature) {
+  const auto message_of = [](const std::string& text) {
+    const std::vector<uint8_t> bytes(text.begin(), text.end());
+    return data_error_of([&] { decode_image(bytes, {}, "named.jpg"); });
+  };
+  using namespace std::string_literals;
+  const std::string text = message_of("a caption saved under an image's name\n");
+  EXPECT_THAT(text, Not(HasSubstr("JPEG XL")));
+  EXPECT_THAT(text, HasSubstr("a file starting with 61 20 63 61"));
+  EXPECT_THAT(message_of("MMxx and more bytes"), Not(HasSubstr("TIFF")));
+  EXPECT_THAT(message_of("MM\0*\0\0\0\x08 rest"s), HasSubstr("a TIFF file"));
+  EXPECT_THAT(message_of("II*\0\x08\0\0\0 rest"s), HasSubstr("a TIFF file"));
+  EXPECT_THAT(message_of("\0\0\0\x0cJXL \x0d\x0a\x87\x0a rest"s), HasSubstr("a JPEG XL file"));
+  EXPECT_THAT(message_of("\0\0\0\x0cJXK \x0d\x0a\x87\x0a rest"s), Not(HasSubstr("JPEG XL")));
+  EXPECT_THAT(message_of("\xff\x0a codestream"s), HasSubstr("a JPEG XL file"));
 }
 
 TEST(ImageTensor, ScalesToMinusOneOneChannelsFirst) {
@@ -402,6 +422,39 @@ TEST(ImageFolder, SortedRecursiveSkipsHiddenAndWarnsOnBadFiles) {
   ASSERT_EQ(top.images.size(), 1u);
   EXPECT_EQ(top.images[0].relative_path, "z.webp");
   EXPECT_THAT(data_error_of([&] { scan_image_folder((root / "absent").string()); }), HasSubstr("not a folder"));
+}
+
+// A symlink named like an image whose target is gone is a skipped image with a warning, not a silent drop; a link to a
+// folder named like an image likewise. Images without a caption are counted (scan.uncaptioned) unless a default
+// caption or trigger word stands in.
+TEST(ImageFolder, DanglingSymlinksWarnAndUncaptionedImagesAreCounted) {
+  const fs::path root = fresh_dir("links");
+  fs::copy_file(fixture("rgb.jpg"), root / "kept.jpg");
+  fs::copy_file(fixture("rgb.jpg"), root / "captioned.jpg");
+  write_text(root / "captioned.txt", "a cat");
+  write_text(root / "blank.txt", "  \n");
+  fs::copy_file(fixture("rgb.jpg"), root / "blank.jpg");
+  fs::create_symlink(root / "kept.jpg", root / "linked.jpg");
+  fs::create_symlink(root / "moved_away.jpg", root / "dangling.jpg");
+  fs::create_directories(root / "folder");
+  fs::create_directory_symlink(root / "folder", root / "folder_link.png");
+
+  const ImageFolderScan scan = scan_image_folder(root.string());
+  std::vector<std::string> paths;
+  for (const auto& entry : scan.images) paths.push_back(entry.relative_path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"blank.jpg", "captioned.jpg", "kept.jpg", "linked.jpg"}));
+  EXPECT_EQ(scan.n_skipped, 2);
+  ASSERT_EQ(scan.warnings.size(), 2u);
+  EXPECT_THAT(scan.warnings[0], HasSubstr("dangling.jpg: a symbolic link to "));
+  EXPECT_THAT(scan.warnings[0], HasSubstr("moved_away.jpg, which does not exist"));
+  EXPECT_THAT(scan.warnings[1], HasSubstr("folder_link.png: a symbolic link to "));
+  EXPECT_THAT(scan.warnings[1], HasSubstr("which is not a file"));
+  EXPECT_EQ(scan.uncaptioned, (std::vector<std::string>{"blank.jpg", "kept.jpg", "linked.jpg"}));
+
+  const ImageFolderScan with_default = scan_image_folder(root.string(), {.captions = {.default_caption = "a photo"}});
+  EXPECT_TRUE(with_default.uncaptioned.empty());
+  const ImageFolderScan with_trigger = scan_image_folder(root.string(), {.captions = {.trigger_word = "ohwx"}});
+  EXPECT_TRUE(with_trigger.uncaptioned.empty());
 }
 
 // ---- real photographs (Debian's python-matplotlib-data and xplanet-images) ----
