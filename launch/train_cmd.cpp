@@ -3,7 +3,7 @@
 //
 // Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
 // during training (non-finite losses, a lost rank); 75 stopped on request (SIGTERM or SIGUSR1, e.g.
-// preemption) after a step, with a checkpoint there: requeue and continue with --resume auto. Under
+// preemption, or Ctrl-C) after a step, with a checkpoint there: requeue and continue with --resume auto. Under
 // mpirun a failing rank ends the whole job with its status (comm::exit_after_failure), so no rank
 // waits forever for it.
 #include <csignal>

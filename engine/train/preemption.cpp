@@ -1,4 +1,4 @@
-// PreemptionWatch: async-signal-safe handlers (a flag, write(2), sigaction, raise) for SIGTERM and SIGUSR1.
+// PreemptionWatch: async-signal-safe handlers (a flag, write(2), sigaction, raise) for SIGTERM, SIGUSR1 and SIGINT.
 #include "engine/train/preemption.h"
 
 #include <errno.h>
@@ -15,7 +15,8 @@
 namespace wick {
 namespace {
 
-constexpr int kSignals[] = {SIGTERM, SIGUSR1};
+constexpr int kSignals[] = {SIGTERM, SIGUSR1, SIGINT};
+constexpr int kSlots = 3;
 
 // The first signal received, 0 before. Atomic, not a volatile sig_atomic_t: the kernel runs the handler on any thread
 // that does not block the signal (the prefetcher's loader, parallel_for's helpers, Open MPI's progress thread), and
@@ -24,12 +25,12 @@ constexpr int kSignals[] = {SIGTERM, SIGUSR1};
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_installed{false};
-struct sigaction g_previous[2];
+struct sigaction g_previous[kSlots];
 // Formatted before installation, one per signal: the first signal's and a second signal's lines.
-char g_first[2][640], g_second[2][256];
-size_t g_first_length[2], g_second_length[2];
+char g_first[kSlots][640], g_second[kSlots][256];
+size_t g_first_length[kSlots], g_second_length[kSlots];
 
-int slot_of(int signal_number) { return signal_number == SIGTERM ? 0 : 1; }
+int slot_of(int signal_number) { return signal_number == SIGTERM ? 0 : signal_number == SIGUSR1 ? 1 : 2; }
 
 void write_all(const char* text, size_t length) {
   while (length > 0) {
@@ -68,6 +69,7 @@ size_t written_length(int n, size_t capacity) { return n < 0 ? 0 : std::min(stat
 const char* stop_signal_name(int signal_number) {
   if (signal_number == SIGTERM) return "SIGTERM";
   if (signal_number == SIGUSR1) return "SIGUSR1";
+  if (signal_number == SIGINT) return "SIGINT";
   static thread_local char text[32];
   std::snprintf(text, sizeof text, "signal %d", signal_number);
   return text;
@@ -79,7 +81,7 @@ PreemptionWatch::PreemptionWatch(int rank, int world) {
   const int pid = static_cast<int>(::getpid());
   for (int signal_number : kSignals) {
     const int slot = slot_of(signal_number);
-    const char* name = stop_signal_name(signal_number);
+    const char* name = signal_number == SIGINT ? "SIGINT (Ctrl-C)" : stop_signal_name(signal_number);
     const char* launcher_note =
         signal_number == SIGTERM && world > 1
             ? " (mpirun and srun also send SIGTERM to every rank when a rank died or the job was cancelled; "
@@ -103,7 +105,11 @@ PreemptionWatch::PreemptionWatch(int rank, int world) {
     sigemptyset(&action.sa_mask);
     for (int other : kSignals) sigaddset(&action.sa_mask, other);  // one handler runs at a time
     action.sa_flags = SA_RESTART;
-    ::sigaction(signal_number, &action, &g_previous[slot]);
+    // A process started with SIGINT ignored (a background job of a shell without job control, nohup) keeps
+    // ignoring it, as shells expect: Ctrl-C in that terminal is not meant for it.
+    ::sigaction(signal_number, nullptr, &g_previous[slot]);
+    if (signal_number == SIGINT && g_previous[slot].sa_handler == SIG_IGN) continue;
+    ::sigaction(signal_number, &action, nullptr);
   }
 }
 

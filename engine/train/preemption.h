@@ -1,6 +1,6 @@
 // Preemption: SIGTERM or SIGUSR1 (Slurm's `--signal=USR1@120`; mpirun forwards SIGUSR1 to every
-// rank) asks a training run to stop after the current step with a checkpoint (docs/distributed.md
-// "Preemption").
+// rank), or SIGINT (Ctrl-C on a process run without mpirun, which turns Ctrl-C into SIGTERM itself), asks a
+// training run to stop after the current step with a checkpoint (docs/distributed.md "Preemption").
 //
 //   PreemptionWatch watch(rank, world);   // installs the handlers; the destructor restores the old ones
 //   ... each step: stop = all_reduce_sum(group, {..., watch.requested() ? 1.0 : 0.0});
@@ -23,7 +23,7 @@ inline constexpr int kExitPreempted = 75;
 
 class PreemptionWatch {
  public:
-  // Installs handlers for SIGTERM and SIGUSR1 (one watch at a time; rank and world go into the
+  // Installs handlers for SIGTERM, SIGUSR1 and SIGINT (one watch at a time; rank and world go into the
   // messages, formatted here: the handler only writes them).
   PreemptionWatch(int rank, int world);
   // Restores the handlers that were there before (the launcher's SIGTERM notice, or the defaults).
@@ -31,7 +31,7 @@ class PreemptionWatch {
   PreemptionWatch(const PreemptionWatch&) = delete;
   PreemptionWatch& operator=(const PreemptionWatch&) = delete;
 
-  // The first signal that asked this process to stop (SIGTERM or SIGUSR1) since the installed watch was
+  // The first signal that asked this process to stop (SIGTERM, SIGUSR1 or SIGINT) since the installed watch was
   // made, 0 when none has (or none is installed).
   static int signal_number();
   static bool requested() { return signal_number() != 0; }
@@ -40,7 +40,7 @@ class PreemptionWatch {
   static bool installed();
 };
 
-// "SIGTERM", "SIGUSR1", otherwise "signal <n>".
+// "SIGTERM", "SIGUSR1", "SIGINT", otherwise "signal <n>".
 const char* stop_signal_name(int signal_number);
 
 }  // namespace wick

@@ -11,7 +11,7 @@
 #     made slow by the write-fault shim): the job ends at once (not 0, not 75), the previous
 #     checkpoint still verifies and `latest` still names it, its staging directory is left behind;
 #     --resume auto continues from the previous checkpoint bitwise and removes the leftover.
-#  5. One rank without a launcher: SIGTERM, exit 75, resume bitwise.
+#  5. One rank without a launcher: SIGTERM, exit 75, resume bitwise; and Ctrl-C (SIGINT) the same way.
 #     And a signal while a 2-rank run starts (its dataset's open made slow by the shim): step 1, its
 #     checkpoint, exit 75, resume bitwise.
 #  6. scripts/slurm_train.sbatch run without Slurm (scontrol stubbed): SIGUSR1 to the batch script,
@@ -188,6 +188,21 @@ done
 send one_term TERM "$(pgrep -f "^$wick train $work/run.yaml --no-progress --set name=one_term\$")"
 finish
 stopped one_term "SIGTERM" one 1
+# 5b. One rank, Ctrl-C: SIGINT stops like SIGTERM (exit 75, resume bitwise). The shell starts background jobs with
+# SIGINT ignored (no job control here), which wick keeps; the job is started with SIGINT's default restored, as a
+# foreground process in a terminal has it.
+timeout 240 python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+  "$wick" train "$work/run.yaml" --no-progress --set name=one_int >"$work/one_int.log" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do
+  [ "$(logged one_int)" -ge 12 ] && [ "$(latest_step one_int)" = 10 ] && break
+  sleep 0.01
+done
+send one_int INT "$(pgrep -f "^$wick train $work/run.yaml --no-progress --set name=one_int\$")"
+finish
+grep -q "wick: rank 0 of 1 (pid [0-9]*) got SIGINT (Ctrl-C): finishing the current step" "$work/one_int.log" ||
+  fail "one_int: no Ctrl-C message"
+stopped one_int "SIGINT" one 1
 # A stop signal while the run starts, before step 1: the ranks keep it through loading the data and the
 # model, train step 1, write its checkpoint and exit 75.
 start_job startup LD_PRELOAD="$shim" ASAN_OPTIONS="$asan_with_shim" WICK_FAULT_ON=slow-open WICK_FAULT_PATH=synthetic.h5 WICK_FAULT_DELAY_MS=2000 \

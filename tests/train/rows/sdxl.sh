@@ -14,6 +14,7 @@ train_built="SDXL-like UNet (2 levels 32/64, transformer depth 0/1, middle 1, f3
 train_built_what="the tiny SDXL UNet with adapters"
 train_built_bf16="transformer depth 0/1, middle 1, bf16)"
 train_bound=0.9  # measured: 0.559 (bf16 0.558, fp16 0.558)
+train_resume_variants=0  # the kill -9 and the DoRA / bf16 resumes run in the flux and sd3 rows (shared checkpoint code)
 # DoRA on the transformers' Linears alone (kohya's dora_scale [1, in], sdxl's default format; LoCon needs lora): this
 # UNet's loss falls mostly through its convolutions, so train_cli_row compares DoRA with the same run at lr 1e-9.
 train_dora=(--set network.type=dora --set network.conv=0)
