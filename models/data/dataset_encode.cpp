@@ -582,7 +582,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
     std::string examples;
     for (size_t i = 0; i < std::min<size_t>(scan.uncaptioned.size(), 3); ++i)
       examples += (i ? ", " : "") + scan.uncaptioned[i];
-    warn(std::to_string(scan.uncaptioned.size()) + " of " + std::to_string(scan.images.size()) +
+    warn(std::to_string(scan.uncaptioned.size()) + " of " + std::to_string(job.images.size()) +
          " images found have no caption (no " + options.captions.extension +
          " or fallback caption file, or a blank one) and are encoded with an empty caption (" + examples +
          (scan.uncaptioned.size() > 3 ? ", ..." : "") +
