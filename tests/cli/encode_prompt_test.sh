@@ -51,6 +51,17 @@ encode sdxl --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --clip-vocab "$vo
   verify sdxl sdxl.prompt_embeds sdxl.pooled_prompt_embeds --zero-rows 1 --tokens clip_l_ids=clip_l.ids \
     --tokens clip_g_ids=clip_g.ids --meta model=sdxl --meta zeros_for_empty_prompt=true --meta max_length=77
 
+# The same prompts as --prompt=VALUE (the empty one as "--prompt="; CLI11 2.1.2 alone would take the next argument
+# as its value, encoding "--prompt=..." text and dropping a prompt): the same file.
+equals=()
+for ((i = 1; i < ${#prompts[@]}; i += 2)); do equals+=("--prompt=${prompts[i]}"); done
+grep -qx -- "--prompt=" < <(printf '%s\n' "${equals[@]}") || fail "no empty prompt among the cases"
+out=$("$wick" encode-prompt --model sdxl --clip-l "$clip_l" --clip-g "$clip_g" --clip-vocab "$vocab" \
+  --zeros-for-empty-prompt "${equals[@]}" --out "$work/sdxl_equals.safetensors" 2>&1) ||
+  { fail "encode-prompt with --prompt=VALUE exited $?"; echo "$out"; }
+verify sdxl_equals sdxl.prompt_embeds sdxl.pooled_prompt_embeds --zero-rows 1 --tokens clip_l_ids=clip_l.ids \
+  --tokens clip_g_ids=clip_g.ids --meta model=sdxl --meta zeros_for_empty_prompt=true --meta max_length=77
+
 expect() {  # expect STATUS PATTERN ARGS...
   local want=$1 pattern=$2 out status
   shift 2
