@@ -98,11 +98,20 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
     }
     set[module_path] = lora;
   }
+  // kohya's metadata: ss_network_dim / ss_network_alpha are the Linear adapters' rank and alpha; LoCon's convolution
+  // rank and alpha go into ss_network_args as conv_dim / conv_alpha (strings, as kohya's --network_args give them).
+  const nn::Adapter* linear = nullptr;
+  const nn::Adapter* conv = nullptr;
+  for (const auto& [module_path, adapter] : adapters) {
+    const nn::Adapter*& first = adapter->down_weight().dim() == 2 ? linear : conv;
+    if (!first) first = adapter.get();
+  }
+  const nn::Adapter& named = linear ? *linear : *conv;
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"ss_network_dim", std::to_string(adapters.front().second->options().rank)},
-      {"ss_network_alpha", format_number(adapters.front().second->options().alpha)},
+      {"ss_network_dim", std::to_string(named.options().rank)},
+      {"ss_network_alpha", format_number(named.options().alpha)},
       {"ss_network_module", dora ? "lycoris.kohya" : "networks.lora"},
       {"ss_base_model_hash", base_model_hash},
       {"ss_steps", std::to_string(step)},
@@ -114,6 +123,9 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
       {"wick_config", to_yaml(config)},
   };
   if (dora) metadata["ss_network_args"] = R"({"algo": "lora", "dora_wd": "True"})";
+  if (conv && linear)
+    metadata["ss_network_args"] = "{\"conv_dim\": \"" + std::to_string(conv->options().rank) +
+                                  "\", \"conv_alpha\": \"" + format_number(conv->options().alpha) + "\"}";
   for (const auto& [key, value] : naming.metadata) metadata[key] = value;
   if (format == LoraFormat::Kohya) {
     tensors = to_kohya(set);

@@ -83,11 +83,11 @@ const LoraFilesRow kRows[] = {
      .kohya_file = "medium_lora_kohya.safetensors", .peft_file = "medium_lora_peft.safetensors", .n_peft_keys = 94,
      .kohya_key = "lora_unet_joint_blocks_1_x_block_attn2_qkv.lora_down.weight", .kohya_diffusers_keys = "",
      .diffusers_module = nullptr, .reload_tolerance = 1e-6, .n_dora_peft_keys = 141},
-    // ss_network_dim / ss_network_alpha are not listed: with LoCon wick writes the first adapter's rank and alpha (a
-    // convolution's 2 / 1) where kohya writes network.linear's 4 / 8 (and conv_dim / conv_alpha in ss_network_args).
+    // With LoCon, as kohya: the Linears' rank and alpha 4 / 8 and the convolutions' 2 / 1 in ss_network_args.
     {.arch = &tiny_arch("sdxl"), .n_adapters = 257, .default_format = LoraFormat::Kohya,
      .metadata = {{"modelspec.architecture", "stable-diffusion-xl-v1-base/lora"},
-                  {"ss_base_model_version", "sdxl_base_v1-0"}},
+                  {"ss_base_model_version", "sdxl_base_v1-0"}, {"ss_network_dim", "4"}, {"ss_network_alpha", "8"},
+                  {"ss_network_args", R"({"conv_dim": "2", "conv_alpha": "1"})"}},
      .kohya_file = "", .peft_file = "", .n_peft_keys = 0,
      .kohya_key = "lora_unet_input_blocks_1_0_in_layers_2.lora_down.weight",
      .kohya_diffusers_keys = "lora_kohya_diffusers_keys.json", .diffusers_module = sdxl_diffusers_module,
