@@ -15,6 +15,7 @@
 #include "launch/commands.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
+#include "runtime/utf8.h"
 
 namespace wick::launch {
 namespace {
@@ -46,7 +47,7 @@ void print_model(const fs::path& dir) {
     for (const std::string& name : file.names()) n += numel(file.info(name).shape);
     std::printf("model          %zu tensors, %lld parameters\n", file.names().size(), static_cast<long long>(n));
   } catch (const WickError& e) {
-    std::printf("model          unreadable: %s\n", e.what());
+    std::printf("model          unreadable: %s\n", printable_utf8(e.what()).c_str());
   }
 }
 
@@ -96,7 +97,7 @@ void print_optimizer(const fs::path& dir) {
     if (master_bytes > 0) std::printf(", f32 masters of 16-bit parameters %s", human_bytes(static_cast<double>(master_bytes)).c_str());
     std::printf("\n");
   } catch (const WickError& e) {
-    std::printf("optimizer      unreadable: %s\n", e.what());
+    std::printf("optimizer      unreadable: %s\n", printable_utf8(e.what()).c_str());
   }
 }
 
@@ -109,7 +110,7 @@ void print_training_state(const fs::path& dir) {
                 static_cast<long long>(state.step), static_cast<long long>(state.epoch),
                 static_cast<long long>(state.sample_cursor), static_cast<unsigned long long>(state.seed));
   } catch (const WickError& e) {
-    std::printf("training       unreadable: %s\n", e.what());
+    std::printf("training       unreadable: %s\n", printable_utf8(e.what()).c_str());
   }
 }
 
@@ -136,10 +137,12 @@ int inspect(const std::string& dir_text) {
   print_optimizer(dir);
   print_training_state(dir);
   std::printf("verification   %s\n", checkpoint_state_name(report.state));
-  for (const std::string& problem : report.problems) std::printf("  problem: %s\n", problem.c_str());
-  for (const std::string& note : report.notes) std::printf("  note: %s\n", note.c_str());
+  // Problems may quote bytes of a damaged file: escaped, so that the output stays UTF-8 text.
+  for (const std::string& problem : report.problems) std::printf("  problem: %s\n", printable_utf8(problem).c_str());
+  for (const std::string& note : report.notes) std::printf("  note: %s\n", printable_utf8(note).c_str());
   if (!report.valid())
-    std::fprintf(stderr, "wick: error: checkpoint %s is %s\n", dir_text.c_str(), report.describe().c_str());
+    std::fprintf(stderr, "wick: error: checkpoint %s is %s\n", dir_text.c_str(),
+                 printable_utf8(report.describe()).c_str());
   return report.valid() ? 0 : 3;
 }
 

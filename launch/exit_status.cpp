@@ -3,15 +3,17 @@
 
 #include "comm/launch_env.h"
 #include "launch/commands.h"
+#include "runtime/utf8.h"
 
 namespace wick::launch {
 namespace {
 
 int status_ = 0;
 
-// Prints the error and ends with `status`: the whole job under mpirun, else this command's exit status.
+// Prints the error (bytes of a damaged file it quotes escaped: runtime/utf8.h) and ends with `status`: the whole job
+// under mpirun, else this command's exit status.
 void fail(const std::string& where, const char* what, int status) {
-  std::fprintf(stderr, "wick: error%s: %s\n", where.c_str(), what);
+  std::fprintf(stderr, "wick: error%s: %s\n", where.c_str(), printable_utf8(what).c_str());
   if (comm::mpi_initialized()) comm::exit_after_failure(status);
   set_exit_status(status);
 }

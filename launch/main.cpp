@@ -18,6 +18,7 @@
 
 #include "launch/commands.h"
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 #include "wick/build_info.h"
 
 namespace {
@@ -101,10 +102,10 @@ int main(int argc, char** argv) {
     int status = app.exit(error);
     return status == 0 ? 0 : 2;
   } catch (const wick::WickError& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    std::fprintf(stderr, "wick: error: %s\n", wick::printable_utf8(error.what()).c_str());
     return wick::launch::exit_status_for(error.kind());
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "wick: error: %s\n", error.what());
+    std::fprintf(stderr, "wick: error: %s\n", wick::printable_utf8(error.what()).c_str());
     return 4;
   }
   return wick::launch::exit_status();

@@ -15,6 +15,7 @@
 #include "engine/config/config_sections.h"
 #include "engine/config/train_config.h"
 #include "runtime/error.h"
+#include "runtime/utf8.h"
 
 namespace wick {
 
@@ -95,41 +96,8 @@ void parse_root(ConfigContext& ctx, const YAML::Node& root, TrainConfig& c) {
   parse_top(ctx, process[0], c, wrapper.value("name"));
 }
 
-// Offset of the first byte of `text` that does not begin a well-formed UTF-8 sequence (no overlong
-// forms, surrogates or code points past U+10FFFF), or npos. yaml-cpp reads other bytes as they are
-// but writes them back escaped, so a config holding them would not survive to_yaml (nor config_hash).
-size_t invalid_utf8_at(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int n = 0;
-    uint32_t code = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 1, code = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, code = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3, code = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + n >= text.size()) return i;
-    for (int k = 1; k <= n; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xC0) != 0x80) return i;
-      code = (code << 6) | (next & 0x3F);
-    }
-    const bool overlong_or_surrogate = n == 2 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF));
-    if (overlong_or_surrogate || (n == 3 && (code < 0x10000 || code > 0x10FFFF))) return i;
-    i += n + 1;
-  }
-  return std::string::npos;
-}
-
+// Configs must be UTF-8 (runtime/utf8.h): yaml-cpp reads other bytes as they are but writes them back escaped, so a
+// config holding them would not survive to_yaml (nor config_hash).
 void check_utf8(const std::string& text, const std::string& where) {
   const size_t at = invalid_utf8_at(text);
   if (at == std::string::npos) return;
