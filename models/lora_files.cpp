@@ -1,5 +1,6 @@
 #include "models/lora_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -165,9 +166,16 @@ void load_lora(Module& model, const std::string& path) {
   } else {
     set = from_kohya(file.tensors, paths, &unused);
   }
+  // Both namings refuse a file with adapters the model lacks: loading the rest would drop part of the LoRA's effect.
+  // (A PEFT file is read against the architecture's whole layout, so its extra modules come back in `set`.)
+  for (const auto& [module_path, lora] : set) {
+    const bool in_model = std::any_of(adapters.begin(), adapters.end(),
+                                      [&](const auto& adapter) { return adapter.first == module_path; });
+    if (!in_model) unused.push_back(peft ? module_path : kohya_module_name(module_path));
+  }
   if (!unused.empty())
-    WICK_FAIL(Data, path, ": tensor '", unused.front(), "' belongs to no adapter of the model (", unused.size(),
-              " such; other network.target or depth?)");
+    WICK_FAIL(Data, path, ": '", unused.front(), "' belongs to no adapter of the model (", unused.size(),
+              " such; the file was trained with other network.target, conv or depth?)");
   for (const auto& [module_path, adapter] : adapters) {
     auto found = set.find(module_path);
     const std::string name = peft ? module_path : kohya_module_name(module_path);

@@ -164,6 +164,31 @@ TEST_P(ArchLoraFiles, CaseAdaptersAndFilesOtherToolsWroteGivePeftsOutput) {
   EXPECT_GT(base_change, 1e-2) << "the LoRA must change the output for the comparison to mean anything";
 }
 
+// A file with adapters the model lacks (trained on the default preset, loaded into an attention-only model) is a
+// Data error in every naming, never a silent partial load.
+TEST_P(ArchLoraFiles, AFileWithAdaptersTheModelLacksIsRefusedInEveryNaming) {
+  const LoraFilesRow& row = GetParam();
+  const TinyArch& arch = *row.arch;
+  std::shared_ptr<DiffusionModel> model = arch.build("", arch.lora_network());
+  const std::filesystem::path dir = testing::scratch_dir(arch.name + "_lora_strict");
+  const std::string attention_only = "network: {type: lora, linear: 4, linear_alpha: 8, target: [attention]}\n";
+  for (const LoraFormat format : {LoraFormat::Kohya, LoraFormat::Peft}) {
+    SCOPED_TRACE(lora_format_name(format));
+    if (format == LoraFormat::Peft && row.peft_file.empty()) continue;  // no PEFT naming for this architecture
+    const std::string path = (dir / (std::string(lora_format_name(format)) + ".safetensors")).string();
+    save_lora(*model, save_config(arch, format), path, 1, "");
+    std::shared_ptr<DiffusionModel> fewer = arch.build("", attention_only);
+    ASSERT_LT(nn::find_adapters(*fewer).size(), nn::find_adapters(*model).size());
+    try {
+      load_lora(*fewer, path);
+      ADD_FAILURE() << "a file with more adapters than the model loaded";
+    } catch (const WickError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Data);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("belongs to no adapter of the model"));
+    }
+  }
+}
+
 TEST_P(ArchLoraFiles, SavedFilesHaveTheKeysOtherToolsWriteAndRead) {
   const LoraFilesRow& row = GetParam();
   const TinyArch& arch = *row.arch;
