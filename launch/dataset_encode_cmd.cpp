@@ -113,6 +113,10 @@ void add_dataset_encode_command(CLI::App& dataset) {
                   "replaces [trigger] and [name]; put in front of captions that lack it");
   cmd->add_flag("--allow-empty-captions", o.allow_empty_captions,
                 "images without a caption are intended (no warning about them)");
+  cmd->add_option("--max-image-pixels", o.max_image_pixels,
+                  "skip images with more pixels than this (a decompression bomb guard; 0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--latents", args->latents,
                   "distribution: the VAE's mean and logvar (training samples from them); mean: the mean only")
       ->capture_default_str()

@@ -19,7 +19,7 @@ void check_pixel_limit(int64_t height, int64_t width, int64_t max_pixels, const 
   if (max_pixels > 0 && height * width > max_pixels)
     WICK_FAIL(Data, name, ": ", what, " is ", width, " x ", height, " = ", height * width,
               " pixels, over the limit of ", max_pixels,
-              " (a decompression bomb, or raise the dataset's max_image_pixels)");
+              " (a decompression bomb? if not, raise the limit: wick dataset encode --max-image-pixels)");
 }
 
 }  // namespace image_codecs

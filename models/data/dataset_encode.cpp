@@ -246,7 +246,7 @@ std::vector<Fitted> fit_images(const Job& job, int64_t first, int64_t last, std:
         for (int64_t i = begin; i < end; ++i) {
           const ImageFolderEntry& e = job.images[static_cast<size_t>(first + i)];
           try {
-            const Image rgb = load_image(e.path);
+            const Image rgb = load_image(e.path, {.max_pixels = o.max_image_pixels});
             WICK_CHECK_KIND(Data, rgb.height == e.header.height && rgb.width == e.header.width, e.path, ": decoded ",
                             rgb.height, "x", rgb.width, " but the header said ", e.header.height, "x",
                             e.header.width);
@@ -570,7 +570,8 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
   buckets.divisor = job.vae_config.downscale() * job.spec.patch;
   job.planner = std::make_unique<BucketPlanner>(buckets);
 
-  ImageFolderScan scan = scan_image_folder(options.image_dir, {.captions = options.captions});
+  ImageFolderScan scan = scan_image_folder(options.image_dir, {.decode = {.max_pixels = options.max_image_pixels},
+                                                               .captions = options.captions});
   job.images = std::move(scan.images);
   job.scan_warnings = std::move(scan.warnings);
   job.n_listed = static_cast<int64_t>(job.images.size()) + scan.n_skipped;

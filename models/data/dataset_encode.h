@@ -25,6 +25,7 @@
 #include "comm/process_group.h"
 #include "engine/data/buckets.h"
 #include "engine/data/captions.h"
+#include "engine/data/image_decode.h"
 #include "models/text/prompt_encoder.h"
 #include "models/vae/vae_tiling.h"
 #include "runtime/device.h"
@@ -60,6 +61,9 @@ struct DatasetEncodeOptions {
   // Images whose caption comes out empty (no sidecar or a blank one, no default caption, no trigger word) are
   // encoded with the empty caption and counted; a warning names them unless this says it is intended.
   bool allow_empty_captions = false;
+  // Images with more pixels (width x height from the header) are skipped with a warning: a decompression bomb guard;
+  // 0 = no limit. Default: Pillow's 178,956,970.
+  int64_t max_image_pixels = default_max_image_pixels;
   StoredLatents latents = StoredLatents::Distribution;
   // Prompts encoded into /sample_prompts ("[trigger]" and "[name]" become the trigger word).
   std::vector<std::string> sample_prompts;

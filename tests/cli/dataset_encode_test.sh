@@ -149,7 +149,7 @@ LIST
   "$wick" dataset encode "$work/photos" --model sdxl --vae "$data/vae/sdxl_tiny" "${clip[@]}" \
     --clip-g "$data/clip_text/clip_g/model.safetensors" --resolution 64 --bucket-step 16 --no-progress \
     --out "$work/sdxl.h5" >"$work/sdxl.log" 2>&1 || { fail "the sdxl encode exited $?"; tail -3 "$work/sdxl.log"; }
-  "$wick" dataset encode "$work/photos" --model sd3 "${vae[@]}" "${clip[@]}" --clip-l-pooled unprojected --allow-empty-captions \
+  "$wick" dataset encode "$work/photos" --model sd3 "${vae[@]}" "${clip[@]}" --clip-l-pooled unprojected --allow-empty-captions --max-image-pixels 1000000 \
     --clip-g "$data/clip_text/clip_g/model.safetensors" --t5 "$data/prompts/sd3_t5" --t5-tokenizer "$data/t5/spiece.model" \
     --t5-length 8 --resolution 64 --bucket-step 16 --no-progress --out "$work/sd3.h5" >"$work/sd3.log" 2>&1 ||
     { fail "the sd3 encode exited $?"; tail -3 "$work/sd3.log"; }
@@ -159,6 +159,9 @@ LIST
   grep -qF "warning: 5 of 9 images found have no caption (no .txt or fallback caption file, or a blank one) and are encoded with an empty caption (night.jpg, sub/lossy.webp, sub/orientation_6.jpg, ...)" \
     "$work/sdxl.log" || fail "the sdxl encode did not warn about and count the images without a caption"
   grep -q "have no caption" "$work/sd3.log" && fail "--allow-empty-captions did not silence the warning"
+  # --max-image-pixels 1000000: the 1024x2048 photographs are skipped by their header, named with the limit.
+  grep -qF "earth.jpg: jpeg is 2048 x 1024 = 2097152 pixels, over the limit of 1000000" "$work/sd3.log" ||
+    fail "--max-image-pixels did not skip earth.jpg naming the limit"
   for model in sdxl sd3; do
     "$wick" dataset inspect "$work/$model.h5" >"$work/$model.inspect" 2>&1 || fail "the $model file does not validate"
     grep -q "model_family      $model" "$work/$model.inspect" || fail "the $model file's model_family"
