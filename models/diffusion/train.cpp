@@ -9,6 +9,7 @@
 #include "engine/checkpoint/latest_pointer.h"
 #include "engine/checkpoint/sha256.h"
 #include "engine/train/preemption.h"
+#include "engine/train/run_lock.h"
 #include "engine/train/train_setup.h"
 #include "models/diffusion/diffusion_task.h"
 #include "models/memory/memory_check.h"
@@ -120,7 +121,13 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
     if (rank0) report_rank_places(*group, places);
   }
   const fs::path run_dir = run_directory(config);
-  if (rank0) check_output_directory(run_dir, options.resume);
+  // One job per run directory, held by rank 0 until train() returns (engine/train/run_lock.h); --resume auto waits
+  // kRunLockWaitSeconds for a job that is ending (a requeue right after a kill), other resumes refuse at once.
+  std::optional<RunLock> run_lock;
+  if (rank0) {
+    check_output_directory(run_dir, options.resume);
+    run_lock = RunLock::acquire(run_dir, {.wait_s = options.resume == "auto" ? kRunLockWaitSeconds : 0.0});
+  }
   check_run_directory_shared(*group, run_dir);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // The regularization samples: the same file (the config checks it), so validated already.

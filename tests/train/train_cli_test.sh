@@ -2,7 +2,8 @@
 # `wick train` from the command line: bad input gives its message and exit status before the first
 # step; non-finite losses end the run with status 4 and the last checkpoint intact; a run killed with
 # SIGKILL after a checkpoint and resumed with --resume auto logs the same losses and ends with the same
-# parameters as an uninterrupted run, whose exported model (model/<name>.safetensors) is in save.dtype.
+# parameters as an uninterrupted run, whose exported model (model/<name>.safetensors) is in save.dtype; a second job
+# on a live run is refused, or with --resume auto waits for it and continues it.
 #   train_cli_test.sh WICK FIXTURE WORK_DIR
 set -u
 wick=$1 fixture=$2 work=$3
@@ -91,6 +92,45 @@ python3 "$here/compare_losses.py" "$work/out/whole/metrics.jsonl" "$work/out/kil
 python3 "$here/same_tensors.py" "$work/out/whole/checkpoints/$(printf step_%08d $steps)/model.safetensors" \
   "$work/out/killed/checkpoints/$(printf step_%08d $steps)/model.safetensors" ||
   fail "the resumed run's final parameters differ from the uninterrupted run's"
+# One job per run directory (engine/train/run_lock.h): while a run trains, a second job on it is refused at once
+# (exit 2, naming the first's pid) when it resumes from a given checkpoint; with --resume auto it waits for the first
+# to end (here the first stops on SIGTERM, exit 75) and then continues it.
+"$wick" train "$work/run.yaml" --no-progress --set name=locked --set train.steps=100000 >"$work/locked.log" 2>&1 &
+first=$!
+for _ in $(seq 1 3000); do
+  [ -e "$work/out/locked/checkpoints/step_00000010" ] && break
+  kill -0 $first 2>/dev/null || break
+  sleep 0.01
+done
+out=$("$wick" train "$work/run.yaml" --no-progress --set name=locked --set train.steps=100000 \
+  --resume "$work/out/locked/checkpoints/step_00000010" 2>&1)
+status=$?
+[ "$status" = 2 ] && grep -q "another job is training in $work/out/locked (host .*, pid $first, since " <<<"$out" ||
+  { fail "a second job on a live run was not refused with exit 2 naming the first ($status)"; echo "$out" | tail -3; }
+"$wick" train "$work/run.yaml" --no-progress --set name=locked --set train.steps=100000 >"$work/waiter.log" 2>&1 &
+waiter=$!
+for _ in $(seq 1 3000); do grep -q "is locked by another job" "$work/waiter.log" && break; sleep 0.01; done
+grep -q "is locked by another job (host .*, pid $first, since .*); waiting up to 30 s" "$work/waiter.log" ||
+  fail "the --resume auto job did not say it waits for the first"
+kill -TERM $first
+wait $first
+status=$?
+[ "$status" = 75 ] || fail "the first job ended with $status after SIGTERM, not 75"
+for _ in $(seq 1 3000); do grep -q "resuming from" "$work/waiter.log" && break; sleep 0.01; done
+stopped_at=$(python3 - "$work/locked.log" <<'PY'
+import re, sys
+m = re.search(r"stopped after step (\d+)", open(sys.argv[1]).read())
+print(m.group(1) if m else "none")
+PY
+)
+grep -q "resuming from .*$(printf step_%08d "$stopped_at")" "$work/waiter.log" ||
+  fail "the waiting job did not continue from the first's checkpoint at step $stopped_at"
+kill -TERM $waiter
+wait $waiter
+status=$?
+[ "$status" = 75 ] || { fail "the waiting job ended with $status, not 75"; tail -3 "$work/waiter.log"; }
+echo "one job per run directory: the second refused, the waiter resumed from step $stopped_at"
+
 # network.type full also exports the model in save.dtype (f16 by default): the final weights, rounded.
 python3 - "$work/out/whole/model/whole.safetensors" "$work/out/whole/checkpoints/$(printf step_%08d $steps)/model.safetensors" <<'PY' ||
 import json, struct, sys
