@@ -13,6 +13,8 @@
 // with the dataset's stored sample prompts only, keep_encoders_loaded, ...).
 // Steps, guidance, seed and size default to the run's sample section. Image k of prompt p starts from
 // noise index p·n + k of the seed (models/diffusion/generate.h).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@
 #include "engine/logging/image.h"
 #include "launch/commands.h"
 #include "models/diffusion/generate.h"
+#include "models/diffusion/sampling_watch.h"
 #include "runtime/error.h"
 
 namespace wick::launch {
@@ -56,6 +59,16 @@ void run_sample(const SampleArgs& args) {
                args.prompts.size() == 1 ? "" : "s", static_cast<long long>(args.n),
                static_cast<long long>(settings.steps), settings.guidance,
                static_cast<unsigned long long>(settings.seed), run.device.str().c_str(), sampler->describe().c_str());
+  // Progress: on a terminal each denoising step in place; in a log a line at each quarter of a batch's steps.
+  const bool terminal = ::isatty(::fileno(stderr));
+  diffusion::SamplingWatchScope watch([terminal](int64_t k, int64_t steps) {
+    if (terminal) {
+      std::fprintf(stderr, "\rwick sample: step %lld/%lld ", static_cast<long long>(k), static_cast<long long>(steps));
+      if (k == steps) std::fprintf(stderr, "\n");
+    } else if (k == steps || (4 * k) / steps != (4 * (k - 1)) / steps) {
+      std::fprintf(stderr, "wick sample: step %lld/%lld\n", static_cast<long long>(k), static_cast<long long>(steps));
+    }
+  });
   Tensor images = sampler->generate(*model, captions, settings);
   const int64_t scale = args.scale > 0 ? args.scale : images.size(3) <= 64 ? 3 : 1;
   Image grid = make_image_grid(images, {.n_columns = args.n, .scale = scale, .value_min = 0.0f, .value_max = 1.0f,

@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "engine/train/preemption.h"
 #include "models/diffusion/sample_grid.h"
+#include "models/diffusion/sampling_watch.h"
 #include "models/lora_files.h"
 #include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
@@ -81,11 +83,28 @@ void DiffusionTask::after_checkpoint(int64_t step) {
   }
 }
 
+// A grid says when it starts (and, on a terminal, its denoising steps), and gives way to a stop signal between two
+// steps: the stop's checkpoint does not wait for the images, and that step's grid is not written.
 void DiffusionTask::after_step(int64_t step, bool last, RunLog* log) {
   if (!sampler_ || config_.sample.every <= 0 || (step % config_.sample.every != 0 && !last)) return;
-  sample_grids_.push_back(write_sample_grid(*model_, *sampler_, config_, data_, run_dir_, step, log));
-  std::fprintf(stderr, "%swick train: samples %s\n", ::isatty(::fileno(stderr)) ? "\n" : "",
-               sample_grids_.back().c_str());
+  const bool terminal = ::isatty(::fileno(stderr));
+  std::fprintf(stderr, "%swick train: sampling the grid of step %lld (%lld denoising steps per image)%s",
+               terminal ? "\n" : "", static_cast<long long>(step), static_cast<long long>(config_.sample.steps),
+               terminal ? "" : "\n");
+  try {
+    diffusion::SamplingWatchScope watch([&](int64_t k, int64_t steps) {
+      if (PreemptionWatch::requested()) throw diffusion::SamplingStopped();
+      if (terminal) std::fprintf(stderr, "\rwick train: sampling the grid of step %lld: step %lld/%lld ",
+                                 static_cast<long long>(step), static_cast<long long>(k),
+                                 static_cast<long long>(steps));
+    });
+    sample_grids_.push_back(write_sample_grid(*model_, *sampler_, config_, data_, run_dir_, step, log));
+  } catch (const diffusion::SamplingStopped&) {
+    std::fprintf(stderr, "%swick train: the grid of step %lld was left unfinished for the stop request (not written)\n",
+                 terminal ? "\n" : "", static_cast<long long>(step));
+    return;
+  }
+  std::fprintf(stderr, "%swick train: samples %s\n", terminal ? "\n" : "", sample_grids_.back().c_str());
 }
 
 }  // namespace wick

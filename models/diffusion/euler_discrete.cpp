@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
+#include "models/diffusion/sampling_watch.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 
@@ -90,6 +91,7 @@ Tensor sample_euler_discrete(const Denoiser& model, const Tensor& noise, const C
     // x ← x + (x − x̂0)/σ · (σ_next − σ)
     const Tensor derivative = div(sub(x, x0), static_cast<double>(sigma));
     x = add(x, mul(derivative, static_cast<double>(sigma_next - sigma)));
+    sampling_step_done(static_cast<int64_t>(k + 1), static_cast<int64_t>(schedule.timesteps.size()));
   }
   return x;
 }

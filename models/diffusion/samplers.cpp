@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
+#include "models/diffusion/sampling_watch.h"
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/join.h"
@@ -115,6 +116,7 @@ Tensor sample_flow_euler(const Denoiser& model, const Tensor& noise, const Condi
     WICK_CHECK(v.shape() == x.shape(), "sample_flow_euler: the model returned ", v.describe(), " for x ",
                x.describe());
     x = add(x, mul(v.to(x.dtype()), sigmas[k + 1] - sigmas[k]));  // x ← x + (σ_next − σ)·v
+    sampling_step_done(static_cast<int64_t>(k + 1), static_cast<int64_t>(sigmas.size() - 1));
   }
   return x;
 }
@@ -146,6 +148,7 @@ Tensor sample_ddim(const Denoiser& model, const Tensor& noise, const Conditionin
     eps = eps.to(x.dtype());
     Tensor x0_hat = div(sub(x, mul(eps, std::sqrt(1.0 - abar))), std::sqrt(abar));
     x = add(mul(x0_hat, std::sqrt(abar_prev)), mul(eps, std::sqrt(1.0 - abar_prev)));
+    sampling_step_done(static_cast<int64_t>(k + 1), static_cast<int64_t>(ts.size()));
   }
   return x;
 }

@@ -131,6 +131,23 @@ status=$?
 [ "$status" = 75 ] || { fail "the waiting job ended with $status, not 75"; tail -3 "$work/waiter.log"; }
 echo "one job per run directory: the second refused, the waiter resumed from step $stopped_at"
 
+# A stop signal during a sample grid does not wait for it: a grid of 100000 denoising steps at step 5, SIGTERM once it
+# has started; the run ends with its checkpoint and status 75 within seconds, the grid left unwritten.
+"$wick" train "$work/run.yaml" --no-progress --set name=grid --set sample.every=5 --set sample.steps=100000 \
+  --set 'sample.prompts=["a cat"]' >"$work/grid.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do grep -q "sampling the grid of step 5" "$work/grid.log" && break; sleep 0.01; done
+sleep 0.5
+kill -TERM $pid
+signalled=$(date +%s)
+wait $pid
+status=$?
+took=$(($(date +%s) - signalled))
+[ "$status" = 75 ] && [ "$took" -le 60 ] && grep -q "the grid of step 5 was left unfinished for the stop request" "$work/grid.log" ||
+  { fail "a stop during a sample grid: status $status after $took s"; tail -3 "$work/grid.log"; }
+[ ! -e "$work/out/grid/samples/step_5.png" ] || fail "the unfinished grid was written"
+echo "a stop during a sample grid: exit $status $took s after the signal"
+
 # network.type full also exports the model in save.dtype (f16 by default): the final weights, rounded.
 python3 - "$work/out/whole/model/whole.safetensors" "$work/out/whole/checkpoints/$(printf step_%08d $steps)/model.safetensors" <<'PY' ||
 import json, struct, sys
