@@ -51,8 +51,12 @@ Outputs for each family f and case c (f32 model unless named bf16):
   qwen3fp8.c.*    the qwen3 model with its decoder Linear weights replaced by the dequantized float8 values (f32).
   qwen2vl.c.arange_rel_err  [5]: the Qwen2.5-VL model given explicit 1-D positions arange(L) against its default
                   (M-RoPE positions from get_rope_index) on the same stored tensors: 0 when text-only M-RoPE is 1-D RoPE.
+
+Measured (this script's last run): transformers' own bf16 vs f32 error, largest over each case's stored states
+(right / left / single): qwen3 1.97e-2 / 2.39e-2 / 1.73e-2, qwen2vl 1.59e-2 / 1.59e-2 / 1.59e-2, mistral 5.51e-2 /
+5.97e-2 / 5.51e-2; Qwen2.5-VL with explicit arange positions vs its default M-RoPE positions: 0.0 on every stored
+tensor.
 """
-import json
 import os
 import shutil
 
