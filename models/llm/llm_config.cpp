@@ -221,7 +221,8 @@ LlmConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const s
                   ")");
   validate(c);
 
-  const std::map<std::string, Shape> expected = parameter_shapes(c, c.n_layers, /*final_norm=*/true);
+  c.truncated = !shapes.count("norm.weight");
+  const std::map<std::string, Shape> expected = parameter_shapes(c, c.n_layers, /*final_norm=*/!c.truncated);
   for (const auto& [name, shape] : expected) {
     auto it = shapes.find(name);
     WICK_CHECK_KIND(Data, it != shapes.end(), "language model weights ", source, ": tensor '", name,

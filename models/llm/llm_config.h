@@ -42,6 +42,10 @@ struct LlmConfig {
   int64_t head_dim = 128;            // explicit: n_heads * head_dim need not equal hidden_size
   double eps = 1e-6;                 // RMSNorm epsilon
   double rope_theta = 1e6;           // RoPE base
+  // The weights end after n_layers decoder layers and have no final norm: a file cut for a pipeline that reads an
+  // inner layer (ComfyUI's pruned FLUX.2 Mistral files keep layers 0-29). The model's real depth is unknown, so
+  // hidden_states are numbered from the start only and there is no last hidden state (llm_encoder.h LlmOutput).
+  bool truncated = false;
   // Parameter and compute dtype: F32 or BF16 (validate refuses F16: these models' activations overflow it).
   DType dtype = DType::BF16;
   Device device = Device::cpu();
@@ -92,8 +96,9 @@ LlmShapeHints read_config_json(const std::string& weights_path);
 // companions such as `.weight_scale` are skipped): vocab and hidden from embed_tokens, the q / kv widths from
 // q_proj / k_proj, intermediate from gate_proj, the layer count from the layers.N indices, the head width as
 // LlmShapeHints says; the family from q_norm / the q bias, checked against hints.family. Then every parameter's
-// shape is checked. Missing or contradictory shapes, another family than hinted, or tensors that are not
-// parameters (lm_head.weight is allowed: ignored) throw WickError (Data) naming `source` and the tensor. eps and
+// shape is checked; a file without norm.weight is `truncated`. Missing or contradictory shapes, another family than
+// hinted, or tensors that are not parameters (lm_head.weight is allowed: ignored) throw WickError (Data) naming
+// `source` and the tensor. eps and
 // rope_theta from the hints, else the family's defaults; dtype and device keep theirs.
 LlmConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const std::string& source,
                              const LlmShapeHints& hints = {});

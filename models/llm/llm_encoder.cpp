@@ -28,21 +28,25 @@ struct Needs {
   bool final_norm = false;
 };
 
-Needs needs_of(const std::vector<int64_t>& resolved, int64_t n_layers) {
+Needs needs_of(const std::vector<int64_t>& resolved, const LlmConfig& config) {
   Needs needs;
   for (int64_t k : resolved) {
     needs.n_layers = std::max(needs.n_layers, k);
-    needs.final_norm = needs.final_norm || k == n_layers;
+    needs.final_norm = needs.final_norm || (k == config.n_layers && !config.truncated);
   }
   return needs;
 }
 
 }  // namespace
 
-std::vector<int64_t> LlmOutput::resolve(int64_t n_layers) const {
+std::vector<int64_t> LlmOutput::resolve(int64_t n_layers, bool truncated) const {
   WICK_CHECK_KIND(Config, !hidden_states.empty(), "language model output: no hidden state requested");
   std::vector<int64_t> out;
   for (int64_t k : hidden_states) {
+    WICK_CHECK_KIND(Config, !truncated || k >= 0, "language model output: hidden_states[", k,
+                    "] counts from the end, but the weights stop after layer ", n_layers,
+                    " without the final norm (a truncated file): the model's depth is unknown; number the layers "
+                    "from the start (0 .. ", n_layers, ")");
     WICK_CHECK_KIND(Config, k >= -(n_layers + 1) && k <= n_layers, "language model output: hidden_states[", k,
                     "] does not exist in a model of ", n_layers, " layers (indices 0 .. ", n_layers, ", or -1 .. -",
                     n_layers + 1, " from the end)");
@@ -81,7 +85,7 @@ std::shared_ptr<LlmEncoder> LlmEncoder::load(const std::string& path, const LlmL
                   " layers) but ", options.required_hidden_size, " is required");
   config.dtype = options.dtype;
   config.device = options.device;
-  const Needs needs = needs_of(options.output.resolve(config.n_layers), config.n_layers);
+  const Needs needs = needs_of(options.output.resolve(config.n_layers, config.truncated), config);
   auto encoder = std::make_shared<LlmEncoder>(config, needs.n_layers, needs.final_norm);
   encoder->output_ = options.output;
   DetectedFormat partial = skipping_layers(source, format, needs.n_layers, needs.final_norm);
@@ -95,8 +99,8 @@ Tensor LlmEncoder::forward(const Tensor& ids, const Tensor& mask, const LlmOutpu
              "LlmEncoder: ids must be [B, L] I32/I64 with L >= 1, got ", ids.describe());
   WICK_CHECK(!mask.defined() || mask.shape() == ids.shape(), "LlmEncoder: mask ", mask.defined() ? mask.describe() : "",
              " must have the ids' shape ", ids.shape());
-  const std::vector<int64_t> wanted = output.resolve(config_.n_layers);
-  const Needs needs = needs_of(wanted, config_.n_layers);
+  const std::vector<int64_t> wanted = output.resolve(config_.n_layers, config_.truncated);
+  const Needs needs = needs_of(wanted, config_);
   WICK_CHECK_KIND(Config, needs.n_layers <= n_layers_built_ && (!needs.final_norm || has_final_norm()),
                   "LlmEncoder: the output needs ", needs.n_layers, " layers", needs.final_norm ? " and the final norm" : "",
                   "; this encoder was built with ", n_layers_built_, " of ", config_.n_layers, " layers",
@@ -114,7 +118,7 @@ Tensor LlmEncoder::forward(const Tensor& ids, const Tensor& mask, const LlmOutpu
   Module& layers = *child("layers");
   for (int64_t n = 0; n < needs.n_layers; ++n) {
     x = static_cast<LlmDecoderLayer&>(*layers.child(std::to_string(n))).run(x, rope, keep);
-    if (n + 1 < config_.n_layers) keep_state(n + 1, x);
+    if (n + 1 < config_.n_layers || config_.truncated) keep_state(n + 1, x);
   }
   if (needs.final_norm) keep_state(config_.n_layers, child("norm")->forward(x));
   std::vector<Tensor> parts;

@@ -34,7 +34,8 @@ namespace wick::llm {
 // the embeddings, [k] = the output of decoder layer k (1-based; before the final norm) for k < n_layers, and
 // [n_layers] (= [-1]) = the last layer's output WITH the final norm (last_hidden_state). Negative indices count
 // from the end as in Python ([-2] = layer n_layers - 1's raw output). Several indices are concatenated per token
-// along the features, in the order given.
+// along the features, in the order given. A truncated file (LlmConfig::truncated: no final norm) is numbered from
+// the start only: [n_layers] is its last layer's raw output, and negative indices are refused.
 struct LlmOutput {
   std::vector<int64_t> hidden_states = {-1};
 
@@ -42,8 +43,8 @@ struct LlmOutput {
   static LlmOutput last_hidden_state() { return {{-1}}; }
   static LlmOutput stack(std::vector<int64_t> ks) { return {std::move(ks)}; }
   // The indices resolved for a model of n_layers (each in [0, n_layers]); throws WickError (Config) for an empty
-  // list or an index outside [-(n_layers + 1), n_layers].
-  std::vector<int64_t> resolve(int64_t n_layers) const;
+  // list, an index outside [-(n_layers + 1), n_layers], or a negative index when `truncated`.
+  std::vector<int64_t> resolve(int64_t n_layers, bool truncated = false) const;
 };
 
 struct LlmLoadOptions {
@@ -62,8 +63,8 @@ class LlmEncoder : public Module {
   // (1 .. config.n_layers) and, when `final_norm`, norm, with uninitialized frozen parameters in config.dtype on
   // config.device (norm weights start at 1).
   LlmEncoder(LlmConfig config, int64_t n_layers_built, bool final_norm);
-  // All layers and the final norm.
-  explicit LlmEncoder(LlmConfig config) : LlmEncoder(config, config.n_layers, true) {}
+  // All layers and the final norm (none when config.truncated).
+  explicit LlmEncoder(LlmConfig config) : LlmEncoder(config, config.n_layers, !config.truncated) {}
   std::string type_name() const override { return "LlmEncoder"; }
 
   // Reads family and sizes from the weights (and config.json beside them), builds the layers options.output

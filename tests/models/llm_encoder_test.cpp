@@ -382,6 +382,36 @@ TEST(LlmEncoder, LoadsEveryPublishedNaming) {
   }
 }
 
+TEST(LlmEncoder, TruncatedFilesAreNumberedFromTheStart) {
+  // ComfyUI's pruned FLUX.2 Mistral: layers 0-29 and no final norm. hidden_states[30] is then layer 30's raw output
+  // (not a final-normed last state), and indices from the end are refused (the real depth is unknown).
+  const fs::path file = scratch("truncated") / "mistral_pruned.safetensors";
+  save_safetensors(file.string(), renamed("mistral", [](const std::string& name) {
+                     if (name.rfind("language_model.model.", 0) != 0) return std::string();
+                     std::string local = name.substr(21);
+                     if (local == "norm.weight" || local.rfind("layers.30.", 0) == 0) return std::string();
+                     return "model." + local;  // ComfyUI's single-file names
+                   }));
+  WeightSource source = WeightSource::open(file.string());
+  LlmConfig c = config_from_shapes(mapped_shapes(source, detect_weight_format(source)), source.path(),
+                                   {.family = std::nullopt, .head_dim = 8});
+  EXPECT_TRUE(c.truncated);
+  EXPECT_EQ(c.n_layers, 30);
+  auto encoder = LlmEncoder::load(file.string(), {.output = LlmOutput::stack({10, 20, 30}), .dtype = DType::F32,
+                                                  .head_dim = 8, .rope_theta = 1e9});
+  EXPECT_EQ(encoder->n_layers_built(), 30);
+  EXPECT_FALSE(encoder->has_final_norm());
+  Tensor got = run_case(*encoder, "left", encoder->default_output());
+  for (int64_t part = 0; part < 3; ++part)
+    EXPECT_LE(relative_to_max(got.narrow(2, 16 * part, 16).contiguous(), reference("mistral", "left", 10 * (part + 1), 31)),
+              1e-5)
+        << part;
+  EXPECT_THAT(error_of([&] { run_case(*encoder, "left", LlmOutput::last_hidden_state()); }),
+              AllOf(HasSubstr("hidden_states[-1] counts from the end"), HasSubstr("truncated")));
+  EXPECT_THAT(error_of([&] { LlmEncoder::load(file.string(), {.output = LlmOutput::hidden_state(-2), .head_dim = 8}); }),
+              HasSubstr("number the layers from the start (0 .. 30)"));
+}
+
 TEST(LlmEncoder, RefusesWrongFamiliesSizesAndFiles) {
   const std::string qwen3 = data_path("qwen3");
   EXPECT_THAT(error_of([&] { LlmEncoder::load(qwen3, {.family = LlmFamily::Mistral}); }),
