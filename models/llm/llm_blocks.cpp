@@ -16,7 +16,8 @@ namespace {
 
 std::shared_ptr<nn::Linear> linear(int64_t in, int64_t out, bool bias, const LlmConfig& c) {
   return std::make_shared<nn::Linear>(
-      in, out, nn::LinearOptions{.bias = bias, .dtype = c.dtype, .device = c.device, .trainable = false, .initialize = false});
+      in, out,
+      nn::LinearOptions{.bias = bias, .dtype = c.dtype, .device = c.device, .trainable = false, .initialize = false});
 }
 
 }  // namespace

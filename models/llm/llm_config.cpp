@@ -1,5 +1,6 @@
 #include "models/llm/llm_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,9 +27,9 @@ constexpr int64_t kUsualHeadDim = 128;
 const Shape& require(const std::map<std::string, Shape>& shapes, const std::string& source, const std::string& name,
                      size_t rank, const char* what) {
   auto it = shapes.find(name);
-  WICK_CHECK_KIND(Data, it != shapes.end(), "language model weights ", source, ": tensor '", name,
-                  "' is missing (it gives ", what,
-                  "; expected transformers' Qwen3 / Qwen2 / Mistral names, e.g. model.layers.0.self_attn.q_proj.weight)");
+  WICK_CHECK_KIND(
+      Data, it != shapes.end(), "language model weights ", source, ": tensor '", name, "' is missing (it gives ", what,
+      "; expected transformers' Qwen3 / Qwen2 / Mistral names, e.g. model.layers.0.self_attn.q_proj.weight)");
   WICK_CHECK_KIND(Data, it->second.size() == rank && numel(it->second) > 0, "language model weights ", source,
                   ": tensor '", name, "' has shape ", it->second, ", expected ", rank, " non-empty axes (it gives ",
                   what, ")");
@@ -113,11 +114,12 @@ void set_family_defaults(LlmConfig& c) {
 }
 
 void validate(const LlmConfig& c) {
-  WICK_CHECK_KIND(Config, c.vocab_size > 0 && c.hidden_size > 0 && c.intermediate_size > 0 && c.n_layers > 0 &&
-                              c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0,
-                  "language model: vocab_size ", c.vocab_size, ", hidden_size ", c.hidden_size,
-                  ", intermediate_size ", c.intermediate_size, ", n_layers ", c.n_layers, ", n_heads ", c.n_heads,
-                  ", n_kv_heads ", c.n_kv_heads, " and head_dim ", c.head_dim, " must all be positive");
+  WICK_CHECK_KIND(Config,
+                  c.vocab_size > 0 && c.hidden_size > 0 && c.intermediate_size > 0 && c.n_layers > 0 && c.n_heads > 0 &&
+                      c.n_kv_heads > 0 && c.head_dim > 0,
+                  "language model: vocab_size ", c.vocab_size, ", hidden_size ", c.hidden_size, ", intermediate_size ",
+                  c.intermediate_size, ", n_layers ", c.n_layers, ", n_heads ", c.n_heads, ", n_kv_heads ",
+                  c.n_kv_heads, " and head_dim ", c.head_dim, " must all be positive");
   WICK_CHECK_KIND(Config, c.n_heads % c.n_kv_heads == 0, "language model: n_heads ", c.n_heads,
                   " is not a multiple of n_kv_heads ", c.n_kv_heads, " (grouped-query attention)");
   WICK_CHECK_KIND(Config, c.head_dim % 2 == 0, "language model: head_dim ", c.head_dim,
@@ -170,7 +172,14 @@ LlmShapeHints read_config_json(const std::string& weights_path) {
   } catch (const nlohmann::json::exception& e) {
     WICK_FAIL(Data, "language model: ", file.string(), " is not valid JSON: ", e.what());
   }
-  const nlohmann::json& text = json.contains("text_config") && json["text_config"].is_object() ? json["text_config"] : json;
+  const nlohmann::json& text =
+      json.contains("text_config") && json["text_config"].is_object() ? json["text_config"] : json;
+  // Another model's config.json in the same folder (a pipeline's, a vision tower's) says nothing about this one.
+  static const char* const kModelTypes[] = {"qwen3",    "qwen2",         "qwen2_5_vl", "qwen2_5_vl_text",
+                                            "qwen2_vl", "qwen2_vl_text", "mistral"};
+  const std::string model_type =
+      text.contains("model_type") && text["model_type"].is_string() ? text["model_type"].get<std::string>() : "";
+  if (std::find(std::begin(kModelTypes), std::end(kModelTypes), model_type) == std::end(kModelTypes)) return hints;
   if (text.contains("head_dim") && text["head_dim"].is_number_integer()) {
     hints.head_dim = text["head_dim"].get<int64_t>();
   } else if (text.contains("hidden_size") && text.contains("num_attention_heads") &&
@@ -200,17 +209,15 @@ LlmConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const s
   const int64_t q_width = require(shapes, source, kQuery, 2, "the query width")[0];
   const int64_t kv_width = require(shapes, source, kKey, 2, "the key / value width")[0];
   c.intermediate_size = require(shapes, source, kGate, 2, "intermediate_size")[0];
-  if (hints.head_dim > 0)
-    c.head_dim = hints.head_dim;
-  else if (c.family == LlmFamily::Qwen3)
-    c.head_dim = require(shapes, source, kQueryNorm, 1, "head_dim")[0];
-  else
-    c.head_dim = kUsualHeadDim;
+  if (hints.head_dim > 0) c.head_dim = hints.head_dim;
+  else if (c.family == LlmFamily::Qwen3) c.head_dim = require(shapes, source, kQueryNorm, 1, "head_dim")[0];
+  else c.head_dim = kUsualHeadDim;
   WICK_CHECK_KIND(Data, q_width % c.head_dim == 0 && kv_width % c.head_dim == 0, "language model weights ", source,
                   ": ", kQuery, " (", q_width, " rows) and ", kKey, " (", kv_width,
                   " rows) do not split into heads of ", c.head_dim,
-                  hints.head_dim > 0 ? "" : " (the usual width; pass the head width, or keep the config.json beside "
-                                            "the weights)");
+                  hints.head_dim > 0 ? ""
+                                     : " (the usual width; pass the head width, or keep the config.json beside "
+                                       "the weights)");
   c.n_heads = q_width / c.head_dim;
   c.n_kv_heads = kv_width / c.head_dim;
   std::vector<std::string> names;

@@ -57,10 +57,10 @@ struct LlmConfig {
 };
 
 // The real text towers (config.json of the Hugging Face repositories).
-LlmConfig qwen3_4b();              // Qwen/Qwen3-4B: Z-Image, FLUX.2 klein 4B
-LlmConfig qwen3_8b();              // Qwen/Qwen3-8B: FLUX.2 klein 9B
-LlmConfig qwen2_5_vl_7b();         // Qwen/Qwen2.5-VL-7B-Instruct's language model: Qwen-Image
-LlmConfig mistral_small_3();       // mistralai/Mistral-Small-3.2-24B-Instruct-2506's language model: FLUX.2 dev
+LlmConfig qwen3_4b();         // Qwen/Qwen3-4B: Z-Image, FLUX.2 klein 4B
+LlmConfig qwen3_8b();         // Qwen/Qwen3-8B: FLUX.2 klein 9B
+LlmConfig qwen2_5_vl_7b();    // Qwen/Qwen2.5-VL-7B-Instruct's language model: Qwen-Image
+LlmConfig mistral_small_3();  // mistralai/Mistral-Small-3.2-24B-Instruct-2506's language model: FLUX.2 dev
 
 // eps and rope_theta of the family's released models (the header comment's table).
 void set_family_defaults(LlmConfig& config);
@@ -89,7 +89,8 @@ struct LlmShapeHints {
 // Mistral3): head_dim (or hidden_size / num_attention_heads when absent, as transformers), rms_norm_eps and
 // rope_theta (top level or in "rope_parameters"). `weights_path`: the file or folder WeightSource opened; the
 // config.json beside it (in the same folder) is read when present, else the hints are empty. A config.json that
-// is not valid JSON throws WickError (Data) naming it.
+// is not valid JSON throws WickError (Data) naming it; one whose (text) model_type is not one of qwen3, qwen2,
+// qwen2_5_vl(_text), qwen2_vl(_text), mistral (another model's) is not used.
 LlmShapeHints read_config_json(const std::string& weights_path);
 
 // Every size from tensor shapes in the model's names (mapped_shapes of any llm format gives these; float8

@@ -46,7 +46,8 @@ std::vector<int64_t> LlmOutput::resolve(int64_t n_layers, bool truncated) const 
     WICK_CHECK_KIND(Config, !truncated || k >= 0, "language model output: hidden_states[", k,
                     "] counts from the end, but the weights stop after layer ", n_layers,
                     " without the final norm (a truncated file): the model's depth is unknown; number the layers "
-                    "from the start (0 .. ", n_layers, ")");
+                    "from the start (0 .. ",
+                    n_layers, ")");
     WICK_CHECK_KIND(Config, k >= -(n_layers + 1) && k <= n_layers, "language model output: hidden_states[", k,
                     "] does not exist in a model of ", n_layers, " layers (indices 0 .. ", n_layers, ", or -1 .. -",
                     n_layers + 1, " from the end)");
@@ -58,8 +59,8 @@ std::vector<int64_t> LlmOutput::resolve(int64_t n_layers, bool truncated) const 
 LlmEncoder::LlmEncoder(LlmConfig config, int64_t n_layers_built, bool final_norm)
     : config_(std::move(config)), n_layers_built_(n_layers_built) {
   validate(config_);
-  WICK_CHECK_KIND(Config, n_layers_built_ >= 0 && n_layers_built_ <= config_.n_layers, "LlmEncoder: ",
-                  n_layers_built_, " layers to build of ", config_.n_layers);
+  WICK_CHECK_KIND(Config, n_layers_built_ >= 0 && n_layers_built_ <= config_.n_layers, "LlmEncoder: ", n_layers_built_,
+                  " layers to build of ", config_.n_layers);
   register_module("embed_tokens", std::make_shared<nn::Embedding>(config_.vocab_size, config_.hidden_size,
                                                                   config_.dtype, config_.device, /*initialize=*/false));
   auto layers = std::make_shared<nn::Sequential>();
@@ -102,9 +103,10 @@ Tensor LlmEncoder::forward(const Tensor& ids, const Tensor& mask, const LlmOutpu
   const std::vector<int64_t> wanted = output.resolve(config_.n_layers, config_.truncated);
   const Needs needs = needs_of(wanted, config_);
   WICK_CHECK_KIND(Config, needs.n_layers <= n_layers_built_ && (!needs.final_norm || has_final_norm()),
-                  "LlmEncoder: the output needs ", needs.n_layers, " layers", needs.final_norm ? " and the final norm" : "",
-                  "; this encoder was built with ", n_layers_built_, " of ", config_.n_layers, " layers",
-                  has_final_norm() ? " and the final norm" : " and no final norm", " (load it with that output)");
+                  "LlmEncoder: the output needs ", needs.n_layers, " layers",
+                  needs.final_norm ? " and the final norm" : "", "; this encoder was built with ", n_layers_built_,
+                  " of ", config_.n_layers, " layers", has_final_norm() ? " and the final norm" : " and no final norm",
+                  " (load it with that output)");
 
   Tensor x = autograd::to_dtype(child("embed_tokens")->forward(ids.to(config_.device)), DType::F32);
   const RotaryTables rope = rotary_tables(ids.size(1), config_.head_dim, config_.rope_theta, config_.device);

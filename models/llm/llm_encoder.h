@@ -48,12 +48,12 @@ struct LlmOutput {
 };
 
 struct LlmLoadOptions {
-  LlmOutput output;                  // decides how many layers are built and loaded
-  DType dtype = DType::BF16;         // parameter and compute dtype: BF16 or F32
+  LlmOutput output;           // decides how many layers are built and loaded
+  DType dtype = DType::BF16;  // parameter and compute dtype: BF16 or F32
   Device device = Device::cpu();
-  std::optional<LlmFamily> family;   // required family (Data error when the weights are another)
-  int64_t required_hidden_size = 0;  // > 0: Data error when the weights' hidden size differs (Qwen3-8B for 4B)
-  int64_t head_dim = 0;              // > 0: the head width (else config.json beside the weights, q_norm, or 128)
+  std::optional<LlmFamily> family;        // required family (Data error when the weights are another)
+  int64_t required_hidden_size = 0;       // > 0: Data error when the weights' hidden size differs (Qwen3-8B for 4B)
+  int64_t head_dim = 0;                   // > 0: the head width (else config.json beside the weights, q_norm, or 128)
   std::optional<double> eps, rope_theta;  // else config.json beside the weights, else the family's defaults
 };
 

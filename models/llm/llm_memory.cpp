@@ -26,8 +26,7 @@ int64_t weight_bytes(const LlmConfig& c, const LlmWeightsPlan& plan) {
     const bool linear_weight = shape.size() == 2 && name.rfind("layers.", 0) == 0;
     if (plan.float8 && linear_weight)
       bytes += numel(shape) + 4 * (plan.scaling == Float8Scaling::PerRow ? shape[0] : 1);
-    else
-      bytes += numel(shape) * element;
+    else bytes += numel(shape) * element;
   }
   return bytes;
 }

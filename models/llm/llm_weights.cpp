@@ -18,13 +18,12 @@ int64_t layer_index(const std::string& name) {
 }  // namespace
 
 const WeightFormat& weight_format() {
-  static const WeightFormat format{
-      .name = "transformers",
-      .detect_keys = {"layers.0.input_layernorm.weight"},
-      .prefixes = {"model.language_model.", "language_model.model.", "model.", ""},
-      .rules = {},
-      .blocks = {},
-      .ignored = {"lm_head.weight"}};
+  static const WeightFormat format{.name = "transformers",
+                                   .detect_keys = {"layers.0.input_layernorm.weight"},
+                                   .prefixes = {"model.language_model.", "language_model.model.", "model.", ""},
+                                   .rules = {},
+                                   .blocks = {},
+                                   .ignored = {"lm_head.weight"}};
   return format;
 }
 
@@ -36,8 +35,7 @@ DetectedFormat skipping_layers(const WeightSource& source, const DetectedFormat&
   for (const std::string& name : source.names()) {
     if (name.rfind(format.prefix, 0) != 0) continue;
     const std::string local = name.substr(format.prefix.size());
-    if (layer_index(local) >= n_layers || (!final_norm && local == "norm.weight"))
-      out.format.ignored.push_back(local);
+    if (layer_index(local) >= n_layers || (!final_norm && local == "norm.weight")) out.format.ignored.push_back(local);
   }
   return out;
 }

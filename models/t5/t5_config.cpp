@@ -89,16 +89,15 @@ T5Config config_from_shapes(const std::map<std::string, Shape>& shapes) {
   for (const auto& [name, shape] : expected) {
     auto it = shapes.find(name);
     WICK_CHECK_KIND(Data, it != shapes.end(), "T5 config: tensor '", name, "' is missing (expected shape ", shape,
-                    " for a ", c.bias_per_block ? "umT5" : "T5 v1.1", " encoder of d_model ", c.d_model, ", ", c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff, ", ",
-                    c.n_layers, " blocks)");
+                    " for a ", c.bias_per_block ? "umT5" : "T5 v1.1", " encoder of d_model ", c.d_model, ", ",
+                    c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff, ", ", c.n_layers, " blocks)");
     WICK_CHECK_KIND(Data, it->second == shape, "T5 config: tensor '", name, "' has shape ", it->second,
                     " but d_model ", c.d_model, ", ", c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff,
                     " (read from shared, relative_attention_bias, q, wi_0 of block 0) require ", shape);
   }
   for (const auto& [name, shape] : shapes)
-    WICK_CHECK_KIND(Data, expected.count(name), "T5 config: tensor '", name, "' ", shape,
-                    " is not a parameter of a ", c.bias_per_block ? "umT5" : "T5 v1.1",
-                    " encoder (decoder tensors are not read)");
+    WICK_CHECK_KIND(Data, expected.count(name), "T5 config: tensor '", name, "' ", shape, " is not a parameter of a ",
+                    c.bias_per_block ? "umT5" : "T5 v1.1", " encoder (decoder tensors are not read)");
   return c;
 }
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -89,8 +90,8 @@ Tensor reference(const std::string& family, const std::string& name, int64_t k, 
 }
 
 struct Family {
-  const char* name;     // fixture prefix
-  const char* folder;   // transformers folder
+  const char* name;    // fixture prefix
+  const char* folder;  // transformers folder
   int64_t n_layers;
   std::vector<int64_t> stored;  // hidden_states indices the fixture holds (besides the normed last one)
 };
@@ -108,8 +109,8 @@ void expect_matches(LlmEncoder& encoder, const std::string& family, const std::v
     std::vector<int64_t> all = stored;
     all.push_back(n_layers);
     for (int64_t k : all) {
-      const double err = relative_to_max(run_case(encoder, name, LlmOutput::hidden_state(k)),
-                                         reference(family, name, k, n_layers));
+      const double err =
+          relative_to_max(run_case(encoder, name, LlmOutput::hidden_state(k)), reference(family, name, k, n_layers));
       EXPECT_LE(err, tolerance) << label << " " << name << " hidden_states[" << k << "]";
     }
   }
@@ -160,6 +161,28 @@ TEST(LlmConfig, FamiliesAndSizesFromTheWeights) {
               AllOf(HasSubstr("m.st"), HasSubstr("do not split into heads of 128")));
 }
 
+TEST(LlmConfig, ConfigJsonOfAnotherModelIsNotUsed) {
+  const fs::path dir = scratch("config_json");
+  auto write = [&](const std::string& text) {
+    std::ofstream(dir / "config.json") << text;
+    return read_config_json((dir / "weights.safetensors").string());
+  };
+  LlmShapeHints own = write(R"({"model_type": "qwen3", "head_dim": 4, "rms_norm_eps": 1e-5,
+                                "rope_parameters": {"rope_theta": 5e6}})");
+  EXPECT_EQ(own.head_dim, 4);
+  EXPECT_DOUBLE_EQ(*own.eps, 1e-5);
+  EXPECT_DOUBLE_EQ(*own.rope_theta, 5e6);
+  // transformers 4's Qwen2.5-VL: text settings at the top level, no head_dim (hidden / heads), rope_theta there.
+  LlmShapeHints vl = write(R"({"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+                               "rope_theta": 1000000.0})");
+  EXPECT_EQ(vl.head_dim, 128);
+  EXPECT_DOUBLE_EQ(*vl.rope_theta, 1e6);
+  LlmShapeHints other = write(R"({"model_type": "t5", "head_dim": 4, "rms_norm_eps": 1e-5})");
+  EXPECT_EQ(other.head_dim, 0);
+  EXPECT_FALSE(other.eps.has_value());
+  EXPECT_THAT(error_of([&] { write("{not json"); }), AllOf(HasSubstr("config.json"), HasSubstr("not valid JSON")));
+}
+
 TEST(LlmConfig, RealModelsParameterCountsAndBytes) {
   // transformers' Qwen3Model / Qwen2_5_VLTextModel / MistralModel built on the meta device from the real configs
   // (tests/data/llm/README.md): embedding, layers and final norm, no lm_head.
@@ -177,8 +200,7 @@ TEST(LlmConfig, RealModelsParameterCountsAndBytes) {
   // float8 per row: each Linear weight 1 byte per element + 4 bytes per row; embedding and norms stay bf16.
   const int64_t linear_elements = int64_t{36} * (2560 * 4096 * 2 + 2560 * 1024 * 2 + 3 * 2560 * 9728);
   const int64_t linear_rows = 36 * (4096 + 1024 + 1024 + 2560 + 9728 * 2 + 2560);
-  EXPECT_EQ(weight_bytes(q, {.float8 = true}),
-            linear_elements + 4 * linear_rows + 2 * (4022468096 - linear_elements));
+  EXPECT_EQ(weight_bytes(q, {.float8 = true}), linear_elements + 4 * linear_rows + 2 * (4022468096 - linear_elements));
   EXPECT_EQ(weight_bytes(q, {.float8 = true, .scaling = Float8Scaling::PerTensor}),
             linear_elements + 4 * 36 * 7 + 2 * (4022468096 - linear_elements));
   EXPECT_THAT(error_of([&] { parameter_count(q, {.n_layers = 37}); }), HasSubstr("37 layers of 36"));
@@ -204,7 +226,8 @@ TEST(LlmEncoder, RotaryTablesAreTransformersHalfSplit) {
 
 TEST(LlmEncoder, MatchesTransformersInF32WithPadding) {
   for (const Family& f : kFamilies) {
-    auto encoder = LlmEncoder::load(data_path(f.folder), {.output = LlmOutput::last_hidden_state(), .dtype = DType::F32});
+    auto encoder =
+        LlmEncoder::load(data_path(f.folder), {.output = LlmOutput::last_hidden_state(), .dtype = DType::F32});
     EXPECT_EQ(encoder->n_layers_built(), f.n_layers);
     expect_matches(*encoder, f.name, f.stored, f.n_layers, 1e-5, f.name);
   }
@@ -242,7 +265,8 @@ TEST(LlmEncoder, LeftPaddingRowsAttendToNothing) {
 TEST(LlmEncoder, StacksOfLayersAndPartialLoading) {
   // FLUX.2 dev: hidden_states[10], [20], [30] of Mistral concatenated per token; layer 30 (the 31st) and the final
   // norm are neither built nor read.
-  auto mistral = LlmEncoder::load(data_path("mistral"), {.output = LlmOutput::stack({10, 20, 30}), .dtype = DType::F32});
+  auto mistral =
+      LlmEncoder::load(data_path("mistral"), {.output = LlmOutput::stack({10, 20, 30}), .dtype = DType::F32});
   EXPECT_EQ(mistral->n_layers_built(), 30);
   EXPECT_FALSE(mistral->has_final_norm());
   for (const auto& [name, tensor] : mistral->named_parameters()) EXPECT_EQ(name.find("layers.30."), std::string::npos);
@@ -252,9 +276,9 @@ TEST(LlmEncoder, StacksOfLayersAndPartialLoading) {
                      .to(DType::F32);
     ASSERT_EQ(got.shape(), (Shape{cases().get(std::string(name) + ".ids").size(0), 12, 48}));
     for (int64_t part = 0; part < 3; ++part)
-      EXPECT_LE(relative_to_max(got.narrow(2, 16 * part, 16).contiguous(),
-                                reference("mistral", name, 10 * (part + 1), 31)),
-                1e-5)
+      EXPECT_LE(
+          relative_to_max(got.narrow(2, 16 * part, 16).contiguous(), reference("mistral", name, 10 * (part + 1), 31)),
+          1e-5)
           << name << " part " << part;
   }
   EXPECT_THAT(error_of([&] { run_case(*mistral, "single", LlmOutput::last_hidden_state()); }),
@@ -327,9 +351,9 @@ TEST(LlmEncoder, ComfyUiSingleFilesInBf16AndFloat8) {
   auto fp8_partial = LlmEncoder::load(data_path("qwen3_fp8_scaled.safetensors"),
                                       {.output = LlmOutput::hidden_state(3), .dtype = DType::F32});
   EXPECT_EQ(fp8_partial->n_layers_built(), 3);
-  EXPECT_LE(relative_to_max(run_case(*fp8_partial, "left", LlmOutput::hidden_state(3)),
-                            reference("qwen3fp8", "left", 3, 6)),
-            1e-5);
+  EXPECT_LE(
+      relative_to_max(run_case(*fp8_partial, "left", LlmOutput::hidden_state(3)), reference("qwen3fp8", "left", 3, 6)),
+      1e-5);
 }
 
 // The f32 tensors of a transformers folder, renamed by `rename` (an empty name drops the tensor).
@@ -352,10 +376,10 @@ TEST(LlmEncoder, LoadsEveryPublishedNaming) {
   const fs::path dir = scratch("namings");
   struct Variant {
     const char* file;
-    const char* family;   // fixture folder and reference prefix
-    const char* from;     // prefix as saved by transformers 5.24 (the published layout)
-    const char* to;       // prefix of the variant
-    const char* config;   // config.json to copy beside it ("" none)
+    const char* family;  // fixture folder and reference prefix
+    const char* from;    // prefix as saved by transformers 5.24 (the published layout)
+    const char* to;      // prefix of the variant
+    const char* config;  // config.json to copy beside it ("" none)
   };
   const Variant variants[] = {
       // transformers 5 in memory: Qwen2.5-VL and Mistral3 put the text model under model.language_model.
@@ -397,32 +421,34 @@ TEST(LlmEncoder, TruncatedFilesAreNumberedFromTheStart) {
                                    {.family = std::nullopt, .head_dim = 8});
   EXPECT_TRUE(c.truncated);
   EXPECT_EQ(c.n_layers, 30);
-  auto encoder = LlmEncoder::load(file.string(), {.output = LlmOutput::stack({10, 20, 30}), .dtype = DType::F32,
-                                                  .head_dim = 8, .rope_theta = 1e9});
+  auto encoder = LlmEncoder::load(
+      file.string(), {.output = LlmOutput::stack({10, 20, 30}), .dtype = DType::F32, .head_dim = 8, .rope_theta = 1e9});
   EXPECT_EQ(encoder->n_layers_built(), 30);
   EXPECT_FALSE(encoder->has_final_norm());
   Tensor got = run_case(*encoder, "left", encoder->default_output());
   for (int64_t part = 0; part < 3; ++part)
-    EXPECT_LE(relative_to_max(got.narrow(2, 16 * part, 16).contiguous(), reference("mistral", "left", 10 * (part + 1), 31)),
-              1e-5)
+    EXPECT_LE(
+        relative_to_max(got.narrow(2, 16 * part, 16).contiguous(), reference("mistral", "left", 10 * (part + 1), 31)),
+        1e-5)
         << part;
   EXPECT_THAT(error_of([&] { run_case(*encoder, "left", LlmOutput::last_hidden_state()); }),
               AllOf(HasSubstr("hidden_states[-1] counts from the end"), HasSubstr("truncated")));
-  EXPECT_THAT(error_of([&] { LlmEncoder::load(file.string(), {.output = LlmOutput::hidden_state(-2), .head_dim = 8}); }),
-              HasSubstr("number the layers from the start (0 .. 30)"));
+  EXPECT_THAT(
+      error_of([&] { LlmEncoder::load(file.string(), {.output = LlmOutput::hidden_state(-2), .head_dim = 8}); }),
+      HasSubstr("number the layers from the start (0 .. 30)"));
 }
 
 TEST(LlmEncoder, RefusesWrongFamiliesSizesAndFiles) {
   const std::string qwen3 = data_path("qwen3");
   EXPECT_THAT(error_of([&] { LlmEncoder::load(qwen3, {.family = LlmFamily::Mistral}); }),
-              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("are a qwen3 model"),
-                    HasSubstr("q_norm"), HasSubstr("not the mistral model required")));
+              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("are a qwen3 model"), HasSubstr("q_norm"),
+                    HasSubstr("not the mistral model required")));
   EXPECT_THAT(error_of([&] { LlmEncoder::load(data_path("qwen2vl"), {.family = LlmFamily::Qwen3}); }),
               AllOf(HasSubstr("are a qwen2 model"), HasSubstr("q_proj.bias")));
   // Qwen3-8B where Z-Image's Qwen3-4B is required: the hidden size decides.
-  EXPECT_THAT(error_of([&] { LlmEncoder::load(qwen3, {.required_hidden_size = 2560}); }),
-              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("hidden size 32"),
-                    HasSubstr("2560 is required")));
+  EXPECT_THAT(
+      error_of([&] { LlmEncoder::load(qwen3, {.required_hidden_size = 2560}); }),
+      AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("hidden size 32"), HasSubstr("2560 is required")));
   EXPECT_EQ(kind_of([&] { LlmEncoder::load(qwen3, {.required_hidden_size = 2560}); }), ErrorKind::Data);
   EXPECT_EQ(kind_of([&] { LlmEncoder::load(qwen3, {.family = LlmFamily::Qwen2}); }), ErrorKind::Data);
   EXPECT_EQ(kind_of([&] { LlmEncoder::load(qwen3, {.dtype = DType::F16}); }), ErrorKind::Config);
@@ -436,15 +462,14 @@ TEST(LlmEncoder, RefusesWrongFamiliesSizesAndFiles) {
   const std::string missing = write("missing.safetensors", [](const std::string& n) {
     return n == "model.layers.3.self_attn.k_proj.weight" ? std::string() : n;
   });
-  EXPECT_THAT(error_of([&] { LlmEncoder::load(missing); }),
-              AllOf(HasSubstr("missing.safetensors"), HasSubstr("layers.3.self_attn.k_proj.weight"),
-                    HasSubstr("is missing")));
+  EXPECT_THAT(
+      error_of([&] { LlmEncoder::load(missing); }),
+      AllOf(HasSubstr("missing.safetensors"), HasSubstr("layers.3.self_attn.k_proj.weight"), HasSubstr("is missing")));
   const std::string extra = write("extra.safetensors", [](const std::string& n) {
     return n == "model.layers.2.mlp.up_proj.weight" ? std::string("model.layers.2.mlp.extra_proj.weight") : n;
   });
   EXPECT_THAT(error_of([&] { LlmEncoder::load(extra); }), HasSubstr("extra.safetensors"));
-  EXPECT_THAT(error_of([&] { LlmEncoder::load((dir / "none.safetensors").string()); }),
-              HasSubstr("none.safetensors"));
+  EXPECT_THAT(error_of([&] { LlmEncoder::load((dir / "none.safetensors").string()); }), HasSubstr("none.safetensors"));
   const std::string vision_only = write("vision.safetensors", [](const std::string& n) {
     return n.rfind("model.layers.", 0) == 0 ? "visual." + n.substr(6) : n;
   });

@@ -310,10 +310,10 @@ TEST(T5Encoder, BadFilesAndInputsAreClearErrors) {
   const std::string no_final = write("no_final.safetensors", edited("encoder.final_layer_norm.weight"));
   const std::string no_embedding = write("no_embedding.safetensors", edited("shared.weight"));
   // umT5 has a bias table in every block: one in block 1 but none in block 0 fits neither model.
-  const std::string umt5 = write(
-      "umt5.safetensors", edited("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-                                 "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
-                                 Tensor::from_vector<float>(std::vector<float>(128, 0.f), {32, 4})));
+  const std::string umt5 =
+      write("umt5.safetensors", edited("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                                       "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
+                                       Tensor::from_vector<float>(std::vector<float>(128, 0.f), {32, 4})));
   const std::string wrong_shape = write("wrong_shape.safetensors",
                                         edited("encoder.block.1.layer.1.DenseReluDense.wi_1.weight",
                                                "encoder.block.1.layer.1.DenseReluDense.wi_1.weight", small));
