@@ -81,7 +81,9 @@ std::optional<ErrorKind> kind_of(const std::function<void()>& fn) {
 // The f32 output of `encoder` on a case for `output`.
 Tensor run_case(LlmEncoder& encoder, const std::string& name, const LlmOutput& output) {
   autograd::NoGradGuard no_grad;
-  return encoder.forward(cases().get(name + ".ids"), cases().get(name + ".mask"), output).to(DType::F32);
+  return encoder.forward(cases().get(name + ".ids"), cases().get(name + ".mask"), output)
+      .to(DType::F32)
+      .to(Device::cpu());
 }
 
 // transformers' hidden_states[k] of a family's case; k == n_layers is the final-normed last state.
@@ -231,6 +233,32 @@ TEST(LlmEncoder, MatchesTransformersInF32WithPadding) {
     EXPECT_EQ(encoder->n_layers_built(), f.n_layers);
     expect_matches(*encoder, f.name, f.stored, f.n_layers, 1e-5, f.name);
   }
+}
+
+TEST(LlmEncoder, CudaMatchesTransformers) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  // The same cases on the GPU (causal SDPA with the key mask: wick's CUDA attention kernel; float8 Linears
+  // dequantized on the device).
+  for (const Family& f : kFamilies) {
+    auto f32 = LlmEncoder::load(data_path(f.folder), {.dtype = DType::F32, .device = Device::cuda()});
+    auto bf16 = LlmEncoder::load(data_path(f.folder), {.dtype = DType::BF16, .device = Device::cuda()});
+    for (const char* name : kCases) {
+      const double f32_error = relative_to_max(run_case(*f32, name, LlmOutput::last_hidden_state()),
+                                               reference(f.name, name, f.n_layers, f.n_layers));
+      const double bf16_error = relative_to_max(run_case(*bf16, name, LlmOutput::last_hidden_state()),
+                                                reference(f.name, name, f.n_layers, f.n_layers));
+      const float theirs = cases().get(std::string(f.name) + "." + name + ".bf16_rel_err").to_vector<float>().back();
+      std::printf("[ llm cuda ] %-8s %-7s f32 %.2e bf16 %.2e (transformers bf16 %.2e)\n", f.name, name, f32_error,
+                  bf16_error, theirs);
+      EXPECT_LE(f32_error, 1e-5) << f.name << " " << name;
+      EXPECT_LE(bf16_error, 1.25 * theirs) << f.name << " " << name;
+    }
+  }
+  auto fp8 =
+      LlmEncoder::load(data_path("qwen3_fp8_scaled.safetensors"), {.dtype = DType::F32, .device = Device::cuda()});
+  EXPECT_LE(
+      relative_to_max(run_case(*fp8, "left", LlmOutput::last_hidden_state()), reference("qwen3fp8", "left", 6, 6)),
+      1e-5);
 }
 
 TEST(LlmEncoder, QwenVlTextMropeIsOneDimensionalRope) {
