@@ -73,8 +73,7 @@ LlmAttention::LlmAttention(const LlmConfig& c)
 }
 
 Tensor LlmAttention::heads(const char* projection, const Tensor& h, int64_t n_heads) {
-  Tensor x = autograd::reshape(child(projection)->forward(h), {h.size(0), h.size(1), n_heads, head_dim_});
-  return x;  // [B, L, heads, head_dim]
+  return autograd::reshape(child(projection)->forward(h), {h.size(0), h.size(1), n_heads, head_dim_});
 }
 
 Tensor LlmAttention::run(const Tensor& h, const RotaryTables& rope, const Tensor& keep) {

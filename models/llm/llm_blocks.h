@@ -62,7 +62,7 @@ class LlmAttention : public Module {
   Tensor run(const Tensor& h, const RotaryTables& rope, const Tensor& keep);
 
  private:
-  Tensor heads(const char* projection, const Tensor& h, int64_t n_heads);  // -> [B, heads, L, head_dim]
+  Tensor heads(const char* projection, const Tensor& h, int64_t n_heads);  // -> [B, L, heads, head_dim]
   int64_t n_heads_, n_kv_heads_, head_dim_;
   bool qk_norm_;
 };
