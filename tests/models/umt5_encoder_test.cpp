@@ -7,8 +7,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -89,6 +92,50 @@ TEST(Umt5Encoder, MatchesTransformersInF32AndBf16) {
   const std::vector<float> theirs = cases().get("bf16_rel_err").to_vector<float>();
   EXPECT_LE(relative_to_max(run(*bf16, true), cases().get("pad.masked")), theirs[0]);
   EXPECT_LE(relative_to_max(run(*bf16, false), cases().get("pad.unmasked")), theirs[1]);
+}
+
+// transformers' names -> Wan's (or, with `kijai`, the wrapper's attention. / final_norm spelling): MODELS2 A3.4.
+std::string wan_name(const std::string& name, bool kijai) {
+  if (name == "shared.weight") return "token_embedding.weight";
+  if (name == "encoder.final_layer_norm.weight") return kijai ? "final_norm.weight" : "norm.weight";
+  const std::string block = "encoder.block.";
+  const size_t dot = name.find('.', block.size());
+  const std::string n = name.substr(block.size(), dot - block.size()), rest = name.substr(dot + 1);
+  const std::string attention = kijai ? ".attention." : ".attn.";
+  const std::pair<const char*, std::string> map[] = {
+      {"layer.0.layer_norm.weight", ".norm1.weight"},
+      {"layer.0.SelfAttention.q.weight", attention + "q.weight"},
+      {"layer.0.SelfAttention.k.weight", attention + "k.weight"},
+      {"layer.0.SelfAttention.v.weight", attention + "v.weight"},
+      {"layer.0.SelfAttention.o.weight", attention + "o.weight"},
+      {"layer.0.SelfAttention.relative_attention_bias.weight", ".pos_embedding.embedding.weight"},
+      {"layer.1.layer_norm.weight", ".norm2.weight"},
+      {"layer.1.DenseReluDense.wi_0.weight", ".ffn.gate.0.weight"},
+      {"layer.1.DenseReluDense.wi_1.weight", ".ffn.fc1.weight"},
+      {"layer.1.DenseReluDense.wo.weight", ".ffn.fc2.weight"},
+  };
+  for (const auto& [from, to] : map)
+    if (rest == from) return "blocks." + n + to;
+  ADD_FAILURE() << "unexpected tensor " << name;
+  return name;
+}
+
+TEST(Umt5Encoder, LoadsWansNames) {
+  SafetensorsFile file = SafetensorsFile::open(data_path("model.safetensors"));
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("wick_umt5_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (bool kijai : {false, true}) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& name : file.names()) tensors.push_back({wan_name(name, kijai), file.get(name)});
+    const std::string path = (dir / (kijai ? "kijai.safetensors" : "wan.safetensors")).string();
+    save_safetensors(path, tensors);
+    WeightSource source = WeightSource::open(path);
+    EXPECT_EQ(detect_weight_format(source).format.name, "wan");
+    auto encoder = T5Encoder::load(path, {.dtype = DType::F32});
+    EXPECT_TRUE(encoder->config().bias_per_block);
+    EXPECT_LE(relative_to_max(run(*encoder, true), cases().get("pad.masked")), 1e-5) << path;
+  }
 }
 
 }  // namespace
