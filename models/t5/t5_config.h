@@ -49,9 +49,9 @@ void validate(const T5Config& config);
 // Every size from tensor shapes in transformers' names, no prefix (mapped_shapes of any T5 format gives
 // these): vocab_size and d_model from shared.weight, n_heads and n_buckets from block 0's
 // relative_attention_bias [buckets, heads], d_kv from q's rows / heads, d_ff from wi_0, n_layers from the
-// encoder.block.N indices, bias_per_block (umT5) from a relative_attention_bias in block 1. Then every parameter's shape is checked. Missing or contradictory shapes throw
-// WickError (Data) naming the tensor (a non-gated FFN `wi`, T5 v1.0, is named as unsupported); dtype and
-// device keep their defaults.
+// encoder.block.N indices, bias_per_block (umT5) from a relative_attention_bias in block 1. Then every
+// parameter's shape is checked. Missing or contradictory shapes throw WickError (Data) naming the tensor (a
+// non-gated FFN `wi`, T5 v1.0, is named as unsupported); dtype and device keep their defaults.
 T5Config config_from_shapes(const std::map<std::string, Shape>& shapes);
 
 // The parameters a T5Encoder with `config` has, by name, with their shapes.
