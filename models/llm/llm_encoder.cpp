@@ -92,6 +92,7 @@ std::shared_ptr<LlmEncoder> LlmEncoder::load(const std::string& path, const LlmL
   DetectedFormat partial = skipping_layers(source, format, needs.n_layers, needs.final_norm);
   Float8Source float8 = prepare_float8_layers(*encoder, source, partial);
   load_mapped(*encoder, source, float8.format, {.trainable = false, .prefilled = float8.prefilled});
+  if (options.quantize_float8) quantize_linears(*encoder, {"layers.*"}, *options.quantize_float8);
   return encoder;
 }
 

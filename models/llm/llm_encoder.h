@@ -27,6 +27,7 @@
 
 #include "engine/module.h"
 #include "models/llm/llm_config.h"
+#include "runtime/ops/float8.h"
 
 namespace wick::llm {
 
@@ -55,6 +56,9 @@ struct LlmLoadOptions {
   int64_t required_hidden_size = 0;       // > 0: Data error when the weights' hidden size differs (Qwen3-8B for 4B)
   int64_t head_dim = 0;                   // > 0: the head width (else config.json beside the weights, q_norm, or 128)
   std::optional<double> eps, rope_theta;  // else config.json beside the weights, else the family's defaults
+  // Quantize the decoder layers' Linear weights to float8 (e4m3 codes + f32 scales) after loading, as a float8
+  // file would hold them (models/weights/float8_weights.h quantize_linears); embedding and norms keep `dtype`.
+  std::optional<Float8Scaling> quantize_float8;
 };
 
 class LlmEncoder : public Module {

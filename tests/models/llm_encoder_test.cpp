@@ -375,6 +375,15 @@ TEST(LlmEncoder, ComfyUiSingleFilesInBf16AndFloat8) {
     if (auto* linear = dynamic_cast<nn::Linear*>(module.get()); linear && linear->is_float8()) ++n_float8;
   EXPECT_EQ(n_float8, 6 * 7);
   expect_matches(*fp8, "qwen3fp8", {0, 1, 2, 3, 4, 5}, 6, 1e-5, "float8");
+  // Quantizing the f32 folder on load (per tensor, wick's quantizer, which the fixture's script mirrors) gives the
+  // file's codes and scales, hence the same outputs.
+  auto quantized =
+      LlmEncoder::load(data_path("qwen3"), {.dtype = DType::F32, .quantize_float8 = Float8Scaling::PerTensor});
+  int64_t n_quantized = 0;
+  for (const auto& [path, module] : quantized->named_modules())
+    if (auto* linear = dynamic_cast<nn::Linear*>(module.get()); linear && linear->is_float8()) ++n_quantized;
+  EXPECT_EQ(n_quantized, 6 * 7);
+  expect_matches(*quantized, "qwen3fp8", {0, 1, 2, 3, 4, 5}, 6, 1e-5, "quantized on load");
   // Partial loading skips the float8 layers (and their scales) past the deepest one needed.
   auto fp8_partial = LlmEncoder::load(data_path("qwen3_fp8_scaled.safetensors"),
                                       {.output = LlmOutput::hidden_state(3), .dtype = DType::F32});
