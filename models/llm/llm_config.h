@@ -5,7 +5,7 @@
 //   LlmConfig c = llm::qwen3_4b();                                   // Z-Image's encoder, 36 layers of 2560
 //   WeightSource source = WeightSource::open("qwen_3_4b.safetensors");
 //   LlmConfig read = llm::config_from_shapes(mapped_shapes(source, llm::detect_weight_format(source)),
-//                                            source.path());        // family and sizes from the shapes
+//                                            source.path(), llm::read_config_json(source.path()));
 //   std::map<std::string, Shape> names = llm::parameter_shapes(read, read.n_layers, /*final_norm=*/true);
 //
 // The family is what the weights show: Qwen3 has per-head q_norm / k_norm, Qwen2 (Qwen2.5-VL's language model)
@@ -99,8 +99,8 @@ LlmShapeHints read_config_json(const std::string& weights_path);
 // LlmShapeHints says; the family from q_norm / the q bias, checked against hints.family. Then every parameter's
 // shape is checked; a file without norm.weight is `truncated`. Missing or contradictory shapes, another family than
 // hinted, or tensors that are not parameters (lm_head.weight is allowed: ignored) throw WickError (Data) naming
-// `source` and the tensor. eps and
-// rope_theta from the hints, else the family's defaults; dtype and device keep theirs.
+// `source` and the tensor. eps and rope_theta from the hints, else the family's defaults; dtype and device keep
+// theirs.
 LlmConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const std::string& source,
                              const LlmShapeHints& hints = {});
 
