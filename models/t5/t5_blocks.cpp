@@ -142,9 +142,10 @@ Tensor T5Block::run(const Tensor& x, const Tensor& bias) {
   return autograd::add(y, autograd::to_dtype(ffn_layer.child("DenseReluDense")->forward(h), DType::F32));
 }
 
-T5Stack::T5Stack(const T5Config& c) : dtype_(c.dtype) {
+T5Stack::T5Stack(const T5Config& c) : dtype_(c.dtype), bias_per_block_(c.bias_per_block) {
   auto blocks = std::make_shared<nn::Sequential>();
-  for (int64_t n = 0; n < c.n_layers; ++n) blocks->add(std::make_shared<T5Block>(c, /*has_relative_bias=*/n == 0));
+  for (int64_t n = 0; n < c.n_layers; ++n)
+    blocks->add(std::make_shared<T5Block>(c, /*has_relative_bias=*/n == 0 || c.bias_per_block));
   register_module("block", blocks);
   register_module("final_layer_norm", std::make_shared<T5LayerNorm>(c.d_model, c));
 }
@@ -159,11 +160,15 @@ T5Block& T5Stack::block(int64_t index) {
 Tensor T5Stack::run(const Tensor& x, const Tensor& padding) {
   WICK_CHECK(x.dim() == 3 && x.dtype() == DType::F32, "T5Stack: embeddings must be [B, L, d_model] f32, got ",
              x.describe());
-  // Block 0's relative-position bias, computed once and shared by every block (as transformers).
-  Tensor bias = block(0).attention().position_bias(x.size(1));
-  if (padding.defined()) bias = autograd::add(bias, padding);  // [B, heads, L, L]
+  // T5 v1.1: block 0's relative-position bias, computed once and shared by every block (as transformers);
+  // umT5: each block's own.
+  auto bias_of = [&](int64_t n) {
+    Tensor bias = block(n).attention().position_bias(x.size(1));
+    return padding.defined() ? autograd::add(bias, padding) : bias;  // [B, heads, L, L]
+  };
+  Tensor shared = bias_per_block_ ? Tensor() : bias_of(0);
   Tensor h = x;
-  for (int64_t n = 0; n < n_blocks(); ++n) h = block(n).run(h, bias);
+  for (int64_t n = 0; n < n_blocks(); ++n) h = block(n).run(h, bias_per_block_ ? bias_of(n) : shared);
   return autograd::to_dtype(child("final_layer_norm")->forward(h), dtype_);
 }
 

@@ -4,7 +4,7 @@
 //   T5Stack stack(config);                                  // "block.N", "final_layer_norm"
 //   Tensor out = stack.run(embeddings_f32, padding);        // [B, L, d_model] in config.dtype
 //   T5Block& block = stack.block(0);                        // layer.0 (self-attention), layer.1 (FFN)
-//   Tensor bias = block.attention().position_bias(L);       // [1, heads, L, L] f32, block 0 only
+//   Tensor bias = block.attention().position_bias(L);       // [1, heads, L, L] f32, block 0 only (umT5: every block)
 //   Tensor x2 = block.run(x, bias);                         // x [B, L, d_model] f32 residual stream
 //
 // Precision: the residual stream is f32 whatever config.dtype is; each sub-layer normalizes it in f32
@@ -52,7 +52,7 @@ class T5LayerNorm : public Module {
 };
 
 // Children q, k, v (d_model -> heads x d_kv), o (back), no biases; relative_attention_bias [n_buckets, heads]
-// when has_relative_bias (block 0).
+// when has_relative_bias (block 0; every block in umT5).
 class T5Attention : public Module {
  public:
   T5Attention(const T5Config& config, bool has_relative_bias);
@@ -90,7 +90,8 @@ class T5Block : public Module {
 };
 
 // transformers' T5Stack without its embedding: children "block" (T5Block 0 .. n_layers - 1; block 0 holds the
-// relative_attention_bias table, whose bias every block reuses) and "final_layer_norm".
+// relative_attention_bias table, whose bias every block reuses; with config.bias_per_block (umT5, transformers'
+// UMT5Stack) every block holds one and uses its own) and "final_layer_norm".
 class T5Stack : public Module {
  public:
   explicit T5Stack(const T5Config& config);
@@ -104,6 +105,7 @@ class T5Stack : public Module {
 
  private:
   DType dtype_;
+  bool bias_per_block_;
 };
 
 }  // namespace wick::t5

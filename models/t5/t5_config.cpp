@@ -51,7 +51,8 @@ std::map<std::string, Shape> parameter_shapes(const T5Config& c) {
     for (const char* projection : {"q", "k", "v"})
       out[attention + "SelfAttention." + projection + ".weight"] = {c.inner_dim(), c.d_model};
     out[attention + "SelfAttention.o.weight"] = {c.d_model, c.inner_dim()};
-    if (n == 0) out[kBias] = {c.n_buckets, c.n_heads};
+    if (n == 0 || c.bias_per_block)
+      out[attention + "SelfAttention.relative_attention_bias.weight"] = {c.n_buckets, c.n_heads};
     out[ffn + "layer_norm.weight"] = {c.d_model};
     out[ffn + "DenseReluDense.wi_0.weight"] = {c.d_ff, c.d_model};
     out[ffn + "DenseReluDense.wi_1.weight"] = {c.d_ff, c.d_model};
@@ -80,23 +81,23 @@ T5Config config_from_shapes(const std::map<std::string, Shape>& shapes) {
   std::vector<std::string> names;
   for (const auto& [name, shape] : shapes) names.push_back(name);
   c.n_layers = count_blocks(names, "encoder.block.");
+  c.bias_per_block = shapes.count("encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight") != 0;
   validate(c);
 
-  // Every parameter of that model with its shape, and no T5 tensor left over (a bias in every block is UMT5).
+  // Every parameter of that model with its shape (umT5: a bias table in every block), and no tensor left over.
   const std::map<std::string, Shape> expected = parameter_shapes(c);
   for (const auto& [name, shape] : expected) {
     auto it = shapes.find(name);
     WICK_CHECK_KIND(Data, it != shapes.end(), "T5 config: tensor '", name, "' is missing (expected shape ", shape,
-                    " for d_model ", c.d_model, ", ", c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff, ", ",
-                    c.n_layers, " blocks)");
+                    " for a ", c.bias_per_block ? "umT5" : "T5 v1.1", " encoder of d_model ", c.d_model, ", ",
+                    c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff, ", ", c.n_layers, " blocks)");
     WICK_CHECK_KIND(Data, it->second == shape, "T5 config: tensor '", name, "' has shape ", it->second,
                     " but d_model ", c.d_model, ", ", c.n_heads, " heads of ", c.d_kv, ", d_ff ", c.d_ff,
                     " (read from shared, relative_attention_bias, q, wi_0 of block 0) require ", shape);
   }
   for (const auto& [name, shape] : shapes)
-    WICK_CHECK_KIND(Data, expected.count(name), "T5 config: tensor '", name, "' ", shape,
-                    " is not a parameter of a T5 v1.1 encoder (a relative_attention_bias past block 0 is UMT5; "
-                    "decoder tensors are not read)");
+    WICK_CHECK_KIND(Data, expected.count(name), "T5 config: tensor '", name, "' ", shape, " is not a parameter of a ",
+                    c.bias_per_block ? "umT5" : "T5 v1.1", " encoder (decoder tensors are not read)");
   return c;
 }
 

@@ -1,5 +1,6 @@
-// T5 v1.1 encoder sizes (T5-XXL by default), and reading them from a checkpoint's tensor shapes in
-// transformers' T5EncoderModel names.
+// T5 v1.1 encoder sizes (T5-XXL by default) and umT5's (Wan's text encoder: the same encoder with a
+// relative-attention-bias table in every block), and reading them from a checkpoint's tensor shapes in
+// transformers' T5EncoderModel / UMT5EncoderModel names.
 //
 //   T5Config xxl;                                                     // 4096 wide, 24 blocks, 64 heads of 64
 //   WeightSource source = WeightSource::open("FLUX.1-dev", "text_encoder_2");
@@ -31,6 +32,9 @@ struct T5Config {
   int64_t n_buckets = 32;      // relative-position buckets (both directions)
   int64_t max_distance = 128;  // relative distances at or past this share the last bucket
   double eps = 1e-6;           // T5LayerNorm's variance epsilon
+  // umT5 (google/umt5-xxl, Wan 2.x): every block has its own relative_attention_bias table; T5 v1.1 computes the
+  // bias once from block 0's and reuses it.
+  bool bias_per_block = false;
   // Parameter and compute dtype: F32 or BF16. F16 is refused (validate): T5-XXL's activations overflow it.
   DType dtype = DType::BF16;
   Device device = Device::cpu();
@@ -45,9 +49,9 @@ void validate(const T5Config& config);
 // Every size from tensor shapes in transformers' names, no prefix (mapped_shapes of any T5 format gives
 // these): vocab_size and d_model from shared.weight, n_heads and n_buckets from block 0's
 // relative_attention_bias [buckets, heads], d_kv from q's rows / heads, d_ff from wi_0, n_layers from the
-// encoder.block.N indices. Then every parameter's shape is checked. Missing or contradictory shapes throw
-// WickError (Data) naming the tensor (a non-gated FFN `wi`, T5 v1.0, is named as unsupported); dtype and
-// device keep their defaults.
+// encoder.block.N indices, bias_per_block (umT5) from a relative_attention_bias in block 1. Then every
+// parameter's shape is checked. Missing or contradictory shapes throw WickError (Data) naming the tensor (a
+// non-gated FFN `wi`, T5 v1.0, is named as unsupported); dtype and device keep their defaults.
 T5Config config_from_shapes(const std::map<std::string, Shape>& shapes);
 
 // The parameters a T5Encoder with `config` has, by name, with their shapes.

@@ -1,5 +1,6 @@
 // The T5 v1.1 encoder (T5-XXL: Flux's and SD3's text encoder) with transformers' T5EncoderModel parameter names,
-// so diffusers' text_encoder_3/ / text_encoder_2/ folders and ComfyUI's t5xxl_*.safetensors load as they are.
+// so diffusers' text_encoder_3/ / text_encoder_2/ folders and ComfyUI's t5xxl_*.safetensors load as they are; and
+// umT5 (Wan's umt5-xxl, UMT5EncoderModel: a relative-bias table per block, read from the weights) the same way.
 //
 //   auto encoder = t5::T5Encoder::load("FLUX.1-dev", {.dtype = DType::BF16});   // text_encoder_2/, frozen
 //   t5::T5Tokenizer tokenizer = t5::T5Tokenizer::open("FLUX.1-dev");             // tokenizer_2/spiece.model

@@ -34,7 +34,38 @@ WeightFormat make_stack_format() {
   return format;
 }
 
+// Wan's umT5 names (Wan-Video's T5Encoder state dict; Kijai's wrapper file says `attention` for `attn` and
+// `final_norm` for `norm`), relative to "blocks.N." -> transformers' names relative to "encoder.block.N.".
+WeightFormat make_wan_format() {
+  auto both = [](const std::string& target, const std::string& attn_suffix) {
+    return first_of("encoder.block.{N}." + target,
+                    {"blocks.{N}.attn." + attn_suffix, "blocks.{N}.attention." + attn_suffix});
+  };
+  BlockRules blocks{
+      .count_prefix = "blocks.",
+      .rules = {rename("encoder.block.{N}.layer.0.layer_norm.weight", "blocks.{N}.norm1.weight"),
+                both("layer.0.SelfAttention.q.weight", "q.weight"), both("layer.0.SelfAttention.k.weight", "k.weight"),
+                both("layer.0.SelfAttention.v.weight", "v.weight"), both("layer.0.SelfAttention.o.weight", "o.weight"),
+                rename("encoder.block.{N}.layer.0.SelfAttention.relative_attention_bias.weight",
+                       "blocks.{N}.pos_embedding.embedding.weight"),
+                rename("encoder.block.{N}.layer.1.layer_norm.weight", "blocks.{N}.norm2.weight"),
+                rename("encoder.block.{N}.layer.1.DenseReluDense.wi_0.weight", "blocks.{N}.ffn.gate.0.weight"),
+                rename("encoder.block.{N}.layer.1.DenseReluDense.wi_1.weight", "blocks.{N}.ffn.fc1.weight"),
+                rename("encoder.block.{N}.layer.1.DenseReluDense.wo.weight", "blocks.{N}.ffn.fc2.weight")}};
+  return WeightFormat{.name = "wan",
+                      .detect_keys = {"blocks.0.norm1.weight", "blocks.0.pos_embedding.embedding.weight"},
+                      .prefixes = {""},
+                      .rules = {rename(kEmbedding, "token_embedding.weight"),
+                                first_of("encoder.final_layer_norm.weight", {"norm.weight", "final_norm.weight"})},
+                      .blocks = {blocks}};
+}
+
 }  // namespace
+
+const WeightFormat& wan_format() {
+  static const WeightFormat format = make_wan_format();
+  return format;
+}
 
 const WeightFormat& transformers_format() {
   static const WeightFormat format{.name = "transformers",
@@ -51,7 +82,7 @@ const WeightFormat& stack_format() {
 }
 
 const std::vector<WeightFormat>& weight_formats() {
-  static const std::vector<WeightFormat> formats = {transformers_format(), stack_format()};
+  static const std::vector<WeightFormat> formats = {transformers_format(), stack_format(), wan_format()};
   return formats;
 }
 

@@ -15,6 +15,11 @@
 // accepts the copy unread.
 // t5_stack: the same tensors without "encoder." (block.N..., final_layer_norm.weight, embed_tokens.weight or
 // shared.weight); detected by block.0.layer.0.SelfAttention.q.weight.
+// wan: umT5 as Wan's own code names it (token_embedding, blocks.N.{norm1, attn.{q,k,v,o}, pos_embedding.embedding,
+// norm2, ffn.gate.0 (the GELU branch, wi_0), ffn.fc1 (wi_1), ffn.fc2 (wo)}, norm), and Kijai's wrapper spelling
+// (blocks.N.attention.*, final_norm); detected by blocks.0.norm1.weight and blocks.0.pos_embedding.embedding.weight.
+// Wan's released models_t5_umt5-xxl-enc-bf16.pth is a pickle, which wick does not read: a safetensors file with
+// these names (converted, or Kijai's) loads.
 #pragma once
 
 #include <vector>
@@ -25,7 +30,8 @@ namespace wick::t5 {
 
 const WeightFormat& transformers_format();
 const WeightFormat& stack_format();
-// {transformers, t5_stack}, in detection order.
+const WeightFormat& wan_format();
+// {transformers, t5_stack, wan}, in detection order.
 const std::vector<WeightFormat>& weight_formats();
 // detect_format(source, weight_formats()).
 DetectedFormat detect_weight_format(const WeightSource& source);

@@ -88,10 +88,13 @@ Float8Source prepare_float8_layers(Module& model, const WeightSource& source, co
     out.layers.push_back(path);
   }
   if (source.contains(prefix + "scaled_fp8")) out.format.format.ignored.push_back("scaled_fp8");
-  // A scale that no float8 Linear took would be silently dropped (or loaded as a parameter it is not).
+  // A scale that no float8 Linear took would be silently dropped (or loaded as a parameter it is not); the
+  // format's ignored names (layers a partial model does not build) are not read at all.
+  const std::set<std::string> ignored(format.format.ignored.begin(), format.format.ignored.end());
   for (const std::string& name : source.names()) {
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string local = name.substr(prefix.size());
+    if (ignored.count(local)) continue;
     if ((ends_with(local, ".scale_weight") || ends_with(local, ".weight_scale")) && !used_scales.count(local))
       WICK_FAIL(Data, "weights: ", source.path(), ": the float8 scale ", name,
                 " belongs to no Linear of the model whose weight is F8_E4M3 (wick reads float8 files in the "

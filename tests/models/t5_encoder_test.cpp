@@ -309,9 +309,11 @@ TEST(T5Encoder, BadFilesAndInputsAreClearErrors) {
   const std::string flux_like = write("flux.safetensors", {{"double_blocks.0.img_attn.qkv.weight", small}});
   const std::string no_final = write("no_final.safetensors", edited("encoder.final_layer_norm.weight"));
   const std::string no_embedding = write("no_embedding.safetensors", edited("shared.weight"));
-  const std::string umt5 = write("umt5.safetensors",
-                                 edited("", "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
-                                        Tensor::from_vector<float>(std::vector<float>(128, 0.f), {32, 4})));
+  // umT5 has a bias table in every block: one in block 1 but none in block 0 fits neither model.
+  const std::string umt5 =
+      write("umt5.safetensors", edited("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                                       "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
+                                       Tensor::from_vector<float>(std::vector<float>(128, 0.f), {32, 4})));
   const std::string wrong_shape = write("wrong_shape.safetensors",
                                         edited("encoder.block.1.layer.1.DenseReluDense.wi_1.weight",
                                                "encoder.block.1.layer.1.DenseReluDense.wi_1.weight", small));
@@ -321,7 +323,8 @@ TEST(T5Encoder, BadFilesAndInputsAreClearErrors) {
       {flux_like, DType::BF16, ErrorKind::Data, flux_like + " is in none of the known formats"},
       {no_final, DType::BF16, ErrorKind::Data, "tensor 'encoder.final_layer_norm.weight' is missing"},
       {no_embedding, DType::BF16, ErrorKind::Data, "tensor 'shared.weight' is missing"},
-      {umt5, DType::BF16, ErrorKind::Data, "a relative_attention_bias past block 0 is UMT5"},
+      {umt5, DType::BF16, ErrorKind::Data,
+       "tensor 'encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight' is missing"},
       {wrong_shape, DType::BF16, ErrorKind::Data,
        "tensor 'encoder.block.1.layer.1.DenseReluDense.wi_1.weight' has shape [2, 2]"},
       {v1_0, DType::BF16, ErrorKind::Data, "non-gated (ReLU) FFN, T5 v1.0"},
