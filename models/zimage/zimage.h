@@ -16,12 +16,13 @@
 // forward_batch() keeps them too; whoever drives the model as a flow-matching denoiser converts
 // once: t = 1 - sigma in, velocity = -output out.
 //
-// Sequence layout (what attention sees): per sample, the image tokens (2x2 patches, features ordered
-// (row in patch, column in patch, channel)) padded to a multiple of 32 with the learned x_pad_token,
-// then the caption tokens padded to a multiple of 32 with cap_pad_token; those pad tokens are
-// attended to. Positions (3 RoPE axes): caption token i (pads included) (1 + i, 0, 0); image token
-// (row h, column w) (caption length padded + 1, h, w); image pads (0, 0, 0). Samples of one batch may
-// differ in size and caption length: the shorter sequences are padded and masked as keys.
+// Forward (MODELS2 section 1.2): c = t_embedder(t); per sample, the image tokens (2x2 patches,
+// channel fastest, zimage_sequence.h) embedded and padded to a multiple of 32 with the learned
+// x_pad_token run through the noise refiner (modulated by c); the caption features (RMSNorm + Linear)
+// padded with cap_pad_token run through the context refiner (unmodulated); then [image tokens;
+// caption tokens] through the main layers and the final layer, whose first tokens are unpatchified.
+// The 32-padding tokens are attended to; samples of one batch may differ in size and caption length,
+// the shorter sequences being padded and masked as keys.
 #pragma once
 
 #include <memory>
@@ -29,29 +30,9 @@
 
 #include "engine/module.h"
 #include "models/zimage/zimage_config.h"
-#include "runtime/ops/rope.h"
+#include "models/zimage/zimage_sequence.h"
 
 namespace wick::zimage {
-
-// The token layout of one sample (the numbers above), for a latent of height x width and a caption
-// of caption_length tokens.
-struct SampleLayout {
-  int64_t n_image = 0;        // (height / p) (width / p) real image tokens
-  int64_t image_padded = 0;   // n_image rounded up to a multiple of 32
-  int64_t n_caption = 0;
-  int64_t caption_padded = 0; // n_caption rounded up to a multiple of 32
-};
-SampleLayout sample_layout(int64_t height, int64_t width, int64_t caption_length, int64_t patch_size);
-
-// Position ids [image_padded, 3] and [caption_padded, 3] (f32, CPU) of a sample, as above.
-Tensor image_positions(const SampleLayout& layout, int64_t grid_width);
-Tensor caption_positions(const SampleLayout& layout);
-
-// Channel-fastest patches: latent [C, H, W] (H, W multiples of p) -> [(H/p)(W/p), p·p·C], token
-// r·(W/p) + c, features (row in patch, column in patch, channel). Differentiable.
-Tensor patchify(const Tensor& latent, int64_t patch_size);
-// The inverse: tokens [(H/p)(W/p), p·p·C] -> [C, H, W].
-Tensor unpatchify(const Tensor& tokens, int64_t patch_size, int64_t height, int64_t width);
 
 class ZImageTransformer : public Module {
  public:
@@ -83,11 +64,14 @@ class ZImageTransformer : public Module {
   std::vector<std::string> block_paths() const { return zimage::block_paths(config_); }
 
  private:
-  // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over x.
-  Tensor run_blocks(const char* list, Tensor x, const Tensor& adaln, const RopeTables& rope, const Tensor& mask);
-  // cos/sin [B, length, 1, head_dim/2] f32 on `device` of per-sample position ids [L_b, 3] (L_b <=
-  // length; later rows angle 0). WickError when a position is beyond the axis' axes_lens.
-  RopeTables rope_tables(const std::vector<Tensor>& positions, int64_t length, Device device) const;
+  // Checks forward's arguments (WickError naming the sample and the expected shape).
+  void check_inputs(const std::vector<Tensor>& latents, const Tensor& t, const std::vector<Tensor>& captions) const;
+  // The embedded image tokens of one latent [C, H, W] (padded with x_pad_token) and its caption [L, cap_feat_dim]
+  // (padded with cap_pad_token), in `dtype`, appended to `images` and `captions` with their positions.
+  void embed_sample(const Tensor& latent, const Tensor& caption, DType dtype, TokenLists& images,
+                    TokenLists& captions);
+  // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over the batch.
+  Tensor run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln);
 
   ZImageConfig config_;
   Tensor x_pad_token_, cap_pad_token_;  // [1, dim]
