@@ -87,9 +87,9 @@ void validate(const ZImageConfig& c) {
   WICK_CHECK_KIND(Config, c.norm_eps > 0 && c.t_scale > 0 && c.rope.theta > 0,
                   "Z-Image: norm_eps, t_scale and rope theta must be positive");
   const ZImageRope& r = c.rope;
-  WICK_CHECK_KIND(Config, !r.axes_dims.empty() && r.axes_dims.size() == r.axes_lens.size(), "Z-Image: axes_dims ",
+  WICK_CHECK_KIND(Config, r.axes_dims.size() == 3 && r.axes_lens.size() == 3, "Z-Image: axes_dims ",
                   list_string(r.axes_dims), " and axes_lens ", list_string(r.axes_lens),
-                  " must be non-empty and of one length");
+                  " must have one entry per position axis (caption index, row, column): three each");
   for (size_t i = 0; i < r.axes_dims.size(); ++i)
     WICK_CHECK_KIND(Config, r.axes_dims[i] > 0 && r.axes_dims[i] % 2 == 0 && r.axes_lens[i] > 0,
                     "Z-Image: every axes_dims entry must be positive and even and every axes_lens entry positive, got ",

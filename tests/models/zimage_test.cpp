@@ -340,6 +340,11 @@ TEST(ZImageForward, BadInputsAreClearErrors) {
   EXPECT_THAT(error_of([&] { model->check_latent_size(6, 7); }), HasSubstr("multiples of 2"));
   EXPECT_THAT(error_of([] { ZImageTransformer bad(ZImageConfig{.dim = 64, .n_heads = 2}); }),
               HasSubstr("axes_dims [32, 48, 48] sums to 128 but the head width is 32"));
+  EXPECT_THAT(error_of([] {
+                ZImageTransformer bad(ZImageConfig{
+                    .dim = 64, .n_heads = 2, .rope = {.axes_dims = {16, 16}, .axes_lens = {256, 64}, .theta = 256.0}});
+              }),
+              HasSubstr("three each"));
 }
 
 }  // namespace
