@@ -1,12 +1,17 @@
 // Z-Image weights (models/zimage/zimage_weights.h) from the three layouts of tests/data/zimage (tests/reference/
 // make_zimage_fixtures.py): the diffusers/authors' sharded transformer/ folder (bf16, config.json beside it), the
 // ComfyUI single file (bf16, names under model.diffusion_model., fused attention.qkv) and the ComfyUI scaled-fp8 file
-// (F8_E4M3 block Linears with per-tensor scale_weight, no prefix). Each loads strictly and gives diffusers' output.
+// (F8_E4M3 block Linears with per-tensor scale_weight, no prefix). Each loads strictly and gives diffusers' output;
+// so do the fp8 file rewritten with per-row scales and in diffusers' names (split F8 q/k/v, written here).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/autograd/grad_mode.h"
 #include "models/nn/linear.h"
@@ -92,6 +97,118 @@ TEST(ZImageWeights, ScaledFloat8FileLoadsAsFloat8Linears) {
   std::printf("Z-Image from the ComfyUI scaled-fp8 file: output vs diffusers with the dequantized weights %.3g\n",
               error);
   EXPECT_LE(error, 1e-5);
+}
+
+// A tensor to write with its safetensors dtype string (F8_E4M3 included, which wick's writer does not take).
+struct RawTensor {
+  std::string name, dtype;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
+RawTensor raw(const std::string& name, const std::string& dtype, const Shape& shape, const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* data = static_cast<const uint8_t*>(c.data());
+  return {name, dtype, shape, std::vector<uint8_t>(data, data + c.nbytes())};
+}
+
+RawTensor raw_f32(const std::string& name, const std::vector<float>& values) {
+  return raw(name, "F32", {static_cast<int64_t>(values.size())},
+             Tensor::from_vector<float>(values, {static_cast<int64_t>(values.size())}));
+}
+
+void write_raw(const fs::path& path, const std::vector<RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  size_t offset = 0;
+  for (const RawTensor& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const RawTensor& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+}
+
+// The scaled-fp8 fixture rewritten: every tensor as stored, except that the fused qkv of each block is either
+// kept with a per-row scale [3·64] (ComfyUI names), or split into F8 to_q, to_k, to_v with per-row weight_scale
+// [64] under diffusers' names (the other ComfyUI renames applied too). The values equal the fixture's, so the
+// output must be fp8_case's. With part_scaled, the per-row scales of q, k and v rows are 1, 2 and 3 times the
+// tensor's (ComfyUI names; for checking which rows each part takes).
+fs::path rewritten_float8(bool diffusers_names, bool part_scaled = false) {
+  WeightSource source = WeightSource::open(data_path("zimage/comfyui_fp8_scaled.safetensors"));
+  std::vector<RawTensor> out;
+  auto rename = [&](std::string name) {
+    if (!diffusers_names) return name;
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"attention.out.", "attention.to_out.0."}, {"attention.q_norm.", "attention.norm_q."},
+             {"attention.k_norm.", "attention.norm_k."}, {"x_embedder.", "all_x_embedder.2-1."},
+             {"final_layer.", "all_final_layer.2-1."}})
+      if (const size_t at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+    return name.find(".scale_weight") != std::string::npos
+               ? name.substr(0, name.size() - 13) + ".weight_scale"
+               : name;
+  };
+  for (const std::string& name : source.names()) {
+    const SafetensorsInfo& info = source.info(name);
+    if (diffusers_names && name == "norm_final.weight") continue;
+    if (name.find(".attention.qkv.") == std::string::npos) {
+      out.push_back(raw(rename(name), info.dtype, info.shape, source.get(name)));
+      continue;
+    }
+    if (name.find("scale_weight") != std::string::npos) {
+      const float scale = source.get(name).to_vector<float>().at(0);
+      std::vector<float> rows(192, scale);
+      for (size_t row = 0; part_scaled && row < rows.size(); ++row) rows[row] = scale * static_cast<float>(1 + row / 64);
+      if (!diffusers_names) out.push_back(raw_f32(name, rows));
+      if (diffusers_names) {
+        const std::string block = name.substr(0, name.find(".attention.qkv."));
+        for (const char* part : {"to_q", "to_k", "to_v"})
+          out.push_back(raw_f32(block + ".attention." + part + ".weight_scale", std::vector<float>(64, scale)));
+      }
+      continue;
+    }
+    Tensor codes = source.get(name).reshape(info.shape);  // U8 [192, 64]
+    if (!diffusers_names) {
+      out.push_back(raw(name, "F8_E4M3", info.shape, codes));
+      continue;
+    }
+    const std::string block = name.substr(0, name.find(".attention.qkv."));
+    const char* parts[] = {"to_q", "to_k", "to_v"};
+    for (int64_t part = 0; part < 3; ++part)
+      out.push_back(raw(block + ".attention." + parts[part] + ".weight", "F8_E4M3", {64, 64}, codes.narrow(0, 64 * part, 64)));
+  }
+  fs::path path = scratch_dir(diffusers_names ? "zimage_f8_diffusers"
+                              : part_scaled   ? "zimage_f8_part_scaled"
+                                              : "zimage_f8_per_row") /
+                  "model.safetensors";
+  write_raw(path, out);
+  return path;
+}
+
+TEST(ZImageWeights, Float8PerRowScalesAndDiffusersNames) {
+  for (bool diffusers_names : {false, true}) {
+    SCOPED_TRACE(diffusers_names ? "diffusers names, split F8 q/k/v" : "ComfyUI names, per-row qkv scales");
+    WeightSource source = WeightSource::open(rewritten_float8(diffusers_names).string());
+    LoadedZImage loaded = load_transformer(source, {.dtype = DType::F32, .rope = kTinyRope});
+    EXPECT_EQ(loaded.format.format.name, diffusers_names ? "diffusers" : "comfyui");
+    EXPECT_EQ(loaded.float8_layers.size(), 31u);
+    EXPECT_EQ(loaded.model->parameter("context_refiner.0.attention.to_v.weight_scale").shape(), (Shape{64}));
+    EXPECT_LE(error_against(*loaded.model, "fp8_case.safetensors"), 1e-5);
+  }
+  // Each of q, k, v takes its own rows of a per-row scale.
+  WeightSource source = WeightSource::open(rewritten_float8(false, true).string());
+  LoadedZImage loaded = load_transformer(source, {.dtype = DType::F32, .rope = kTinyRope});
+  const float scale = source.get("layers.1.attention.qkv.scale_weight").to_vector<float>().at(0);
+  const char* parts[] = {"to_q", "to_k", "to_v"};
+  for (int part = 0; part < 3; ++part)
+    EXPECT_EQ(loaded.model->parameter(std::string("layers.1.attention.") + parts[part] + ".weight_scale")
+                  .to_vector<float>(),
+              std::vector<float>(64, scale * static_cast<float>(part + 1)))
+        << parts[part];
 }
 
 TEST(ZImageWeights, MissingAndForeignTensorsAreNamed) {
