@@ -97,8 +97,8 @@ void ZImageTransformer::check_inputs(const std::vector<Tensor>& latents, const T
   for (int64_t b = 0; b < batch; ++b) {
     const Tensor& x = latents[static_cast<size_t>(b)];
     const Tensor& cap = captions[static_cast<size_t>(b)];
-    WICK_CHECK(x.defined() && x.dim() == 3 && x.size(0) == c.in_channels && x.size(1) % p == 0 &&
-                   x.size(2) % p == 0 && x.size(1) > 0 && x.size(2) > 0 && x.dtype() == dtype && x.device() == device,
+    WICK_CHECK(x.defined() && x.dim() == 3 && x.size(0) == c.in_channels && x.size(1) % p == 0 && x.size(2) % p == 0 &&
+                   x.size(1) > 0 && x.size(2) > 0 && x.dtype() == dtype && x.device() == device,
                "Z-Image: latent ", b, " ", x.defined() ? x.describe() : std::string("(none)"), " is not [",
                c.in_channels, ", H, W] with H and W positive multiples of ", p, " in ", dtype_name(dtype), " on ",
                device.str(), " (as latent 0)");

@@ -3,7 +3,7 @@
 // ZImageTransformer2DModel keeps), so the released files load as they are.
 //
 //   WeightSource source = WeightSource::open("Z-Image-Turbo", "transformer");
-//   auto model = zimage::load_transformer(source, DType::BF16);   // zimage_weights.h: any layout
+//   auto model = zimage::load_transformer(source, {.dtype = DType::BF16}).model;   // zimage_weights.h
 //   std::vector<Tensor> out = model->forward({latent_a, latent_b}, t, {caption_a, caption_b});
 //   nn::apply_adapters(*model, {.patterns = {"layers.*"}});     // LoRA on the main layers
 //   model->set_gradient_checkpointing(true);                     // recompute each block in backward
@@ -68,8 +68,7 @@ class ZImageTransformer : public Module {
   void check_inputs(const std::vector<Tensor>& latents, const Tensor& t, const std::vector<Tensor>& captions) const;
   // The embedded image tokens of one latent [C, H, W] (padded with x_pad_token) and its caption [L, cap_feat_dim]
   // (padded with cap_pad_token), in `dtype`, appended to `images` and `captions` with their positions.
-  void embed_sample(const Tensor& latent, const Tensor& caption, DType dtype, TokenLists& images,
-                    TokenLists& captions);
+  void embed_sample(const Tensor& latent, const Tensor& caption, DType dtype, TokenLists& images, TokenLists& captions);
   // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over the batch.
   Tensor run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln);
 

@@ -92,8 +92,8 @@ Tensor ZImageBlock::run(const Tensor& x, const Tensor& adaln, const RopeTables& 
   if (!modulated_) {
     Tensor h = autograd::add(
         x, child("attention_norm2")->forward(attention->run(child("attention_norm1")->forward(x), rope, mask)));
-    return autograd::add(
-        h, child("ffn_norm2")->forward(child("feed_forward")->forward(child("ffn_norm1")->forward(h))));
+    return autograd::add(h,
+                         child("ffn_norm2")->forward(child("feed_forward")->forward(child("ffn_norm1")->forward(h))));
   }
   // scale_msa, gate_msa, scale_mlp, gate_mlp
   std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->child("0")->forward(adaln), 4, 1);

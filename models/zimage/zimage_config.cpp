@@ -38,7 +38,8 @@ std::string format_hint(const std::map<std::string, Shape>& shapes) {
   for (const auto& [name, shape] : shapes)
     if (name.find("attention.qkv.") != std::string::npos || name.rfind("x_embedder.", 0) == 0 ||
         name.rfind("model.diffusion_model.", 0) == 0)
-      return " (the names are ComfyUI's, e.g. '" + name + "': load through zimage::detect_weight_format, which maps them)";
+      return " (the names are ComfyUI's, e.g. '" + name +
+             "': load through zimage::detect_weight_format, which maps them)";
   return " (expected diffusers' names, e.g. layers.0.attention.to_q.weight)";
 }
 
@@ -134,19 +135,22 @@ ZImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, cons
   for (const auto& [name, shape] : shapes)
     if (name.rfind("all_x_embedder.", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0)
       embedder = name;
-  WICK_CHECK_KIND(Data, !embedder.empty(), "Z-Image config: no all_x_embedder.<patch>-<frame patch>.weight tensor (it "
-                  "gives dim, in_channels and the patch size)", format_hint(shapes));
+  WICK_CHECK_KIND(Data, !embedder.empty(),
+                  "Z-Image config: no all_x_embedder.<patch>-<frame patch>.weight tensor (it "
+                  "gives dim, in_channels and the patch size)",
+                  format_hint(shapes));
   const std::string patch_key = embedder.substr(15, embedder.size() - 15 - 7);
-  WICK_CHECK_KIND(Data, patch_key.size() >= 3 && patch_key.substr(patch_key.size() - 2) == "-1" &&
-                            patch_key.find_first_not_of("0123456789") == patch_key.size() - 2,
+  WICK_CHECK_KIND(Data,
+                  patch_key.size() >= 3 && patch_key.substr(patch_key.size() - 2) == "-1" &&
+                      patch_key.find_first_not_of("0123456789") == patch_key.size() - 2,
                   "Z-Image config: '", embedder, "' names patch '", patch_key,
                   "'; wick runs one-frame patches ('<p>-1', as the released models' '2-1')");
   c.patch_size = std::stoll(patch_key.substr(0, patch_key.size() - 2));
   const Shape& x_embedder = require(shapes, embedder, 2, "dim and in_channels");
   c.dim = x_embedder[0];
-  WICK_CHECK_KIND(Data, c.patch_size > 0 && x_embedder[1] % (c.patch_size * c.patch_size) == 0, "Z-Image config: ",
-                  embedder, " ", x_embedder, " takes ", x_embedder[1], " features, not channels x ", c.patch_size, " x ",
-                  c.patch_size);
+  WICK_CHECK_KIND(Data, c.patch_size > 0 && x_embedder[1] % (c.patch_size * c.patch_size) == 0,
+                  "Z-Image config: ", embedder, " ", x_embedder, " takes ", x_embedder[1], " features, not channels x ",
+                  c.patch_size, " x ", c.patch_size);
   c.in_channels = x_embedder[1] / (c.patch_size * c.patch_size);
   c.cap_feat_dim = require(shapes, "cap_embedder.1.weight", 2, "cap_feat_dim")[1];
   c.t_hidden = require(shapes, "t_embedder.mlp.0.weight", 2, "the t_embedder width")[0];
@@ -165,7 +169,8 @@ ZImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, cons
   c.ffn_hidden = require(shapes, first + "feed_forward.w1.weight", 2, "the FFN width")[0];
   const int64_t axes_sum = std::accumulate(rope.axes_dims.begin(), rope.axes_dims.end(), int64_t{0});
   WICK_CHECK_KIND(Data, axes_sum == head, "Z-Image config: axes_dims ", list_string(rope.axes_dims), " sums to ",
-                  axes_sum, " but the head width is ", head, " (", first, "attention.norm_q.weight); pass the model's "
+                  axes_sum, " but the head width is ", head, " (", first,
+                  "attention.norm_q.weight); pass the model's "
                   "RoPE layout (its config.json)");
   validate(c);
 
@@ -180,9 +185,8 @@ ZImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, cons
                     ", cap_feat_dim ", c.cap_feat_dim, " (read from ", embedder, ", norm_q, w1, cap_embedder) require ",
                     shape);
   }
-  static const char* kPrefixes[] = {"all_x_embedder.", "all_final_layer.", "t_embedder.", "cap_embedder.",
-                                    "layers.",         "noise_refiner.",   "context_refiner.", "x_pad_token",
-                                    "cap_pad_token"};
+  static const char* kPrefixes[] = {"all_x_embedder.", "all_final_layer.", "t_embedder.", "cap_embedder.", "layers.",
+                                    "noise_refiner.",  "context_refiner.", "x_pad_token", "cap_pad_token"};
   for (const auto& [name, shape] : shapes) {
     bool ours = false;
     for (const char* prefix : kPrefixes) ours = ours || name.rfind(prefix, 0) == 0;
@@ -212,8 +216,8 @@ ZImageRope rope_from_config_json(const std::string& weights_path) {
       if (json.contains("axes_lens")) rope.axes_lens = json.at("axes_lens").get<std::vector<int64_t>>();
       if (json.contains("rope_theta")) rope.theta = json.at("rope_theta").get<double>();
     } catch (const nlohmann::json::exception& e) {
-      WICK_CHECK_KIND(Data, false, "Z-Image: ", candidate.string(), ": axes_dims, axes_lens or rope_theta is malformed (",
-                      e.what(), ")");
+      WICK_CHECK_KIND(Data, false, "Z-Image: ", candidate.string(),
+                      ": axes_dims, axes_lens or rope_theta is malformed (", e.what(), ")");
     }
     WICK_CHECK_KIND(Data, rope.axes_dims.size() == rope.axes_lens.size(), "Z-Image: ", candidate.string(),
                     ": axes_dims ", list_string(rope.axes_dims), " and axes_lens ", list_string(rope.axes_lens),

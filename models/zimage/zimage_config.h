@@ -33,20 +33,20 @@ struct ZImageRope {
 
 // Defaults are Z-Image-Turbo's (and Base's) transformer/config.json.
 struct ZImageConfig {
-  int64_t in_channels = 16;       // latent channels (Flux.1 VAE)
-  int64_t patch_size = 2;         // 2x2 patches, one frame per token (all_f_patch_size 1)
+  int64_t in_channels = 16;  // latent channels (Flux.1 VAE)
+  int64_t patch_size = 2;    // 2x2 patches, one frame per token (all_f_patch_size 1)
   int64_t dim = 3840;
-  int64_t n_heads = 30;           // head width dim / n_heads = sum(rope.axes_dims)
-  int64_t n_layers = 30;          // main blocks ("layers")
-  int64_t n_refiner_layers = 2;   // noise_refiner and context_refiner blocks each
-  int64_t ffn_hidden = 10240;     // SwiGLU width, int(dim / 3 * 8) in the released models
-  int64_t cap_feat_dim = 2560;    // caption features (Qwen3-4B hidden states)
-  int64_t t_hidden = 1024;        // t_embedder's middle width (fixed at 1024 by the authors)
-  double norm_eps = 1e-5;         // the blocks' and cap_embedder's RMSNorm eps (QK norms: 1e-5 always)
-  double t_scale = 1000.0;        // t (1 = clean) is multiplied by it before the sinusoid
+  int64_t n_heads = 30;          // head width dim / n_heads = sum(rope.axes_dims)
+  int64_t n_layers = 30;         // main blocks ("layers")
+  int64_t n_refiner_layers = 2;  // noise_refiner and context_refiner blocks each
+  int64_t ffn_hidden = 10240;    // SwiGLU width, int(dim / 3 * 8) in the released models
+  int64_t cap_feat_dim = 2560;   // caption features (Qwen3-4B hidden states)
+  int64_t t_hidden = 1024;       // t_embedder's middle width (fixed at 1024 by the authors)
+  double norm_eps = 1e-5;        // the blocks' and cap_embedder's RMSNorm eps (QK norms: 1e-5 always)
+  double t_scale = 1000.0;       // t (1 = clean) is multiplied by it before the sinusoid
   ZImageRope rope;
   bool gradient_checkpointing = false;
-  bool initialize = true;         // false: parameters allocated uninitialized (weights loaded next)
+  bool initialize = true;  // false: parameters allocated uninitialized (weights loaded next)
   DType dtype = DType::BF16;
   Device device = Device::cpu();
 

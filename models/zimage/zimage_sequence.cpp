@@ -39,8 +39,8 @@ RopeTables rope_tables(const std::vector<Tensor>& positions, int64_t length, con
       size_t out = (static_cast<size_t>(b * length) + i) * static_cast<size_t>(half);
       for (size_t axis = 0; axis < frequencies.size(); ++axis) {
         const int64_t position = static_cast<int64_t>(ids[i * 3 + axis]);
-        WICK_CHECK(position >= 0 && position < rope.axes_lens[axis], "Z-Image: position ", position,
-                   " on RoPE axis ", axis, " is beyond axes_lens ", rope.axes_lens[axis],
+        WICK_CHECK(position >= 0 && position < rope.axes_lens[axis], "Z-Image: position ", position, " on RoPE axis ",
+                   axis, " is beyond axes_lens ", rope.axes_lens[axis],
                    " (a caption or image too long for this model's RoPE tables)");
         for (double f : frequencies[axis]) {
           const float angle = static_cast<float>(static_cast<double>(position) * f);
@@ -91,8 +91,8 @@ Tensor caption_positions(const SampleLayout& layout) {
 }
 
 Tensor patchify(const Tensor& latent, int64_t p) {
-  WICK_CHECK(latent.dim() == 3 && latent.size(1) % p == 0 && latent.size(2) % p == 0, "Z-Image patchify: ",
-             latent.describe(), " is not [C, H, W] with H and W multiples of ", p);
+  WICK_CHECK(latent.dim() == 3 && latent.size(1) % p == 0 && latent.size(2) % p == 0,
+             "Z-Image patchify: ", latent.describe(), " is not [C, H, W] with H and W multiples of ", p);
   const int64_t c = latent.size(0), h = latent.size(1) / p, w = latent.size(2) / p;
   Tensor x = autograd::reshape(latent, {c, h, p, w, p});
   return autograd::reshape(autograd::permute(x, {1, 3, 2, 4, 0}), {h * w, p * p * c});

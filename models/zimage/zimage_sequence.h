@@ -25,8 +25,8 @@ namespace wick::zimage {
 
 // The token counts of one sample: a latent of height x width and a caption of caption_length tokens.
 struct SampleLayout {
-  int64_t n_image = 0;         // (height / p) (width / p) real image tokens
-  int64_t image_padded = 0;    // n_image rounded up to a multiple of 32
+  int64_t n_image = 0;       // (height / p) (width / p) real image tokens
+  int64_t image_padded = 0;  // n_image rounded up to a multiple of 32
   int64_t n_caption = 0;
   int64_t caption_padded = 0;  // n_caption rounded up to a multiple of 32
 };

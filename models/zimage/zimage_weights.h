@@ -38,7 +38,7 @@ const std::vector<WeightFormat>& weight_formats();
 DetectedFormat detect_weight_format(const WeightSource& source);
 
 struct LoadOptions {
-  DType dtype = DType::BF16;      // the model's parameters (float8 Linears keep their codes)
+  DType dtype = DType::BF16;  // the model's parameters (float8 Linears keep their codes)
   Device device = Device::cpu();
   // The RoPE layout; unset: rope_from_config_json(source.path()) (config.json beside the weights,
   // else the released model's).

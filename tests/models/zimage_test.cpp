@@ -13,10 +13,10 @@
 
 #include "engine/autograd/backward.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/autograd/ops_loss.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_loss.h"
 #include "models/nn/adapters.h"
 #include "models/zimage/zimage.h"
 #include "models/zimage/zimage_weights.h"
@@ -166,7 +166,8 @@ TEST(ZImageLayout, PositionsAndPatchesAsDiffusers) {
     // them away before use (_prepare_sequence), so the positions are its first caption_padded rows.
     Tensor want = file.get("caption_positions_" + std::to_string(i));
     ASSERT_EQ(want.size(0), 2 * l.caption_padded - l.n_caption);
-    EXPECT_EQ(caption_positions(l).to_vector<float>(), want.narrow(0, 0, l.caption_padded).contiguous().to_vector<float>());
+    EXPECT_EQ(caption_positions(l).to_vector<float>(),
+              want.narrow(0, 0, l.caption_padded).contiguous().to_vector<float>());
     for (float v : want.narrow(0, l.caption_padded, l.caption_padded - l.n_caption).contiguous().to_vector<float>())
       EXPECT_EQ(v, 0.0f);
   }
@@ -178,7 +179,8 @@ TEST(ZImageLayout, PositionsAndPatchesAsDiffusers) {
   for (int64_t token : {0, 7, 14})
     for (int64_t feature : {0, 5, 17, 63}) {
       const int64_t r = token / 5, c = token % 5, pr = feature / 32, pc = (feature / 16) % 2, ch = feature % 16;
-      EXPECT_EQ(p[static_cast<size_t>(token * 64 + feature)], x[static_cast<size_t>((ch * 6 + 2 * r + pr) * 10 + 2 * c + pc)]);
+      EXPECT_EQ(p[static_cast<size_t>(token * 64 + feature)],
+                x[static_cast<size_t>((ch * 6 + 2 * r + pr) * 10 + 2 * c + pc)]);
     }
   EXPECT_EQ(unpatchify(tokens, 2, 6, 10).to_vector<float>(), x);
   EXPECT_THAT(error_of([&] { patchify(latent.narrow(1, 0, 5), 2); }), HasSubstr("multiples of 2"));

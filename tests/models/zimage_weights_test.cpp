@@ -89,8 +89,8 @@ TEST(ZImageWeights, ScaledFloat8FileLoadsAsFloat8Linears) {
   ASSERT_NE(to_k, nullptr);
   EXPECT_TRUE(to_k->is_float8());
   EXPECT_EQ(model.parameter("layers.1.attention.to_k.weight").dtype(), DType::U8);
-  EXPECT_TRUE(in_mapping(model.parameter("layers.1.attention.to_k.weight"),
-                         source.file_of("layers.1.attention.qkv.weight")));
+  EXPECT_TRUE(
+      in_mapping(model.parameter("layers.1.attention.to_k.weight"), source.file_of("layers.1.attention.qkv.weight")));
   EXPECT_EQ(model.parameter("layers.1.attention.to_k.weight_scale").to_vector<float>(),
             source.get("layers.1.attention.qkv.scale_weight").to_vector<float>());
   const double error = error_against(model, "fp8_case.safetensors");
@@ -130,7 +130,8 @@ void write_raw(const fs::path& path, const std::vector<RawTensor>& tensors) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(&n), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const RawTensor& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  for (const RawTensor& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
 }
 
 // The scaled-fp8 fixture rewritten: every tensor as stored, except that the fused qkv of each block is either
@@ -143,14 +144,14 @@ fs::path rewritten_float8(bool diffusers_names, bool part_scaled = false) {
   std::vector<RawTensor> out;
   auto rename = [&](std::string name) {
     if (!diffusers_names) return name;
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"attention.out.", "attention.to_out.0."}, {"attention.q_norm.", "attention.norm_q."},
-             {"attention.k_norm.", "attention.norm_k."}, {"x_embedder.", "all_x_embedder.2-1."},
-             {"final_layer.", "all_final_layer.2-1."}})
+    for (const auto& [from, to] :
+         std::vector<std::pair<std::string, std::string>>{{"attention.out.", "attention.to_out.0."},
+                                                          {"attention.q_norm.", "attention.norm_q."},
+                                                          {"attention.k_norm.", "attention.norm_k."},
+                                                          {"x_embedder.", "all_x_embedder.2-1."},
+                                                          {"final_layer.", "all_final_layer.2-1."}})
       if (const size_t at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
-    return name.find(".scale_weight") != std::string::npos
-               ? name.substr(0, name.size() - 13) + ".weight_scale"
-               : name;
+    return name.find(".scale_weight") != std::string::npos ? name.substr(0, name.size() - 13) + ".weight_scale" : name;
   };
   for (const std::string& name : source.names()) {
     const SafetensorsInfo& info = source.info(name);
@@ -162,7 +163,8 @@ fs::path rewritten_float8(bool diffusers_names, bool part_scaled = false) {
     if (name.find("scale_weight") != std::string::npos) {
       const float scale = source.get(name).to_vector<float>().at(0);
       std::vector<float> rows(192, scale);
-      for (size_t row = 0; part_scaled && row < rows.size(); ++row) rows[row] = scale * static_cast<float>(1 + row / 64);
+      for (size_t row = 0; part_scaled && row < rows.size(); ++row)
+        rows[row] = scale * static_cast<float>(1 + row / 64);
       if (!diffusers_names) out.push_back(raw_f32(name, rows));
       if (diffusers_names) {
         const std::string block = name.substr(0, name.find(".attention.qkv."));
@@ -179,7 +181,8 @@ fs::path rewritten_float8(bool diffusers_names, bool part_scaled = false) {
     const std::string block = name.substr(0, name.find(".attention.qkv."));
     const char* parts[] = {"to_q", "to_k", "to_v"};
     for (int64_t part = 0; part < 3; ++part)
-      out.push_back(raw(block + ".attention." + parts[part] + ".weight", "F8_E4M3", {64, 64}, codes.narrow(0, 64 * part, 64)));
+      out.push_back(
+          raw(block + ".attention." + parts[part] + ".weight", "F8_E4M3", {64, 64}, codes.narrow(0, 64 * part, 64)));
   }
   fs::path path = scratch_dir(diffusers_names ? "zimage_f8_diffusers"
                               : part_scaled   ? "zimage_f8_part_scaled"
@@ -205,9 +208,9 @@ TEST(ZImageWeights, Float8PerRowScalesAndDiffusersNames) {
   const float scale = source.get("layers.1.attention.qkv.scale_weight").to_vector<float>().at(0);
   const char* parts[] = {"to_q", "to_k", "to_v"};
   for (int part = 0; part < 3; ++part)
-    EXPECT_EQ(loaded.model->parameter(std::string("layers.1.attention.") + parts[part] + ".weight_scale")
-                  .to_vector<float>(),
-              std::vector<float>(64, scale * static_cast<float>(part + 1)))
+    EXPECT_EQ(
+        loaded.model->parameter(std::string("layers.1.attention.") + parts[part] + ".weight_scale").to_vector<float>(),
+        std::vector<float>(64, scale * static_cast<float>(part + 1)))
         << parts[part];
 }
 
@@ -224,7 +227,8 @@ TEST(ZImageWeights, MissingAndForeignTensorsAreNamed) {
               HasSubstr("'layers.1.feed_forward.w3.weight' is missing"));
   tensors.emplace_back("model.diffusion_model.layers.1.feed_forward.w3.weight",
                        comfy.get("model.diffusion_model.layers.1.feed_forward.w3.weight"));
-  tensors.emplace_back("model.diffusion_model.layers.0.attention.extra.weight", comfy.get("model.diffusion_model.x_pad_token"));
+  tensors.emplace_back("model.diffusion_model.layers.0.attention.extra.weight",
+                       comfy.get("model.diffusion_model.x_pad_token"));
   save_safetensors((dir / "extra.safetensors").string(), tensors);
   EXPECT_THAT(error_of([&] {
                 load_transformer(WeightSource::open((dir / "extra.safetensors").string()), {.rope = kTinyRope});
