@@ -257,6 +257,40 @@ def exp_table_rounding():
     return torch.nonzero(torch.exp(e) != exact).flatten().tolist()
 
 
+def full_grad_names():
+    """The parameters whose gradients full training is checked on (small tensors on every kind of path: pad tokens,
+    embedders, norms, adaLN and final-layer biases of one block of each kind)."""
+    names = ["x_pad_token", "cap_pad_token", "cap_embedder.0.weight", "cap_embedder.1.bias", "t_embedder.mlp.0.bias",
+             "t_embedder.mlp.2.bias", "all_x_embedder.2-1.bias", "all_final_layer.2-1.linear.bias",
+             "all_final_layer.2-1.adaLN_modulation.1.bias"]
+    for block in ("noise_refiner.0", "context_refiner.0", "layers.1"):
+        names += [f"{block}.attention.norm_q.weight", f"{block}.attention.norm_k.weight"]
+        names += [f"{block}.{n}.weight" for n in ("attention_norm1", "attention_norm2", "ffn_norm1", "ffn_norm2")]
+        if not block.startswith("context"):
+            names.append(f"{block}.adaLN_modulation.0.bias")
+    return names
+
+
+def full_gradients(base, latents, captions, t, seed):
+    """Every parameter trainable; loss = mean squared error of the two outputs (flattened, concatenated) against
+    random targets; the gradients of full_grad_names()."""
+    model = copy.deepcopy(base)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    gen = torch.Generator().manual_seed(seed)
+    targets = [torch.randn(x.shape, generator=gen) for x in latents]
+    outs = forward(model, latents, captions, t)
+    loss = F.mse_loss(torch.cat([o.flatten() for o in outs]), torch.cat([x.flatten() for x in targets]))
+    loss.backward()
+    params = dict(model.named_parameters())
+    out = {f"full_target_{i}": x[:, 0] for i, x in enumerate(targets)}
+    out["full_loss"] = loss.detach().reshape(())
+    for name in full_grad_names():
+        assert float(params[name].grad.abs().max()) > 0, name
+        out[f"grad.{name}"] = params[name].grad
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--authors-src", default=os.environ.get("ZIMAGE_AUTHORS_SRC", ""),
@@ -302,6 +336,7 @@ def main():
         case[f"output_bf16_{i}"] = outs_bf16[i][:, 0]
         case[f"image_positions_{i}"] = x_pos[i].float()
         case[f"caption_positions_{i}"] = cap_pos[i].float()
+    case.update(full_gradients(model, latents, captions, t, 555))
     case_meta = dict(meta, model=json.dumps(KWARGS, sort_keys=True), bf16_rel_err=f"{bf16_err:.3e}",
                      batched_vs_single=f"{batch_vs_single:.3e}")
     write_f32(case, os.path.join(OUT_DIR, "case.safetensors"), case_meta)
