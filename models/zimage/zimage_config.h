@@ -66,9 +66,11 @@ void validate(const ZImageConfig& config);
 // may be left over. Missing or contradictory shapes throw WickError (Data) naming the tensor.
 ZImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const ZImageRope& rope = {});
 
-// The RoPE layout of a diffusers config.json (axes_dims, axes_lens, rope_theta) in `folder` (a
-// transformer/ folder, a pipeline folder holding transformer/, or a weights file's folder); the
-// released model's values when there is none. A config.json with malformed values: WickError (Data).
+// The RoPE layout (axes_dims, axes_lens, rope_theta) of the diffusers config.json that belongs to
+// `weights_path`: for a folder, its config.json or its transformer/config.json; for a file (a
+// weights file, or the index WeightSource::path() names), the config.json beside it. A config.json
+// without axes_dims (not a Z-Image transformer's) is passed over; none: the released model's values.
+// Malformed values: WickError (Data) naming the file.
 ZImageRope rope_from_config_json(const std::string& weights_path);
 
 // The parameters a ZImageTransformer with `config` has, by diffusers name, with their shapes.
