@@ -216,8 +216,8 @@ ZImageRope rope_from_config_json(const std::string& weights_path) {
       if (json.contains("axes_lens")) rope.axes_lens = json.at("axes_lens").get<std::vector<int64_t>>();
       if (json.contains("rope_theta")) rope.theta = json.at("rope_theta").get<double>();
     } catch (const nlohmann::json::exception& e) {
-      WICK_CHECK_KIND(Data, false, "Z-Image: ", candidate.string(),
-                      ": axes_dims, axes_lens or rope_theta is malformed (", e.what(), ")");
+      WICK_FAIL(Data, "Z-Image: ", candidate.string(), ": axes_dims, axes_lens or rope_theta is malformed (", e.what(),
+                ")");
     }
     WICK_CHECK_KIND(Data, rope.axes_dims.size() == rope.axes_lens.size(), "Z-Image: ", candidate.string(),
                     ": axes_dims ", list_string(rope.axes_dims), " and axes_lens ", list_string(rope.axes_lens),

@@ -214,6 +214,22 @@ TEST(ZImageWeights, Float8PerRowScalesAndDiffusersNames) {
         << parts[part];
 }
 
+TEST(ZImageWeights, RopeLayoutFromConfigJson) {
+  // Beside the weights (the index WeightSource names, or the folder), else the released model's.
+  const ZImageRope tiny = rope_from_config_json(data_path("zimage/diffusers"));
+  EXPECT_EQ(tiny.axes_dims, kTinyRope.axes_dims);
+  EXPECT_EQ(tiny.axes_lens, kTinyRope.axes_lens);
+  const ZImageRope released = rope_from_config_json(data_path("zimage/comfyui_bf16.safetensors"));
+  EXPECT_EQ(released.axes_dims, (std::vector<int64_t>{32, 48, 48}));
+  EXPECT_EQ(released.axes_lens, (std::vector<int64_t>{1536, 512, 512}));
+  EXPECT_EQ(released.theta, 256.0);
+  fs::path dir = scratch_dir("zimage_config_json");
+  std::ofstream(dir / "config.json") << R"({"axes_dims": [8, 12, 12], "axes_lens": "long"})";
+  EXPECT_THAT(error_of([&] { rope_from_config_json(dir.string()); }), HasSubstr("malformed"));
+  std::ofstream(dir / "config.json") << R"({"_class_name": "AutoencoderKL"})";  // not a Z-Image transformer's
+  EXPECT_EQ(rope_from_config_json(dir.string()).axes_dims, released.axes_dims);
+}
+
 TEST(ZImageWeights, MissingAndForeignTensorsAreNamed) {
   WeightSource comfy = WeightSource::open(data_path("zimage/comfyui_bf16.safetensors"));
   std::vector<std::pair<std::string, Tensor>> tensors;
