@@ -1,0 +1,79 @@
+// The Z-Image (Turbo, Base) single-stream transformer (S3-DiT), with the authors' module tree and
+// parameter names (Tongyi-MAI/Z-Image src/zimage/transformer.py, which diffusers'
+// ZImageTransformer2DModel keeps), so the released files load as they are.
+//
+//   WeightSource source = WeightSource::open("Z-Image-Turbo", "transformer");
+//   auto model = zimage::load_transformer(source, {.dtype = DType::BF16}).model;   // zimage_weights.h
+//   std::vector<Tensor> out = model->forward({latent_a, latent_b}, t, {caption_a, caption_b});
+//   nn::apply_adapters(*model, {.patterns = {"layers.*"}});     // LoRA on the main layers
+//   model->set_gradient_checkpointing(true);                     // recompute each block in backward
+//
+// Sign conventions (MODELS2 section 1.2, traps 1-2), which forward() keeps as the network has them:
+//   - t is the model's own time, 1 = clean image, 0 = pure noise: t = 1 - sigma for the flow-matching
+//     sigma of x_sigma = (1 - sigma) x0 + sigma eps. The model multiplies it by t_scale (1000).
+//   - the output is x0 - eps, the negative of the usual flow-matching velocity eps - x0
+//     (diffusers' pipeline negates it before the Euler step).
+// forward_batch() keeps them too; whoever drives the model as a flow-matching denoiser converts
+// once: t = 1 - sigma in, velocity = -output out.
+//
+// Forward (MODELS2 section 1.2): c = t_embedder(t); per sample, the image tokens (2x2 patches,
+// channel fastest, zimage_sequence.h) embedded and padded to a multiple of 32 with the learned
+// x_pad_token run through the noise refiner (modulated by c); the caption features (RMSNorm + Linear)
+// padded with cap_pad_token run through the context refiner (unmodulated); then [image tokens;
+// caption tokens] through the main layers and the final layer, whose first tokens are unpatchified.
+// The 32-padding tokens are attended to; samples of one batch may differ in size and caption length,
+// the shorter sequences being padded and masked as keys.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/module.h"
+#include "models/zimage/zimage_config.h"
+#include "models/zimage/zimage_sequence.h"
+
+namespace wick::zimage {
+
+class ZImageTransformer : public Module {
+ public:
+  // Checks the config (zimage_config.h validate) and builds randomly initialized layers (torch's
+  // Linear init, norm weights 1, pad tokens 0 as diffusers) in config.dtype on config.device.
+  explicit ZImageTransformer(ZImageConfig config);
+  std::string type_name() const override { return "ZImageTransformer"; }
+
+  // latents: one [C, H, W] per sample (H, W multiples of the patch size; sizes may differ);
+  // t F32 [B] (1 = clean, see above); captions: one [L_i, cap_feat_dim] per sample (L_i >= 1, no
+  // padding rows). Returns one [C, H, W] per sample, x0 - eps, in the latents' dtype, which is also
+  // the compute dtype (captions are cast to it; the timestep features are computed in f32).
+  std::vector<Tensor> forward(const std::vector<Tensor>& latents, const Tensor& t, const std::vector<Tensor>& captions);
+  // The same for a batch of one size: latents [B, C, H, W], context [B, L, cap_feat_dim] whose rows
+  // beyond each sample's length are padding, context_mask [B, L] (1 = a caption token, a prefix of
+  // each row; undefined = all L tokens) -> [B, C, H, W].
+  Tensor forward_batch(const Tensor& latents, const Tensor& t, const Tensor& context, const Tensor& context_mask);
+
+  const ZImageConfig& config() const { return config_; }
+  // Gradient checkpointing per block (engine/autograd/checkpoint.h): each block keeps only its
+  // inputs and runs again in backward. Same gradients as without it.
+  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+  // "Z-Image (30 layers + 2 + 2 refiners, dim 3840, bf16)".
+  std::string summary() const;
+  // Config error when latents of h x w do not fit (not multiples of the patch size).
+  void check_latent_size(int64_t h, int64_t w) const;
+  DType dtype() const { return config_.dtype; }
+  // zimage_config.h block_paths.
+  std::vector<std::string> block_paths() const { return zimage::block_paths(config_); }
+
+ private:
+  // Checks forward's arguments (WickError naming the sample and the expected shape).
+  void check_inputs(const std::vector<Tensor>& latents, const Tensor& t, const std::vector<Tensor>& captions) const;
+  // The embedded image tokens of one latent [C, H, W] (padded with x_pad_token) and its caption [L, cap_feat_dim]
+  // (padded with cap_pad_token), in `dtype`, appended to `images` and `captions` with their positions.
+  void embed_sample(const Tensor& latent, const Tensor& caption, DType dtype, TokenLists& images, TokenLists& captions);
+  // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over the batch.
+  Tensor run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln);
+
+  ZImageConfig config_;
+  Tensor x_pad_token_, cap_pad_token_;  // [1, dim]
+};
+
+}  // namespace wick::zimage
