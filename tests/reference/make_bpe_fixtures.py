@@ -50,6 +50,7 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 import unicodedata
 
 from reference_common import single_threaded_tokenizers
@@ -367,6 +368,12 @@ def main():
         tensors["kind"] = np.array([kinds.index(row["kind"]) for row in corpus], dtype=np.uint8)
         save_file(dict(sorted(tensors.items())), os.path.join(out, "expected.safetensors"),
                   metadata={"kinds": ",".join(kinds)})
+        for name, encode in [("transformers Qwen2Tokenizer", lambda t: qwen3(t)["input_ids"]),
+                             ("mistral_common Tekkenizer", lambda t: tekkenizer.encode(t, bos=False, eos=False))]:
+            start = time.perf_counter()
+            for t in texts:
+                encode(t)
+            print(f"speed, one thread, warm: {name} {len(texts) / (time.perf_counter() - start):.0f} captions/s")
         differ = sum(a != b for a, b in zip(refs["tekken"], refs["tekken_hf"]))
         print(f"{len(texts)} captions; tekken vs tekken_hf differ on {differ} (typed special literals)")
 
