@@ -6,6 +6,8 @@
 // pipelines' prompt layouts are in bpe_prompt_layouts_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unicode/uchar.h>
+#include <unicode/uversion.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "models/bpe/pre_tokenizer.h"
+#include "models/clip/clip_text_normalize.h"
 #include "models/bpe/prompt_layouts.h"
 #include "models/bpe/qwen_tokenizer.h"
 #include "models/bpe/tekken_tokenizer.h"
@@ -86,6 +89,27 @@ TEST(BpeTokenizer, QwenImageFolderMatchesTransformers) {
   EXPECT_EQ(qwen.token_id("<|image_pad|>"), 151655);
   EXPECT_EQ(count_mismatches("qwen_image", expected_rows("qwen_image"),
                              [&](const std::string& t) { return qwen.encode(t); }), 0u);
+}
+
+TEST(BpeTokenizer, QwenAddedTokensOutsideTheVocabulary) {
+  // The real files keep the added tokens out of vocab.json / model.vocab (ids 0..151642 there): the ids then
+  // come from tokenizer_config.json's added_tokens_decoder or tokenizer.json's added_tokens alone.
+  TempDir dir;
+  nlohmann::json vocab = read_json(bpe_data_dir() + "/qwen3/vocab.json");
+  for (auto it = vocab.begin(); it != vocab.end();) it = it.value().get<int32_t>() >= 151643 ? vocab.erase(it) : std::next(it);
+  write_json(dir.path() + "/vocab.json", vocab);
+  for (const char* f : {"merges.txt", "tokenizer_config.json"})
+    fs::copy_file(bpe_data_dir() + "/qwen3/" + f, dir.path() + "/" + f);
+  nlohmann::json json = read_json(bpe_data_dir() + "/qwen3_tokenizer.json");
+  json["model"]["vocab"] = vocab;
+  write_json(dir.path() + "/tokenizer_only.json", json);
+  QwenTokenizer folder = QwenTokenizer::from_folder(dir.path());
+  QwenTokenizer from_json = QwenTokenizer::from_tokenizer_json(dir.path() + "/tokenizer_only.json");
+  EXPECT_EQ(folder.token_id("<|im_end|>"), 151645);
+  EXPECT_EQ(count_mismatches("qwen3 (added tokens outside vocab.json)", expected_rows("qwen3"),
+                             [&](const std::string& t) { return folder.encode(t); }, 2), 0u);
+  EXPECT_EQ(count_mismatches("qwen3 (added tokens outside model.vocab)", expected_rows("qwen3"),
+                             [&](const std::string& t) { return from_json.encode(t); }, 2), 0u);
 }
 
 TEST(BpeTokenizer, QwenDecodeRoundTrips) {
@@ -164,6 +188,46 @@ TEST(BpeTokenizer, PreTokenizerPieces) {
   EXPECT_EQ(pieces("a\x0B\x0B" "b"), (V{"a", "\x0B", "\x0B" "b"}));
   EXPECT_EQ(pieces("a\x0B\x0B"), (V{"a", "\x0B\x0B"}));
   EXPECT_THAT(error_of([] { PreTokenizer bad("(?<=", "bad.json"); }), HasSubstr("bad.json"));
+}
+
+// The translated pattern's classes against tokenizers' (Oniguruma's) \p{L}, \p{N} and \s, from the CLIP
+// tokenizer's sweep of every code point (tests/data/clip_tokenizer/unicode_sweep.safetensors): each class range's
+// ends and their neighbours, and every 7th code point, through the Qwen pattern. A code point's class shows in
+// its pieces: "ac" is one piece only for a letter; "cc" two only for a digit; "c!" one only for other.
+TEST(BpeTokenizer, PatternClassesMatchTokenizers) {
+  SafetensorsFile file = SafetensorsFile::open(wick::testing::test_data_dir() + "/clip_tokenizer/unicode_sweep.safetensors");
+  const char* names[] = {"letter", "number", "space"};
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> classes;
+  std::vector<char32_t> points;
+  for (const char* name : names) {
+    Tensor t = file.get(std::string(name) + "_ranges");
+    const int32_t* r = t.data_as<int32_t>();
+    classes.emplace_back();
+    for (int64_t i = 0; i < t.numel() / 2; ++i) {
+      classes.back().push_back({r[2 * i], r[2 * i + 1]});
+      for (int32_t c : {r[2 * i] - 1, r[2 * i], r[2 * i + 1], r[2 * i + 1] + 1}) points.push_back(char32_t(c));
+    }
+  }
+  for (char32_t c = 0x80; c < 0x110000; c += 7) points.push_back(c);
+  auto reference = [&](char32_t c) {
+    for (size_t k = 0; k < classes.size(); ++k)
+      for (const auto& [lo, hi] : classes[k])
+        if (int32_t(c) >= lo && int32_t(c) <= hi) return static_cast<int>(k);
+    return 3;
+  };
+  PreTokenizer qwen(kQwenPattern, "test");
+  auto n_pieces = [&](const std::string& text) { return qwen.split(text, true).size(); };
+  int n_checked = 0, n_differ = 0;
+  for (char32_t c : points) {
+    if (c < 0x80 || (c >= 0xD800 && c <= 0xDFFF) || c >= 0x110000 || u_charType(UChar32(c)) == U_UNASSIGNED) continue;
+    const std::string s = clip::encode_utf8(std::u32string(1, c));
+    const int got = n_pieces("a" + s) == 1 ? 0 : n_pieces(s + s) == 2 ? 1 : n_pieces(s + "!") == 1 ? 3 : 2;
+    ++n_checked;
+    if (got != reference(c) && n_differ++ < 8) std::printf("  U+%04X: class %d, tokenizers %d\n", unsigned(c), got, reference(c));
+  }
+  std::printf("%d assigned code points (ICU %s): %d classed unlike tokenizers\n", n_checked, U_ICU_VERSION, n_differ);
+  EXPECT_GT(n_checked, 30000);
+  EXPECT_EQ(n_differ, 0);
 }
 
 // ------------------------------------------------------------------------------------------ refusals
