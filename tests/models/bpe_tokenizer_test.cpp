@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "models/bpe/pre_tokenizer.h"
@@ -110,6 +111,25 @@ TEST(BpeTokenizer, QwenAddedTokensOutsideTheVocabulary) {
                              [&](const std::string& t) { return folder.encode(t); }, 2), 0u);
   EXPECT_EQ(count_mismatches("qwen3 (added tokens outside model.vocab)", expected_rows("qwen3"),
                              [&](const std::string& t) { return from_json.encode(t); }, 2), 0u);
+}
+
+TEST(BpeTokenizer, ManyThreadsShareOneTokenizer) {
+  QwenTokenizer qwen = QwenTokenizer::from_folder(bpe_data_dir() + "/qwen3");
+  TekkenTokenizer tekken = TekkenTokenizer::from_file(bpe_data_dir() + "/tekken.json");
+  const Rows qwen_rows = expected_rows("qwen3"), tekken_rows = expected_rows("tekken");
+  const std::vector<Caption>& corpus = corpus_captions();
+  std::vector<int> n_bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < corpus.size(); ++k) {
+        size_t i = (k * 7 + static_cast<size_t>(t) * 555) % corpus.size();  // each thread its own order
+        n_bad[t] += qwen.encode(corpus[i].text) != qwen_rows[i];
+        n_bad[t] += tekken.encode(corpus[i].text) != tekken_rows[i];
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(n_bad, std::vector<int>(4, 0));
 }
 
 TEST(BpeTokenizer, QwenDecodeRoundTrips) {

@@ -5,7 +5,7 @@ the token ids and masks of the diffusion pipelines' prompt layouts (Z-Image, FLU
 Edit, FLUX.2 dev). See tests/data/bpe/README.md for every file and tensor.
 
 Made with (pip, CPU only): transformers 5.24.0 (tokenizers 0.23.3), mistral_common 1.13.1 (tiktoken 0.14.0),
-safetensors, numpy 2.3.5, Jinja2 3.1.6, Python 3.11.7. Run from the repository root:
+safetensors, numpy 2.3.5, Jinja2 3.1.6, Pillow, Python 3.11.7. Run from the repository root:
     /tmp/refvenv/bin/pip install transformers mistral_common safetensors numpy jinja2
     /tmp/refvenv/bin/python tests/reference/make_bpe_fixtures.py --qwen QWEN_DIR [--qwen-image QWEN_IMAGE_DIR]
 QWEN_DIR holds Qwen3's vocab.json, merges.txt and tokenizer_config.json (tdrussell/diffusion-pipe
@@ -34,8 +34,9 @@ Prompt layouts (one call per prompt, as the pipelines do; the script asserts the
   klein          the same with enable_thinking=False ("<think>\\n\\n</think>\\n\\n" appended).
   qwenimage      diffusers QwenImagePipeline's template string .format(prompt), tokenizer(text, max_length=1024+34,
                  padding=True, truncation=True); the pipeline then drops the first 34 ids and keeps at most 512.
-  qwenimage_edit QwenImageEditPipeline's template with "<|image_pad|>" repeated N_IMAGE_TOKENS times (what the
-                 processor does for a 112x112 image: grid 8x8 / 4 = 16), max length none; drops 64.
+  qwenimage_edit QwenImageEditPipeline's template through Qwen2_5_VLProcessor(text, images=[112x112 image],
+                 padding=True) (image and video processors with their defaults, the tokenizer above): its
+                 "<|image_pad|>" becomes N_IMAGE_TOKENS = 16 ids (grid 8x8 / 4); not truncated; drops 64.
   flux2          "<s>[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{prompt without [IMG]}[/INST]" (FLUX.2 dev's chat
                  template rendering; checked against mistral_common's v7 instruct encoding with a system message),
                  then the converted Tekken tokenizer with padding="max_length", max_length=512, truncation=True,
@@ -271,11 +272,20 @@ def layouts(corpus, qwen3, qwen_image, tekken_hf, tekkenizer):
         assert check_padded(batch["input_ids"][i], batch["attention_mask"][i], 151643, left=False) == rows[i]
     out["qwenimage"] = rows
 
+    # The edit pipeline's processor call, processor(text, images, padding=True), with a 112x112 image (Qwen2.5-VL
+    # image processor defaults: grid 1x8x8, 8*8/4 = 16 <|image_pad|> ids).
+    from PIL import Image
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=qwen_image,
+                                    video_processor=Qwen2VLVideoProcessor())
+    image = Image.fromarray(np.zeros((112, 112, 3), dtype=np.uint8))
     rows = []
     for p in prompts:
+        enc = processor(text=[QWEN_IMAGE_EDIT_TEMPLATE.format(p)], images=[image], padding=True)
+        assert list(enc["image_grid_thw"][0]) == [1, 8, 8] and all(m == 1 for m in enc["attention_mask"][0])
+        rows.append(list(enc["input_ids"][0]))
         text = QWEN_IMAGE_EDIT_TEMPLATE.format(p).replace("<|image_pad|>", "<|image_pad|>" * N_IMAGE_TOKENS, 1)
-        enc = qwen_image(text, padding=True)
-        rows.append(list(enc["input_ids"]))
+        assert rows[-1] == qwen_image(text)["input_ids"]  # the expansion the processor does
     out["qwenimage_edit"] = rows
 
     from mistral_common.protocol.instruct.messages import SystemMessage, UserMessage
