@@ -15,7 +15,7 @@ constexpr std::string_view kQwenImageEditBefore =
     "<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, objects, "
     "background), then explain how the user's text instruction should alter or modify the image. Generate a new "
     "image that meets the user's requirements while maintaining consistency with the original input where "
-    "appropriate.<|im_end|>\n<|im_start|>user\n<|vision_start|>";
+    "appropriate.<|im_end|>\n<|im_start|>user\n";
 constexpr std::string_view kQwenAfter = "<|im_end|>\n<|im_start|>assistant\n";
 constexpr int64_t kQwenImageDrop = 34, kQwenImageEditDrop = 64, kQwenImageMaxLength = 1024;
 
@@ -91,23 +91,41 @@ PromptTokens qwen_image_prompt(const QwenTokenizer& tokenizer, std::string_view 
   return unpadded(std::move(ids), kQwenImageDrop, max_sequence_length);
 }
 
-PromptTokens qwen_image_edit_prompt(const QwenTokenizer& tokenizer, std::string_view prompt, int64_t n_image_tokens,
-                                    int64_t max_sequence_length) {
-  WICK_CHECK(n_image_tokens > 0, "Qwen-Image Edit prompt: n_image_tokens must be positive, got ", n_image_tokens);
-  WICK_CHECK(max_sequence_length > 0 && max_sequence_length <= kQwenImageMaxLength,
-             "Qwen-Image Edit prompt: max_sequence_length must be in 1..1024, got ", max_sequence_length);
+// The edit template with, before the prompt, each image's "<|vision_start|>", its image ids and
+// "<|vision_end|>", each led by "Picture {i}: " when `numbered` (Edit Plus). Text between added tokens is
+// tokenized on its own, so the image ids are inserted without writing them out as text.
+static std::vector<int32_t> qwen_image_edit_ids(const QwenTokenizer& tokenizer, std::string_view prompt,
+                                                const std::vector<int64_t>& n_image_tokens, bool numbered) {
   const int32_t image_pad = tokenizer.token_id("<|image_pad|>");
   WICK_CHECK_KIND(Data, image_pad >= 0 && tokenizer.token_id("<|vision_start|>") >= 0 &&
                   tokenizer.token_id("<|vision_end|>") >= 0, "Qwen-Image Edit prompt: ", tokenizer.source(),
                   " has no <|vision_start|>, <|image_pad|> or <|vision_end|> (not Qwen2.5-VL's tokenizer)");
-  std::vector<int32_t> ids = tokenizer.encode(kQwenImageEditBefore);
-  ids.insert(ids.end(), static_cast<size_t>(n_image_tokens), image_pad);
-  std::string rest = "<|vision_end|>";
-  rest += prompt;
-  rest += kQwenAfter;
-  std::vector<int32_t> tail = tokenizer.encode(rest);
+  std::vector<int32_t> ids;
+  std::string text(kQwenImageEditBefore);
+  for (size_t i = 0; i < n_image_tokens.size(); ++i) {
+    WICK_CHECK(n_image_tokens[i] > 0, "Qwen-Image Edit prompt: n_image_tokens must be positive, got ",
+               n_image_tokens[i], " for image ", i + 1);
+    if (numbered) text += "Picture " + std::to_string(i + 1) + ": ";
+    text += "<|vision_start|>";
+    std::vector<int32_t> part = tokenizer.encode(text);
+    ids.insert(ids.end(), part.begin(), part.end());
+    ids.insert(ids.end(), static_cast<size_t>(n_image_tokens[i]), image_pad);
+    text = "<|vision_end|>";
+  }
+  text += prompt;
+  text += kQwenAfter;
+  std::vector<int32_t> tail = tokenizer.encode(text);
   ids.insert(ids.end(), tail.begin(), tail.end());
-  return unpadded(std::move(ids), kQwenImageEditDrop, max_sequence_length);
+  return ids;
+}
+
+PromptTokens qwen_image_edit_prompt(const QwenTokenizer& tokenizer, std::string_view prompt, int64_t n_image_tokens) {
+  return unpadded(qwen_image_edit_ids(tokenizer, prompt, {n_image_tokens}, false), kQwenImageEditDrop, -1);
+}
+
+PromptTokens qwen_image_edit_plus_prompt(const QwenTokenizer& tokenizer, std::string_view prompt,
+                                         const std::vector<int64_t>& n_image_tokens) {
+  return unpadded(qwen_image_edit_ids(tokenizer, prompt, n_image_tokens, true), kQwenImageEditDrop, -1);
 }
 
 PromptTokens flux2_dev_prompt(const TekkenTokenizer& tokenizer, std::string_view prompt, int64_t max_length) {

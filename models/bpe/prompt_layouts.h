@@ -47,10 +47,16 @@ PromptTokens flux2_klein_prompt(const QwenTokenizer& tokenizer, std::string_view
 PromptTokens qwen_image_prompt(const QwenTokenizer& tokenizer, std::string_view prompt,
                                int64_t max_sequence_length = 512);
 
-// Qwen-Image Edit (v1): the edit template, "<|image_pad|>" repeated n_image_tokens times (the input
-// image's merged patches, grid_h * grid_w / 4), not truncated or padded; drop 64, keep max_sequence_length.
-PromptTokens qwen_image_edit_prompt(const QwenTokenizer& tokenizer, std::string_view prompt, int64_t n_image_tokens,
-                                    int64_t max_sequence_length = 512);
+// Qwen-Image Edit (v1): the edit template (its own system prompt), "<|vision_start|>", "<|image_pad|>"
+// repeated n_image_tokens times (the input image's merged patches, grid_h * grid_w / 4), "<|vision_end|>",
+// then the prompt; not truncated, not padded (pad_batch); drop 64, keep all the rest (the edit pipelines
+// accept max_sequence_length but do not cut to it).
+PromptTokens qwen_image_edit_prompt(const QwenTokenizer& tokenizer, std::string_view prompt, int64_t n_image_tokens);
+
+// Qwen-Image Edit Plus (2509, 2511): the same template with "Picture {i}: <|vision_start|>...<|vision_end|>"
+// for each input image i = 1, 2, ... (n_image_tokens[i - 1] image ids each) before the prompt; drop 64.
+PromptTokens qwen_image_edit_plus_prompt(const QwenTokenizer& tokenizer, std::string_view prompt,
+                                         const std::vector<int64_t>& n_image_tokens);
 
 // FLUX.2 dev: "<s>[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{prompt}[/INST]" with the pipeline's
 // system message and "[IMG]" removed from the prompt, special texts as tokens, truncated to max_length

@@ -28,7 +28,8 @@ const LayoutFixtures& layouts() {
     LayoutFixtures out;
     out.prompts = read_json(bpe_data_dir() + "/prompts.json").get<std::vector<std::string>>();
     SafetensorsFile file = SafetensorsFile::open(bpe_data_dir() + "/prompt_layouts.safetensors");
-    for (const char* name : {"zimage", "klein", "qwenimage", "qwenimage_edit", "flux2"}) out.rows[name] = rows_of(file, name);
+    for (const char* name : {"zimage", "klein", "qwenimage", "qwenimage_edit", "qwenimage_edit_plus", "flux2"})
+      out.rows[name] = rows_of(file, name);
     out.n_image_tokens = 16;  // the file's metadata "n_image_tokens"
     return out;
   }();
@@ -54,14 +55,16 @@ size_t check_layout(const char* name, const std::function<PromptTokens(const std
                     int32_t pad_id, bool pad_left) {
   const LayoutFixtures& f = layouts();
   const Rows& rows = f.rows.at(name);
-  EXPECT_EQ(rows.size(), f.prompts.size());
+  // The edit layouts (never truncated) leave out the last, longest prompt.
+  const bool edit = std::string(name).rfind("qwenimage_edit", 0) == 0;
+  EXPECT_EQ(rows.size(), f.prompts.size() - (edit ? 1 : 0)) << name;
   size_t bad = 0;
-  for (size_t i = 0; i < f.prompts.size(); ++i) {
+  for (size_t i = 0; i < rows.size(); ++i) {
     std::string diff = compare(make(f.prompts[i]), rows[i], length, pad_id, pad_left);
     if (!diff.empty() && bad++ < 4)
       std::printf("  %s #%zu %s: %s\n", name, i, nlohmann::json(f.prompts[i]).dump().substr(0, 80).c_str(), diff.c_str());
   }
-  std::printf("%s: %zu of %zu prompts equal\n", name, f.prompts.size() - bad, f.prompts.size());
+  std::printf("%s: %zu of %zu prompts equal\n", name, rows.size() - bad, rows.size());
   return bad;
 }
 
@@ -144,8 +147,29 @@ TEST(BpePromptLayouts, QwenImageEdit) {
   const auto image_pad = std::count(e.ids.begin(), e.ids.end(), qwen25().token_id("<|image_pad|>"));
   EXPECT_EQ(image_pad, n);
   EXPECT_EQ(e.n_kept(), static_cast<int64_t>(e.ids.size()) - 64);
-  EXPECT_THAT(wick::testing::error_of([] { qwen_image_edit_prompt(qwen3(), "x", 0); }),
+  EXPECT_EQ(e.n_keep, -1);  // the edit pipelines do not cut to max_sequence_length
+  // The longest prompt is kept whole (no truncation).
+  const std::string& longest = layouts().prompts.back();
+  EXPECT_EQ(qwen_image_edit_prompt(qwen25(), longest, n).n_kept(),
+            static_cast<int64_t>(qwen_image_edit_prompt(qwen25(), longest, n).ids.size()) - 64);
+  EXPECT_GT(qwen_image_edit_prompt(qwen25(), longest, n).ids.size(), 1058u);
+  EXPECT_THAT(wick::testing::error_of([] { qwen_image_edit_prompt(qwen25(), "x", 0); }),
               ::testing::HasSubstr("n_image_tokens"));
+}
+
+TEST(BpePromptLayouts, QwenImageEditPlus) {
+  const std::vector<int64_t> images = {16, 8};  // the fixture's 112x112 and 112x56 images
+  EXPECT_EQ(check_layout("qwenimage_edit_plus",
+                         [&](const std::string& p) { return qwen_image_edit_plus_prompt(qwen25(), p, images); }, 0, 0,
+                         false), 0u);
+  PromptTokens e = qwen_image_edit_plus_prompt(qwen25(), "A cat", images);
+  EXPECT_EQ(e.n_drop, 64);
+  EXPECT_EQ(e.n_keep, -1);
+  EXPECT_EQ(std::count(e.ids.begin(), e.ids.end(), qwen25().token_id("<|image_pad|>")), 24);
+  EXPECT_EQ(std::count(e.ids.begin(), e.ids.end(), qwen25().token_id("<|vision_start|>")), 2);
+  // No images: the template with the prompt alone.
+  PromptTokens none = qwen_image_edit_plus_prompt(qwen25(), "A cat", {});
+  EXPECT_EQ(std::count(none.ids.begin(), none.ids.end(), qwen25().token_id("<|vision_start|>")), 0);
 }
 
 TEST(BpePromptLayouts, Flux2Dev) {

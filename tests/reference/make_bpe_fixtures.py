@@ -37,6 +37,9 @@ Prompt layouts (one call per prompt, as the pipelines do; the script asserts the
   qwenimage_edit QwenImageEditPipeline's template through Qwen2_5_VLProcessor(text, images=[112x112 image],
                  padding=True) (image and video processors with their defaults, the tokenizer above): its
                  "<|image_pad|>" becomes N_IMAGE_TOKENS = 16 ids (grid 8x8 / 4); not truncated; drops 64.
+  qwenimage_edit_plus  QwenImageEditPlusPipeline: its template formatted with "Picture {i}: <|vision_start|>
+                 <|image_pad|><|vision_end|>" for two images + the prompt, through the same processor with a 112x112
+                 and a 112x56 (h x w) image: 16 and 8 image ids; drops 64.
   flux2          "<s>[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{prompt without [IMG]}[/INST]" (FLUX.2 dev's chat
                  template rendering; checked against mistral_common's v7 instruct encoding with a system message),
                  then the converted Tekken tokenizer with padding="max_length", max_length=512, truncation=True,
@@ -74,6 +77,11 @@ QWEN_IMAGE_EDIT_TEMPLATE = (
     "image that meets the user's requirements while maintaining consistency with the original input where "
     "appropriate.<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>{}<|im_end|>\n"
     "<|im_start|>assistant\n")
+QWEN_IMAGE_EDIT_PLUS_TEMPLATE = (
+    "<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, objects, "
+    "background), then explain how the user's text instruction should alter or modify the image. Generate a new "
+    "image that meets the user's requirements while maintaining consistency with the original input where "
+    "appropriate.<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n")
 FLUX2_SYSTEM = ("You are an AI that reasons about image descriptions. You give structured responses focusing on "
                 "object relationships, object\nattribution and actions without speculation.")
 
@@ -279,14 +287,25 @@ def layouts(corpus, qwen3, qwen_image, tekken_hf, tekkenizer):
     processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=qwen_image,
                                     video_processor=Qwen2VLVideoProcessor())
     image = Image.fromarray(np.zeros((112, 112, 3), dtype=np.uint8))
+    # The edit layouts are not truncated: they skip the last (1,100-piece, 7,000-token) prompt to keep the file small.
     rows = []
-    for p in prompts:
+    for p in prompts[:-1]:
         enc = processor(text=[QWEN_IMAGE_EDIT_TEMPLATE.format(p)], images=[image], padding=True)
         assert list(enc["image_grid_thw"][0]) == [1, 8, 8] and all(m == 1 for m in enc["attention_mask"][0])
         rows.append(list(enc["input_ids"][0]))
         text = QWEN_IMAGE_EDIT_TEMPLATE.format(p).replace("<|image_pad|>", "<|image_pad|>" * N_IMAGE_TOKENS, 1)
         assert rows[-1] == qwen_image(text)["input_ids"]  # the expansion the processor does
     out["qwenimage_edit"] = rows
+    # Edit Plus: "Picture {i}: <|vision_start|><|image_pad|><|vision_end|>" per image before the prompt, the same
+    # system prompt; two images, 112x112 (16 ids) and 112 high x 56 wide (grid 1x8x4: 8 ids).
+    tall = Image.fromarray(np.zeros((112, 56, 3), dtype=np.uint8))
+    pictures = "".join(f"Picture {i + 1}: <|vision_start|><|image_pad|><|vision_end|>" for i in range(2))
+    rows = []
+    for p in prompts[:-1]:
+        enc = processor(text=[QWEN_IMAGE_EDIT_PLUS_TEMPLATE.format(pictures + p)], images=[image, tall], padding=True)
+        assert [list(g) for g in enc["image_grid_thw"]] == [[1, 8, 8], [1, 8, 4]]
+        rows.append(list(enc["input_ids"][0]))
+    out["qwenimage_edit_plus"] = rows
 
     from mistral_common.protocol.instruct.messages import SystemMessage, UserMessage
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
@@ -356,7 +375,7 @@ def main():
         corpus = make_corpus(random.Random(N_CORPUS_SEED))
         with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as f:
             for row in corpus:
-                f.write(json.dumps(row, ensure_ascii=True) + "\n")
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")  # UTF-8; controls and line breaks escaped
         texts = [row["text"] for row in corpus]
         refs = {"qwen3": [qwen3(t)["input_ids"] for t in texts],
                 "qwen_image": [qwen_image(t)["input_ids"] for t in texts],
@@ -390,7 +409,7 @@ def main():
         lay = layouts(corpus, qwen3, qwen_image, tekken_hf, tekkenizer)
         prompts = lay.pop("prompts")
         with open(os.path.join(out, "prompts.json"), "w", encoding="utf-8") as f:
-            json.dump(prompts, f, ensure_ascii=True)
+            json.dump(prompts, f, ensure_ascii=False)
             f.write("\n")
         tensors = {}
         for name, rows in lay.items():
