@@ -362,10 +362,26 @@ TEST(BpeTokenizer, FullVocabularies) {
   const char* dir = std::getenv("WICK_BPE_FULL_DIR");
   if (!dir) GTEST_SKIP() << "WICK_BPE_FULL_DIR is not set: the full Qwen3 and Tekken vocabularies are not checked";
   nlohmann::json checks = read_json(bpe_data_dir() + "/full_vocab_checks.json");
+  auto start = std::chrono::steady_clock::now();
   QwenTokenizer qwen = QwenTokenizer::from_folder(std::string(dir) + "/qwen3");
-  QwenTokenizer qwen25 = QwenTokenizer::from_folder(std::string(dir) + "/qwen_image");
+  auto loaded_qwen = std::chrono::steady_clock::now();
   TekkenTokenizer tekken = TekkenTokenizer::from_file(std::string(dir) + "/tekken.json");
+  auto loaded_tekken = std::chrono::steady_clock::now();
+  QwenTokenizer qwen25 = QwenTokenizer::from_folder(std::string(dir) + "/qwen_image");
+  std::printf("loading: Qwen3 folder %.0f ms, tekken.json %.0f ms\n",
+              std::chrono::duration<double, std::milli>(loaded_qwen - start).count(),
+              std::chrono::duration<double, std::milli>(loaded_tekken - loaded_qwen).count());
   EXPECT_EQ(qwen.n_merges(), 151387);
+  EXPECT_EQ(tekken.vocab_size(), 131072);
+  size_t qwen_tokens = 0, tekken_tokens = 0;
+  auto encode_start = std::chrono::steady_clock::now();
+  for (const Caption& c : corpus_captions()) qwen_tokens += qwen.encode(c.text).size();
+  auto qwen_done = std::chrono::steady_clock::now();
+  for (const Caption& c : corpus_captions()) tekken_tokens += tekken.encode(c.text).size();
+  auto tekken_done = std::chrono::steady_clock::now();
+  std::printf("full vocabularies, one thread, empty cache: Qwen %.0f captions/s (%zu tokens), Tekken %.0f (%zu)\n",
+              corpus_captions().size() / std::chrono::duration<double>(qwen_done - encode_start).count(), qwen_tokens,
+              corpus_captions().size() / std::chrono::duration<double>(tekken_done - qwen_done).count(), tekken_tokens);
   for (const auto& [text, ids] : checks["qwen"].items()) {
     std::vector<int32_t> got = text.rfind("zimage:", 0) == 0 ? zimage_ids(qwen, text.substr(7)) : qwen.encode(text);
     EXPECT_EQ(got, ids.get<std::vector<int32_t>>()) << text;
@@ -375,6 +391,19 @@ TEST(BpeTokenizer, FullVocabularies) {
   }
   for (const auto& [text, ids] : checks["tekken"].items())
     EXPECT_EQ(tekken.encode(text), ids.get<std::vector<int32_t>>()) << text;
+  // Every corpus caption, when the fixture script wrote the full tokenizers' ids there (--full-expected).
+  const std::string full_expected = std::string(dir) + "/full_expected.json";
+  if (fs::is_regular_file(full_expected)) {
+    nlohmann::json expected = read_json(full_expected);
+    EXPECT_EQ(count_mismatches("qwen3 (full)", expected["qwen3"].get<Rows>(),
+                               [&](const std::string& t) { return qwen.encode(t); }), 0u);
+    EXPECT_EQ(count_mismatches("qwen_image (full)", expected["qwen_image"].get<Rows>(),
+                               [&](const std::string& t) { return qwen25.encode(t); }), 0u);
+    EXPECT_EQ(count_mismatches("tekken (full)", expected["tekken"].get<Rows>(),
+                               [&](const std::string& t) { return tekken.encode(t); }), 0u);
+  } else {
+    std::printf("no %s: the corpus is not checked on the full vocabularies\n", full_expected.c_str());
+  }
   EXPECT_EQ(zimage_prompt(qwen, "").n_real(), 8);  // MODELS2 1.4
   // MODELS2 2.4: "A cat" -> 41 ids; the 34 dropped are the system block and "<|im_start|>user\n".
   PromptTokens q = qwen_image_prompt(qwen25, "A cat");

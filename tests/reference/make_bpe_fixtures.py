@@ -348,6 +348,8 @@ def main():
     parser.add_argument("--qwen-image", help="Qwen-Image's tokenizer folder (default: --qwen's files minus Qwen3's "
                         "extra added tokens are not derived; give it)")
     parser.add_argument("--out", default="tests/data/bpe")
+    parser.add_argument("--full-expected", help="also write the full tokenizers' ids on the corpus to this JSON file "
+                        "(not committed: BpeTokenizer.FullVocabularies reads $WICK_BPE_FULL_DIR/full_expected.json)")
     args = parser.parse_args()
     import mistral_common
     tekken_src = os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json")
@@ -417,6 +419,15 @@ def main():
         save_file(dict(sorted(tensors.items())), os.path.join(out, "prompt_layouts.safetensors"),
                   metadata={"n_image_tokens": str(N_IMAGE_TOKENS)})
 
+    if args.full_expected:
+        from transformers import AutoTokenizer
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+        texts = [row["text"] for row in corpus]
+        qwen_full, image_full = AutoTokenizer.from_pretrained(args.qwen), AutoTokenizer.from_pretrained(args.qwen_image)
+        tekken_full = Tekkenizer.from_file(tekken_src)
+        write_json(args.full_expected, {"qwen3": [qwen_full(t)["input_ids"] for t in texts],
+                                        "qwen_image": [image_full(t)["input_ids"] for t in texts],
+                                        "tekken": [tekken_full.encode(t, bos=False, eos=False) for t in texts]})
     checks = full_checks(args.qwen, tekken_src)
     write_json(os.path.join(out, "full_vocab_checks.json"), checks, indent=1)
     for family, table in checks.items():
