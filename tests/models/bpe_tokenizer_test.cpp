@@ -401,6 +401,27 @@ TEST(BpeTokenizer, FullVocabularies) {
                                [&](const std::string& t) { return qwen25.encode(t); }), 0u);
     EXPECT_EQ(count_mismatches("tekken (full)", expected["tekken"].get<Rows>(),
                                [&](const std::string& t) { return tekken.encode(t); }), 0u);
+    // The layouts' real ids with the full vocabularies (the padding is checked with the committed fixtures).
+    const nlohmann::json& lay = expected["layouts"];
+    auto prompts = lay["prompts"].get<std::vector<std::string>>();
+    auto real = [](const PromptTokens& p) {
+      auto begin = p.ids.begin() + (p.pad_left ? static_cast<std::ptrdiff_t>(p.ids.size()) - p.n_real() : 0);
+      return std::vector<int32_t>(begin, begin + p.n_real());
+    };
+    const std::vector<std::pair<const char*, std::function<PromptTokens(const std::string&)>>> made = {
+        {"zimage", [&](const std::string& p) { return zimage_prompt(qwen, p); }},
+        {"klein", [&](const std::string& p) { return flux2_klein_prompt(qwen, p); }},
+        {"qwenimage", [&](const std::string& p) { return qwen_image_prompt(qwen25, p); }},
+        {"qwenimage_edit", [&](const std::string& p) { return qwen_image_edit_prompt(qwen25, p, 16); }},
+        {"qwenimage_edit_plus", [&](const std::string& p) { return qwen_image_edit_plus_prompt(qwen25, p, {16, 8}); }},
+        {"flux2", [&](const std::string& p) { return flux2_dev_prompt(tekken, p); }}};
+    for (const auto& [name, make] : made) {
+      Rows rows = lay[name].get<Rows>();
+      size_t bad = 0;
+      for (size_t i = 0; i < rows.size(); ++i) bad += real(make(prompts[i])) != rows[i];
+      std::printf("%s (full): %zu of %zu prompts equal\n", name, rows.size() - bad, rows.size());
+      EXPECT_EQ(bad, 0u) << name;
+    }
   } else {
     std::printf("no %s: the corpus is not checked on the full vocabularies\n", full_expected.c_str());
   }

@@ -420,14 +420,22 @@ def main():
                   metadata={"n_image_tokens": str(N_IMAGE_TOKENS)})
 
     if args.full_expected:
+        # The full tokenizers' ids on the corpus, and the layouts with them (Tekken as a v7 copy in a temporary
+        # folder, as the truncated file, so that mistral_common's system-prompt encoding applies).
         from transformers import AutoTokenizer
-        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
         texts = [row["text"] for row in corpus]
         qwen_full, image_full = AutoTokenizer.from_pretrained(args.qwen), AutoTokenizer.from_pretrained(args.qwen_image)
-        tekken_full = Tekkenizer.from_file(tekken_src)
-        write_json(args.full_expected, {"qwen3": [qwen_full(t)["input_ids"] for t in texts],
-                                        "qwen_image": [image_full(t)["input_ids"] for t in texts],
-                                        "tekken": [tekken_full.encode(t, bos=False, eos=False) for t in texts]})
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = json.load(open(tekken_src, encoding="utf-8"))
+            raw["config"]["version"] = "v7"
+            with open(os.path.join(tmp, "tekken.json"), "w", encoding="utf-8") as f:
+                json.dump(raw, f)
+            tekkenizer_full, tekken_hf_full = tekken_references(os.path.join(tmp, "tekken.json"))
+            full = {"qwen3": [qwen_full(t)["input_ids"] for t in texts],
+                    "qwen_image": [image_full(t)["input_ids"] for t in texts],
+                    "tekken": [tekkenizer_full.encode(t, bos=False, eos=False) for t in texts],
+                    "layouts": layouts(corpus, qwen_full, image_full, tekken_hf_full, tekkenizer_full)}
+        write_json(args.full_expected, full)
     checks = full_checks(args.qwen, tekken_src)
     write_json(os.path.join(out, "full_vocab_checks.json"), checks, indent=1)
     for family, table in checks.items():
