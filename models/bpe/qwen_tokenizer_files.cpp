@@ -93,6 +93,35 @@ std::vector<AddedToken> checked_added(const std::map<std::string, AddedToken>& a
   return out;
 }
 
+// tokenizer.json's model.merges: "LEFT RIGHT" strings (tokenizers < 0.20) or [LEFT, RIGHT] pairs.
+std::vector<std::pair<std::string, std::string>> parse_merges_json(const Json& list, const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(list.size());
+  for (const Json& merge : list) {
+    if (merge.is_string()) {
+      merges.push_back(parse_merge(merge.get<std::string>(), path, merges.size() + 1));
+    } else {
+      WICK_CHECK_KIND(Data, merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
+                      kWhat, ": ", path, ": merge ", merges.size() + 1, " is neither \"LEFT RIGHT\" nor [LEFT, RIGHT]");
+      merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    }
+  }
+  return merges;
+}
+
+// tokenizer.json's added_tokens: [{"id", "content", "special", ...}].
+std::map<std::string, AddedToken> parse_added_tokens_json(const Json& json, const std::string& path) {
+  std::map<std::string, AddedToken> added;
+  if (!json.contains("added_tokens")) return added;
+  WICK_CHECK_KIND(Data, json["added_tokens"].is_array(), kWhat, ": ", path, ": added_tokens is not a list");
+  for (const Json& entry : json["added_tokens"]) {
+    WICK_CHECK_KIND(Data, entry.is_object() && entry.contains("id") && entry["id"].is_number_integer(), kWhat, ": ",
+                    path, ": an added token has no integer \"id\"");
+    add_token(added, parse_added_token(entry, entry["id"].get<int64_t>(), path), path);
+  }
+  return added;
+}
+
 // tokenizers' normalizer: none, NFC, or a Sequence of NFC.
 bool parse_normalizer(const Json& normalizer, const std::string& path) {
   if (normalizer.is_null()) return false;
@@ -155,26 +184,8 @@ QwenTokenizer QwenTokenizer::from_tokenizer_json(const std::string& path) {
   WICK_CHECK_KIND(Data, model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                   model["merges"].is_array(), kWhat, ": ", path, ": the BPE model has no vocab object or merges list");
   std::unordered_map<std::string, int32_t> vocab = parse_vocab(model["vocab"], path);
-  std::vector<std::pair<std::string, std::string>> merges;
-  merges.reserve(model["merges"].size());
-  for (const Json& merge : model["merges"]) {
-    if (merge.is_string()) {
-      merges.push_back(parse_merge(merge.get<std::string>(), path, merges.size() + 1));
-    } else {
-      WICK_CHECK_KIND(Data, merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
-                      kWhat, ": ", path, ": merge ", merges.size() + 1, " is neither \"LEFT RIGHT\" nor [LEFT, RIGHT]");
-      merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
-    }
-  }
-  std::map<std::string, AddedToken> added;
-  if (json.contains("added_tokens")) {
-    WICK_CHECK_KIND(Data, json["added_tokens"].is_array(), kWhat, ": ", path, ": added_tokens is not a list");
-    for (const Json& entry : json["added_tokens"]) {
-      WICK_CHECK_KIND(Data, entry.is_object() && entry.contains("id") && entry["id"].is_number_integer(), kWhat, ": ",
-                      path, ": an added token has no integer \"id\"");
-      add_token(added, parse_added_token(entry, entry["id"].get<int64_t>(), path), path);
-    }
-  }
+  std::vector<std::pair<std::string, std::string>> merges = parse_merges_json(model["merges"], path);
+  std::map<std::string, AddedToken> added = parse_added_tokens_json(json, path);
 
   QwenTokenizer tokenizer;
   tokenizer.source_ = path;

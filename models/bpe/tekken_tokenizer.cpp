@@ -58,6 +58,30 @@ int64_t config_int(const Json& config, const char* key, const std::string& path)
   return config[key].get<int64_t>();
 }
 
+// The special tokens' texts in rank order: the file's "special_tokens" list, else mistral_common's defaults.
+std::vector<std::string> special_texts_of(const Json& json, const std::string& path) {
+  std::vector<std::string> special_texts;
+  if (json.contains("special_tokens")) {
+    const Json& list = json["special_tokens"];
+    WICK_CHECK_KIND(Data, list.is_array(), kWhat, ": ", path, ": special_tokens is not a list");
+    special_texts.assign(list.size(), std::string());
+    for (const Json& entry : list) {
+      bool ok = entry.is_object() && entry.contains("rank") && entry["rank"].is_number_integer() &&
+                entry["rank"].get<int64_t>() >= 0 && entry["rank"].get<int64_t>() < static_cast<int64_t>(list.size()) &&
+                entry.contains("token_str") && entry["token_str"].is_string();
+      WICK_CHECK_KIND(Data, ok, kWhat, ": ", path, ": a special_tokens entry is not {\"rank\", \"token_str\"} with "
+                      "ranks 0..", list.size() - 1);
+      std::string& slot = special_texts[entry["rank"].get<size_t>()];
+      WICK_CHECK_KIND(Data, slot.empty(), kWhat, ": ", path, ": special token rank ", entry["rank"].get<int64_t>(),
+                      " appears twice");
+      slot = entry["token_str"].get<std::string>();
+    }
+  } else {
+    special_texts.assign(std::begin(kDefaultSpecials), std::end(kDefaultSpecials));
+  }
+  return special_texts;
+}
+
 }  // namespace
 
 TekkenTokenizer TekkenTokenizer::from_file(const std::string& given) {
@@ -106,25 +130,7 @@ TekkenTokenizer TekkenTokenizer::from_file(const std::string& given) {
     tokenizer.rank_bytes_.push_back(std::move(bytes));
   }
 
-  std::vector<std::string> special_texts;
-  if (json.contains("special_tokens")) {
-    const Json& list = json["special_tokens"];
-    WICK_CHECK_KIND(Data, list.is_array(), kWhat, ": ", path, ": special_tokens is not a list");
-    special_texts.assign(list.size(), std::string());
-    for (const Json& entry : list) {
-      bool ok = entry.is_object() && entry.contains("rank") && entry["rank"].is_number_integer() &&
-                entry["rank"].get<int64_t>() >= 0 && entry["rank"].get<int64_t>() < static_cast<int64_t>(list.size()) &&
-                entry.contains("token_str") && entry["token_str"].is_string();
-      WICK_CHECK_KIND(Data, ok, kWhat, ": ", path, ": a special_tokens entry is not {\"rank\", \"token_str\"} with "
-                      "ranks 0..", list.size() - 1);
-      std::string& slot = special_texts[entry["rank"].get<size_t>()];
-      WICK_CHECK_KIND(Data, slot.empty(), kWhat, ": ", path, ": special token rank ", entry["rank"].get<int64_t>(),
-                      " appears twice");
-      slot = entry["token_str"].get<std::string>();
-    }
-  } else {
-    special_texts.assign(std::begin(kDefaultSpecials), std::end(kDefaultSpecials));
-  }
+  std::vector<std::string> special_texts = special_texts_of(json, path);
   WICK_CHECK_KIND(Data, static_cast<int64_t>(special_texts.size()) <= n_special, kWhat, ": ", path, ": ",
                   special_texts.size(), " special tokens but default_num_special_tokens is ", n_special);
   std::vector<AddedToken> specials;
