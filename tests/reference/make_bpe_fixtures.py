@@ -5,8 +5,8 @@ the token ids and masks of the diffusion pipelines' prompt layouts (Z-Image, FLU
 Edit, FLUX.2 dev). See tests/data/bpe/README.md for every file and tensor.
 
 Made with (pip, CPU only): transformers 5.24.0 (tokenizers 0.23.3), mistral_common 1.13.1 (tiktoken 0.14.0),
-safetensors, numpy 2.3.5, Jinja2 3.1.6, Pillow, Python 3.11.7. Run from the repository root:
-    /tmp/refvenv/bin/pip install transformers mistral_common safetensors numpy jinja2
+safetensors, numpy 2.3.5, Jinja2 3.1.6, Pillow 13.0.0, Python 3.11.7. Run from the repository root:
+    /tmp/refvenv/bin/pip install transformers mistral_common safetensors numpy jinja2 pillow
     /tmp/refvenv/bin/python tests/reference/make_bpe_fixtures.py --qwen QWEN_DIR [--qwen-image QWEN_IMAGE_DIR]
 QWEN_DIR holds Qwen3's vocab.json, merges.txt and tokenizer_config.json (tdrussell/diffusion-pipe
 configs/qwen3_06b/, 8f83dbf, verbatim copies of the Hugging Face Qwen/Qwen3 files); QWEN_IMAGE_DIR Qwen-Image's
