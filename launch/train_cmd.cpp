@@ -1,5 +1,5 @@
 // `wick train CONFIG.yaml [--set key.path=value ...] [--resume auto|none|PATH] [--steps N]
-// [--stop-after N] [--max-memory SIZE] [--no-progress]` (docs/training.md).
+// [--stop-after N] [--max-memory SIZE] [--no-progress] [--dry-run]` (docs/training.md).
 //
 // Exit status: 0 done; 2 bad config or command line; 3 bad data, weights or checkpoint; 4 a failure
 // during training (non-finite losses, a lost rank); 75 stopped on request (SIGTERM or SIGUSR1, e.g.
@@ -31,6 +31,7 @@ struct TrainArgs {
   int64_t stop_after = 0;
   std::string max_memory;
   bool no_progress = false;
+  bool dry_run = false;
 };
 
 void run_train(const TrainArgs& args) {
@@ -42,8 +43,12 @@ void run_train(const TrainArgs& args) {
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
     for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
     for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
-    const TrainResult result =
-        train(config, {.resume = args.resume, .progress = !args.no_progress, .stop_after_step = args.stop_after});
+    const TrainResult result = train(config, {.resume = args.resume, .progress = !args.no_progress,
+                                              .stop_after_step = args.stop_after, .dry_run = args.dry_run});
+    if (args.dry_run) {
+      if (comm::detect_launch_env().rank == 0) std::fputs(result.resolved_config.c_str(), stdout);  // once per job
+      return;
+    }
     if (result.preempted) {
       // Every rank, after the checkpoint: through MPI_Abort under a launcher, since Open MPI's mpirun
       // with orte_abort_on_non_zero_status 0 (docs/distributed.md) exits 0 when ranks exit non-zero.
@@ -73,6 +78,9 @@ void add_train_command(CLI::App& app) {
                   "the memory the run must fit in per rank, e.g. 24GB (train.max_memory): the memory plan chooses "
                   "checkpointing, float8 and blocks to swap where they are auto");
   cmd->add_flag("--no-progress", args->no_progress, "no progress display");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "check the config, the dataset, the weights and the memory plan, print the resolved config, and exit "
+                "without training or writing anything");
   cmd->callback([args] { run_train(*args); });
 }
 

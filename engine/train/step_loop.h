@@ -36,6 +36,9 @@ struct StepLoopOptions {
   // End this process after this step (0 = run to train.steps), after writing a checkpoint there:
   // a time-sliced job continues with --resume auto. Never past train.steps.
   int64_t stop_after_step = 0;
+  // `wick train --dry-run`: train() checks the config, the dataset, the weights (the model is built) and the memory
+  // plan, prints them, and returns before the run directory is made or the step loop starts.
+  bool dry_run = false;
 };
 
 struct StepLoopSetup {

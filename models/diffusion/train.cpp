@@ -124,11 +124,11 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   // One job per run directory, held by rank 0 until train() returns (engine/train/run_lock.h); --resume auto waits
   // kRunLockWaitSeconds for a job that is ending (a requeue right after a kill), other resumes refuse at once.
   std::optional<RunLock> run_lock;
-  if (rank0) {
+  if (rank0 && !options.dry_run) {
     check_output_directory(run_dir, options.resume);
     run_lock = RunLock::acquire(run_dir, {.wait_s = options.resume == "auto" ? kRunLockWaitSeconds : 0.0});
   }
-  check_run_directory_shared(*group, run_dir);
+  if (!options.dry_run) check_run_directory_shared(*group, run_dir);
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // The regularization samples: the same file (the config checks it), so validated already.
   const int64_t n_reg_per_batch = reg_per_batch(config);
@@ -143,6 +143,16 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
   const TrainingMemory memory = check_training_memory(config, *model, geometry, *group, device);
+  if (options.dry_run) {
+    if (rank0)
+      std::fprintf(stderr,
+                   "wick train: %s: dry run: the config, the dataset, the weights and the memory plan are checked; "
+                   "nothing was trained or written (the run would write to %s)\n",
+                   config.name.c_str(), run_dir.string().c_str());
+    TrainResult result;
+    result.resolved_config = to_yaml(config);
+    return result;
+  }
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 

@@ -30,6 +30,7 @@ struct TrainResult : LoopResult {
   std::optional<std::filesystem::path> lora_file;   // network lora | dora
   std::optional<std::filesystem::path> model_file;  // network full: model/<name>.safetensors in save.dtype
   std::vector<std::filesystem::path> sample_grids;
+  std::string resolved_config;  // options.dry_run: the config as the run would use it (memory plan applied), YAML
 };
 
 // Runs the training `config` describes on this process's rank (the process group comes from the

@@ -59,6 +59,16 @@ for name in missing nan key opt shape arch weight warn; do
   [ ! -e "$work/out/$name/config.yaml" ] || fail "$name: config.yaml was written by a run that never started"
 done
 
+# --dry-run: the checks and the memory plan, the resolved config on stdout, nothing trained or written; a bad dataset
+# is refused the same way as without it.
+out=$("$wick" train "$work/run.yaml" --no-progress --dry-run --set name=dry 2>"$work/dry.err")
+status=$?
+[ "$status" = 0 ] && grep -q "wick train: dry: dry run: the config, the dataset, the weights and the memory plan are checked" \
+  "$work/dry.err" && grep -q "wick train: memory estimate per rank:" "$work/dry.err" && grep -q '^name: "dry"' <<<"$out" &&
+  grep -q "^  steps: 20$" <<<"$out" || { fail "--dry-run ($status)"; cat "$work/dry.err"; }
+[ ! -e "$work/out/dry" ] || fail "--dry-run wrote $work/out/dry"
+expect 3 "absent.h5" --dry-run --set name=dry --set dataset.path="$work/data/absent.h5"
+
 # Non-finite losses: steps skipped, then status 4; the checkpoint of step 1 stays the latest.
 expect 4 "3 non-finite losses in a row" --set name=nonfinite --set train.lr=1e30 --set train.max_grad_norm=0 \
   --set train.max_nonfinite_steps=3 --set save.every=1
