@@ -20,6 +20,7 @@ void add_eval_command(CLI::App& app);    // launch/eval_cmd.cpp
 void add_train_command(CLI::App& app);       // launch/train_cmd.cpp
 void add_ranks_command(CLI::App& app);       // launch/ranks_cmd.cpp
 void add_encode_prompt_command(CLI::App& app);  // launch/encode_prompt_cmd.cpp
+void add_presets_command(CLI::App& app);        // launch/presets_cmd.cpp
 void add_dataset_encode_command(CLI::App& dataset);  // launch/dataset_encode_cmd.cpp: `wick dataset encode`
 
 int exit_status();

@@ -4,6 +4,7 @@
 //   wick ranks       under mpirun/srun: each rank's node, local rank and GPU, and an all-reduce
 //   wick example     small end-to-end trainings (fashion-mlp, fashion-cnn)
 //   wick encode-prompt  Flux / SD3 / SDXL prompt embeddings from their text encoders
+//   wick presets     an architecture's LoRA target presets (and, for a config, the layers each matches)
 //   wick --version   one line: version and commit
 //
 // Exit status: 0 success; 2 bad command line or config; 3 bad data, checkpoint or weights file;
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   wick::launch::add_train_command(app);
   wick::launch::add_ranks_command(app);
   wick::launch::add_encode_prompt_command(app);
+  wick::launch::add_presets_command(app);
   app.set_version_flag("--version", std::string("wick ") + WICK_VERSION + " (commit " + WICK_GIT_COMMIT + ")");
   if (argc > 1 && argv[1][0] != '-') {
     const std::string word = argv[1];

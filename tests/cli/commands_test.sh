@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The `wick` program's own command line (launch/main.cpp): `--version`, and a word that names no command refused with
-# exit 2, the nearest command suggested (CLI11 alone says only "A subcommand is required").
+# The `wick` program's own command line (launch/main.cpp): `--version`, a word that names no command refused with
+# exit 2, the nearest command suggested (CLI11 alone says only "A subcommand is required"), and `wick presets ARCH`.
 #   tests/cli/commands_test.sh WICK
 set -uo pipefail
 wick=$1
@@ -26,8 +26,13 @@ info_version=$("$wick" info | head -1 | sed -E 's/^wick ([^ ]+) \(commit ([^,]+)
 [ "$(wc -l <<<"$version")" = 1 ] || fail "wick --version printed more than one line"
 expect 2 "'trian' is not a wick command; did you mean 'train'?" trian config.yaml
 expect 2 "did you mean 'encode-prompt'?" encode-promt --prompt cat
-expect 2 "(commands: info, dataset, checkpoint, example, sample, eval, train, ranks, encode-prompt; wick --help)" \
+expect 2 "(commands: info, dataset, checkpoint, example, sample, eval, train, ranks, encode-prompt, presets; wick --help)" \
   xyzzy
 expect 2 "A subcommand is required"
 expect 0 "wick: training for diffusion models" --help
+# wick presets ARCH: the presets, their patterns, the default and LoCon's targets.
+expect 0 "flux: LoRA target presets (network.target; default all)" presets flux
+expect 0 "  attention        double_blocks.*.img_attn.qkv, double_blocks.*.img_attn.proj," presets flux
+expect 0 "LoCon (network.conv > 0): the k x k convolutions of *.in_layers.2" presets sdxl
+expect 2 "unknown architecture 'sd4'; registered: dit, flux, sd3, sdxl" presets sd4
 exit $((failures > 0))

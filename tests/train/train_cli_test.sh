@@ -69,6 +69,12 @@ status=$?
 [ ! -e "$work/out/dry" ] || fail "--dry-run wrote $work/out/dry"
 expect 3 "absent.h5" --dry-run --set name=dry --set dataset.path="$work/data/absent.h5"
 
+# wick presets CONFIG: for the model the config describes, the layers each preset wraps.
+out=$("$wick" presets "$work/run.yaml" 2>&1)
+grep -q "^  attention        blocks.0.attn.q, blocks.0.attn.kv, blocks.0.attn.proj, blocks.1.attn.q, blocks.1.attn.kv, blocks.1.attn.proj$" \
+  <<<"$out" && grep -q "^  all              blocks.0.attn.q, .* (12 layers)$" <<<"$out" ||
+  { fail "wick presets run.yaml did not list the layers of each preset"; echo "$out"; }
+
 # Non-finite losses: steps skipped, then status 4; the checkpoint of step 1 stays the latest.
 expect 4 "3 non-finite losses in a row" --set name=nonfinite --set train.lr=1e30 --set train.max_grad_norm=0 \
   --set train.max_nonfinite_steps=3 --set save.every=1
