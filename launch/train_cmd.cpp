@@ -41,8 +41,11 @@ void run_train(const TrainArgs& args) {
     if (!args.max_memory.empty()) overrides.push_back("train.max_memory=" + args.max_memory);
     std::vector<std::string> notes, warnings;
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
-    for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
-    for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
+    // The config is the same on every rank, and so are its notes and warnings: rank 0 prints them, once per job.
+    if (comm::detect_launch_env().rank == 0) {
+      for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());
+      for (const std::string& warning : warnings) std::fprintf(stderr, "wick: warning: %s\n", warning.c_str());
+    }
     const TrainResult result = train(config, {.resume = args.resume, .progress = !args.no_progress,
                                               .stop_after_step = args.stop_after, .dry_run = args.dry_run});
     if (args.dry_run) {

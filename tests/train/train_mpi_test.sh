@@ -129,7 +129,10 @@ ls "$work/out/to3/checkpoints/step_00000020/" | grep -q "optimizer.rank2-of-3.sa
 continues whole to3 11 20 || fail "2 ranks -> 3 ranks diverged"
 
 # A 4-rank run's checkpoint at step 10 continues on 1 rank like the straight 4-rank run.
-runn 4 "$work/four.log" --set name=four --set train.batch_size=3
+runn 4 "$work/four.log" --set name=four --set train.batch_size=3 --set trigger_word=ohwx
+# The config's notes and warnings print once per job, not once per rank.
+[ "$(grep -c "wick: warning: --set trigger_word=ohwx: trigger_word 'ohwx' replaces \[trigger\]" "$work/four.log")" = 1 ] ||
+  fail "the config's warning was not printed exactly once by the 4 ranks"
 python3 - "$work/four.log" "$work/one.log" <<'PY' || fail "rank 0 of 4 ranks holds more than a third of the optimizer state"
 import re, sys
 per = [float(re.search(r"([0-9.]+) bytes per trainable parameter", open(p).read()).group(1)) for p in sys.argv[1:]]
