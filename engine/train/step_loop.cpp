@@ -412,7 +412,8 @@ LoopResult StepLoop::run() {
     write_file_atomically(setup_.run_dir / "config.yaml", setup_.config_yaml);
     log_ = std::make_unique<RunLog>(setup_.run_dir, RunLogOptions{.total_steps = t_.steps, .first_step = start_step_ + 1,
                                                                   .log_every = t_.log_every,
-                                                                  .progress = options_.progress});
+                                                                  .progress = options_.progress,
+                                                                  .memory_is_process_rss = !setup_.device.is_cuda()});
     announce(last);
   }
   task_.model().train();

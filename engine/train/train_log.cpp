@@ -57,16 +57,18 @@ void RunLog::step(const StepLog& entry) {
   const double it_per_s = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
   const double samples_per_s = it_per_s * static_cast<double>(entry.samples);
   ProgressBar::Values values = {{"loss", loss_ema_}, {"it/s", it_per_s}, {"samples/s", samples_per_s},
-                                {"mem_MB", static_cast<double>(entry.memory_bytes) / (1 << 20)}};
+                                {options_.memory_is_process_rss ? "rss_MB" : "mem_MB",
+                                 static_cast<double>(entry.memory_bytes) / (1 << 20)}};
   if (entry.skipped_steps > 0) values.emplace_back("skipped", static_cast<double>(entry.skipped_steps));
   bar_->update(done, values);
   const int64_t total = options_.total_steps - options_.first_step + 1;
   const int64_t every = std::max<int64_t>(1, total / 20);
   if (!interactive_ && (done % every == 0 || last)) {
     const double eta = it_per_s > 0 ? static_cast<double>(total - done) / it_per_s : 0.0;
-    std::fprintf(stderr, "wick train: step %lld/%lld loss %.4f (smoothed %.4f) %.2f it/s %.1f samples/s ETA %s mem %.0f MB\n",
+    std::fprintf(stderr, "wick train: step %lld/%lld loss %.4f (smoothed %.4f) %.2f it/s %.1f samples/s ETA %s %s %.0f MB\n",
                  static_cast<long long>(entry.step), static_cast<long long>(options_.total_steps), entry.loss, loss_ema_,
                  it_per_s, samples_per_s, format_duration(eta).c_str(),
+                 options_.memory_is_process_rss ? "process peak RSS" : "mem",
                  static_cast<double>(entry.memory_bytes) / (1 << 20));
     std::fflush(stderr);
   }

@@ -34,6 +34,9 @@ struct RunLogOptions {
   int64_t first_step = 1;   // > 1 after a resume (TensorBoard is told, the display counts from here)
   int64_t log_every = 10;
   bool progress = true;
+  // What StepLog::memory_bytes measures, for the labels: on a GPU the tensors' peak (what the memory plan
+  // estimates); on the CPU the process's peak resident set (libraries, the mapped weights and the dataset too).
+  bool memory_is_process_rss = false;
 };
 
 struct StepLog {
