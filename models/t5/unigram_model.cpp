@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <unordered_map>
 
 #include "runtime/error.h"
 
@@ -44,7 +45,8 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
   WICK_CHECK_KIND(Data, unk_id >= 0 && static_cast<size_t>(unk_id) < pieces.size(), "unigram model: unknown id ",
                   unk_id, " is not one of its ", pieces.size(), " pieces");
   scores_.reserve(pieces.size());
-  node_piece_.push_back(-1);  // the root
+  node_piece_.push_back(-1);                        // the root
+  std::unordered_map<uint64_t, int32_t> children;  // (node << 8 | byte) -> child node, while building
   double min_score = std::numeric_limits<double>::infinity();
   for (size_t id = 0; id < pieces.size(); ++id) {
     const UnigramPiece& piece = pieces[id];
@@ -54,13 +56,24 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
     int32_t node = 0;
     for (char c : piece.text) {
       const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
-      auto [it, added] = children_.try_emplace(key, static_cast<int32_t>(node_piece_.size()));
+      auto [it, added] = children.try_emplace(key, static_cast<int32_t>(node_piece_.size()));
       if (added) node_piece_.push_back(-1);
       node = it->second;
     }
     node_piece_[static_cast<size_t>(node)] = static_cast<int32_t>(id);  // a repeated text: the last id, as tokenizers
   }
   unk_score_ = min_score - kUnknownPenalty;
+  std::vector<std::pair<uint64_t, int32_t>> edges(children.begin(), children.end());
+  std::sort(edges.begin(), edges.end());
+  edge_begin_.assign(node_piece_.size() + 1, 0);
+  edge_byte_.reserve(edges.size());
+  edge_child_.reserve(edges.size());
+  for (const auto& [key, node] : edges) {
+    ++edge_begin_[static_cast<size_t>(key >> 8) + 1];
+    edge_byte_.push_back(static_cast<uint8_t>(key & 0xff));
+    edge_child_.push_back(node);
+  }
+  for (size_t k = 1; k < edge_begin_.size(); ++k) edge_begin_[k] += edge_begin_[k - 1];
   if (byte_fallback) {
     for (int byte = 0; byte < 256; ++byte) {
       char name[8];
@@ -77,8 +90,10 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
 }
 
 int32_t UnigramModel::child(int32_t node, uint8_t byte) const {
-  auto it = children_.find((static_cast<uint64_t>(node) << 8) | byte);
-  return it == children_.end() ? -1 : it->second;
+  const auto first = edge_byte_.begin() + edge_begin_[static_cast<size_t>(node)];
+  const auto last = edge_byte_.begin() + edge_begin_[static_cast<size_t>(node) + 1];
+  const auto it = std::lower_bound(first, last, byte);
+  return it != last && *it == byte ? edge_child_[static_cast<size_t>(it - edge_byte_.begin())] : -1;
 }
 
 std::vector<int32_t> UnigramModel::encode(std::string_view text) const {

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,8 +50,12 @@ class UnigramModel {
   void append_unknown(std::string_view token, std::vector<int32_t>& out) const;
 
   std::vector<double> scores_;
-  std::unordered_map<uint64_t, int32_t> children_;  // (node << 8 | byte) -> child node
-  std::vector<int32_t> node_piece_;                 // the piece id a node spells, or -1
+  // The trie of piece texts, bytewise: node k's children are edge_byte_ / edge_child_[edge_begin_[k],
+  // edge_begin_[k + 1]), sorted by byte; node 0 is the root.
+  std::vector<uint32_t> edge_begin_;
+  std::vector<uint8_t> edge_byte_;
+  std::vector<int32_t> edge_child_;
+  std::vector<int32_t> node_piece_;  // the piece id a node spells, or -1
   int32_t unk_id_;
   double unk_score_;
   std::vector<int32_t> byte_ids_;  // <0xXX> ids when the model falls back to bytes, else empty

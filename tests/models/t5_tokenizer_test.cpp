@@ -99,7 +99,10 @@ TEST(T5Tokenizer, EqualScoreTiesBreakAsTransformers) {
   T5Tokenizer tokenizer = T5Tokenizer::open(data_path("spiece.model"));
   auto spelled = [&](const std::string& text) {
     std::string out;
-    for (int32_t id : tokenizer.pieces(text)) out += (out.empty() ? "" : " ") + tokenizer.piece(id);
+    for (int32_t id : tokenizer.pieces(text)) {
+      if (!out.empty()) out += ' ';
+      out += tokenizer.piece(id);
+    }
     return out;
   };
   EXPECT_EQ(spelled("!!!!!!!!"), "\u2581!!! ! ! !!!");

@@ -20,13 +20,15 @@ nmt_nfkc normalisation, dummy prefix, extra whitespace removed), with 1000 piece
 characters (most CJK, emoji) are not pieces, so they become <unk> (2), as in the real model for characters
 outside its coverage.
 
-Reference ids. `spm_ids[i]` = sentencepiece.SentencePieceProcessor(spiece.model).encode(caption) (pieces only,
-without EOS): libsentencepiece (Debian 0.1.97, what wick links) is the reference wick matches. The T5 layout
-(ids + [1], truncated to max_length by keeping the first max_length - 1 pieces then 1, padded with 0) is
-checked here against transformers' T5Tokenizer(padding="max_length", truncation=True, max_length=L) applied to
-its own unpadded ids, for L = 77 and 256 on every caption. transformers 5 has only the fast (Rust tokenizers)
-T5Tokenizer, built here from spiece.model by T5Tokenizer.from_pretrained (extra_ids=100: <extra_id_k> = 1000 +
-99 - k); where its ids differ from sentencepiece's + [1], they are recorded in `hf_differs` for information.
+Reference ids. `ids[i]` = transformers' T5Tokenizer(caption).input_ids without the final EOS 1: transformers 5 has
+only the fast (Rust tokenizers) T5Tokenizer, built here from spiece.model by T5Tokenizer.from_pretrained
+(extra_ids=100: <extra_id_k> = 1000 + 99 - k), the tokenizer diffusers' Flux and SD3 pipelines run. The T5 layout
+(ids + [1], truncated to max_length by keeping the first max_length - 1 pieces then 1, padded with 0) is checked
+here against T5Tokenizer(padding="max_length", truncation=True, max_length=L) for L = 77 and 256 on every caption.
+For information, `spm_differs` holds sentencepiece.SentencePieceProcessor(spiece.model).encode(caption) (0.2.3)
+where it differs from `ids`, and `normaliser_differs` the captions whose words differ between transformers'
+normaliser + pre-tokenizer and sentencepiece's normaliser split at U+2581 and white space (wick's rule): there wick
+cannot match transformers (NFD Hangul / kana, combining stacks; docs/text_encoders.md).
 
 Encoder. T5Config(vocab_size=1128, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
 relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
@@ -53,14 +55,18 @@ position -300..300 (32 buckets, max distance 128).
 normalisation; wick must refuse it as a T5 tokenizer.
 
 Measured (this script's last run; errors are max|a - b| / max|b|):
-  corpus: 2,278 captions, 100 with <unk>, 40 truncated at 77 tokens and 30 at 256, up to 785 pieces.
-  transformers' fast T5Tokenizer differs from sentencepiece + [1] on 31 captions (1.4%): 13 with typed special
-    tokens (it maps </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text), 13 with
-    decomposed (NFD) Hangul syllables or kana with voicing marks that this model has as whole pieces
-    (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser leaves the jamo / marks
-    apart, giving "<unk>" or smaller pieces; NFD Latin accents are recomposed by both), 1 with \x85 (whitespace to it, <unk> to sentencepiece), 3 with
-    combining marks (a stack on "a", one on a fullwidth letter, one on a ligature), and a run of 50 "!" (a
-    different best segmentation: "!", "!!!", ... vs "!!!", ...).
+  corpus: 3,293 captions (1,015 in the style of real prompts: ISSUE_*), 405 with <unk>, 142 truncated at 77 tokens
+    and 30 at 256, up to 786 pieces.
+  sentencepiece 0.2.3 differs from transformers on 35 captions: 16 with typed special tokens (transformers maps
+    </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text; a fullwidth "＜/s＞" is
+    normalised to "</s>", which transformers' segmentation matches as the control piece), 2 with white space that
+    sentencepiece's map leaves (\x85, U+1680: transformers splits words there), a run of 100 "!" (an equal-score
+    tie decided by float rounding: sentencepiece sums in float over the text, transformers in double per word), and
+    16 of the 17 `normaliser_differs`: decomposed (NFD) Hangul syllables or kana with voicing marks that this model
+    has as whole pieces (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser maps
+    whole grapheme clusters under 6 bytes, else character by character, leaving the jamo / marks apart) and
+    combining marks on a stack, a fullwidth letter or a ligature. Debian's libsentencepiece 0.1.97 breaks more ties
+    otherwise (tests/models/t5_tokenizer_test.cpp).
   transformers' bf16 vs its f32 output (stored as `bf16_rel_err_vs_f32`): short 1.27e-2, short_nomask 2.00e-2,
     long 1.69e-2, long_nomask 1.91e-2.
 """
