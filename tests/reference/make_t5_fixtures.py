@@ -59,8 +59,8 @@ Measured (this script's last run; errors are max|a - b| / max|b|):
     and 30 at 256, up to 786 pieces.
   sentencepiece 0.2.3 differs from transformers on 35 captions: 16 with typed special tokens (transformers maps
     </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text; a fullwidth "＜/s＞" is
-    normalised to "</s>", which transformers' segmentation matches as the control piece), 2 with white space that
-    sentencepiece's map leaves (\x85, U+1680: transformers splits words there), a run of 100 "!" (an equal-score
+    normalised to "</s>", which transformers' segmentation matches as the control piece), 2 with \x85 (NEL, which
+    sentencepiece's map leaves and transformers splits words at), a run of 100 "!" (an equal-score
     tie decided by float rounding: sentencepiece sums in float over the text, transformers in double per word), and
     16 of the 17 `normaliser_differs`: decomposed (NFD) Hangul syllables or kana with voicing marks that this model
     has as whole pieces (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser maps
