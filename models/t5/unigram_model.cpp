@@ -75,16 +75,13 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
   }
   for (size_t k = 1; k < edge_begin_.size(); ++k) edge_begin_[k] += edge_begin_[k - 1];
   if (byte_fallback) {
+    byte_ids_.assign(256, -1);
     for (int byte = 0; byte < 256; ++byte) {
       char name[8];
       std::snprintf(name, sizeof(name), "<0x%02X>", byte);
       int32_t node = 0;
       for (const char* c = name; *c != 0 && node >= 0; ++c) node = child(node, static_cast<uint8_t>(*c));
-      if (node < 0 || node_piece_[static_cast<size_t>(node)] < 0) {
-        byte_ids_.clear();
-        break;
-      }
-      byte_ids_.push_back(node_piece_[static_cast<size_t>(node)]);
+      if (node >= 0) byte_ids_[static_cast<size_t>(byte)] = node_piece_[static_cast<size_t>(node)];
     }
   }
 }
@@ -170,13 +167,14 @@ void UnigramModel::encode_word(std::string_view word, std::vector<int32_t>& out)
 }
 
 void UnigramModel::append_unknown(std::string_view token, std::vector<int32_t>& out) const {
-  // A fused token that spells a piece is that piece (tokenizers looks the text up); else bytes or unknown. Pushed
-  // in reverse, as encode_word builds its ids back to front.
+  // A fused token that spells a piece is that piece (tokenizers looks the text up); else its bytes' <0xXX> pieces
+  // when byte fallback is on and each exists; else unknown. Pushed in reverse: encode_word builds back to front.
   int32_t node = 0;
   for (size_t i = 0; i < token.size() && node >= 0; ++i) node = child(node, static_cast<uint8_t>(token[i]));
   if (node >= 0 && node_piece_[static_cast<size_t>(node)] >= 0) {
     out.push_back(node_piece_[static_cast<size_t>(node)]);
-  } else if (!byte_ids_.empty()) {
+  } else if (!byte_ids_.empty() && std::all_of(token.begin(), token.end(),
+                                                 [&](char c) { return byte_ids_[static_cast<uint8_t>(c)] >= 0; })) {
     for (size_t i = token.size(); i > 0; --i) out.push_back(byte_ids_[static_cast<uint8_t>(token[i - 1])]);
   } else {
     out.push_back(unk_id_);

@@ -14,8 +14,8 @@
 //   * per word, best[end] = max over pieces p = text[start, end) of best[start] + score(p), in double, start
 //     ascending, a later candidate replacing an earlier one only when strictly greater;
 //   * a character that no piece starts with gets the unknown score min(score) - 10; adjacent unknown
-//     characters fuse into one unknown token, which becomes <0xXX> byte pieces when the model has all of them
-//     (byte fallback) and the unknown id otherwise.
+//     characters fuse into one unknown token, which becomes its bytes' <0xXX> pieces with byte fallback when the
+//     model has each of them, and the unknown id otherwise.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +58,7 @@ class UnigramModel {
   std::vector<int32_t> node_piece_;  // the piece id a node spells, or -1
   int32_t unk_id_;
   double unk_score_;
-  std::vector<int32_t> byte_ids_;  // <0xXX> ids when the model falls back to bytes, else empty
+  std::vector<int32_t> byte_ids_;  // with byte fallback: the id of <0xXX> for each byte (-1: none); else empty
 };
 
 }  // namespace wick::t5
