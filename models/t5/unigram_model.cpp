@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <unordered_map>
 
 #include "runtime/error.h"
 
@@ -45,35 +44,13 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
   WICK_CHECK_KIND(Data, unk_id >= 0 && static_cast<size_t>(unk_id) < pieces.size(), "unigram model: unknown id ",
                   unk_id, " is not one of its ", pieces.size(), " pieces");
   scores_.reserve(pieces.size());
-  node_piece_.push_back(-1);                        // the root
-  std::unordered_map<uint64_t, int32_t> children;  // (node << 8 | byte) -> child node, while building
   double min_score = std::numeric_limits<double>::infinity();
-  for (size_t id = 0; id < pieces.size(); ++id) {
-    const UnigramPiece& piece = pieces[id];
+  for (const UnigramPiece& piece : pieces) {
     scores_.push_back(piece.score);
     min_score = std::min(min_score, static_cast<double>(piece.score));
-    if (piece.text.empty()) continue;
-    int32_t node = 0;
-    for (char c : piece.text) {
-      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
-      auto [it, added] = children.try_emplace(key, static_cast<int32_t>(node_piece_.size()));
-      if (added) node_piece_.push_back(-1);
-      node = it->second;
-    }
-    node_piece_[static_cast<size_t>(node)] = static_cast<int32_t>(id);  // a repeated text: the last id, as tokenizers
   }
   unk_score_ = min_score - kUnknownPenalty;
-  std::vector<std::pair<uint64_t, int32_t>> edges(children.begin(), children.end());
-  std::sort(edges.begin(), edges.end());
-  edge_begin_.assign(node_piece_.size() + 1, 0);
-  edge_byte_.reserve(edges.size());
-  edge_child_.reserve(edges.size());
-  for (const auto& [key, node] : edges) {
-    ++edge_begin_[static_cast<size_t>(key >> 8) + 1];
-    edge_byte_.push_back(static_cast<uint8_t>(key & 0xff));
-    edge_child_.push_back(node);
-  }
-  for (size_t k = 1; k < edge_begin_.size(); ++k) edge_begin_[k] += edge_begin_[k - 1];
+  build_trie(pieces);
   if (byte_fallback) {
     byte_ids_.assign(256, -1);
     for (int byte = 0; byte < 256; ++byte) {
@@ -83,6 +60,49 @@ UnigramModel::UnigramModel(const std::vector<UnigramPiece>& pieces, int32_t unk_
       for (const char* c = name; *c != 0 && node >= 0; ++c) node = child(node, static_cast<uint8_t>(*c));
       if (node >= 0) byte_ids_[static_cast<size_t>(byte)] = node_piece_[static_cast<size_t>(node)];
     }
+  }
+}
+
+void UnigramModel::build_trie(const std::vector<UnigramPiece>& pieces) {
+  // Insert the texts in byte order: each adds nodes below its common prefix with the one before, so every node's
+  // children are created in byte order, and a counting sort by parent makes the edge lists contiguous.
+  std::vector<int32_t> order(pieces.size());
+  for (size_t id = 0; id < order.size(); ++id) order[id] = static_cast<int32_t>(id);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return pieces[static_cast<size_t>(x)].text < pieces[static_cast<size_t>(y)].text;
+  });
+  struct Edge {
+    int32_t parent;
+    uint8_t byte;
+  };
+  std::vector<Edge> edges;           // edges[k]: the edge into node k + 1
+  std::vector<int32_t> path = {0};   // path[i]: the node spelling the first i bytes of `previous`
+  std::string_view previous;
+  node_piece_.assign(1, -1);
+  for (int32_t id : order) {
+    const std::string_view text = pieces[static_cast<size_t>(id)].text;
+    if (text.empty()) continue;
+    size_t common = 0;
+    while (common < text.size() && common < previous.size() && text[common] == previous[common]) ++common;
+    path.resize(common + 1);
+    for (size_t i = common; i < text.size(); ++i) {
+      edges.push_back({path.back(), static_cast<uint8_t>(text[i])});
+      path.push_back(static_cast<int32_t>(node_piece_.size()));
+      node_piece_.push_back(-1);
+    }
+    node_piece_[static_cast<size_t>(path.back())] = id;  // a repeated text: the last id, as in tokenizers
+    previous = text;
+  }
+  edge_begin_.assign(node_piece_.size() + 1, 0);
+  for (const Edge& edge : edges) ++edge_begin_[static_cast<size_t>(edge.parent) + 1];
+  for (size_t k = 1; k < edge_begin_.size(); ++k) edge_begin_[k] += edge_begin_[k - 1];
+  edge_byte_.resize(edges.size());
+  edge_child_.resize(edges.size());
+  std::vector<uint32_t> next(edge_begin_.begin(), edge_begin_.end() - 1);
+  for (size_t k = 0; k < edges.size(); ++k) {
+    const uint32_t slot = next[static_cast<size_t>(edges[k].parent)]++;
+    edge_byte_[slot] = edges[k].byte;
+    edge_child_[slot] = static_cast<int32_t>(k + 1);
   }
 }
 

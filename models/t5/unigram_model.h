@@ -45,6 +45,7 @@ class UnigramModel {
   int64_t n_trie_nodes() const { return static_cast<int64_t>(node_piece_.size()); }
 
  private:
+  void build_trie(const std::vector<UnigramPiece>& pieces);
   // The trie node reached from `node` by `byte`, or -1.
   int32_t child(int32_t node, uint8_t byte) const;
   void append_unknown(std::string_view token, std::vector<int32_t>& out) const;
