@@ -3,9 +3,11 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <string_view>
 
+#include "models/t5/unigram_model.h"
 #include "runtime/error.h"
 
 namespace fs = std::filesystem;
@@ -39,8 +41,57 @@ std::string find_model_file(const std::string& path) {
 
 }  // namespace
 
+// libsentencepiece normalises (nmt_nfkc map, whitespace to "▁", extra spaces dropped, dummy prefix); the pieces
+// come from UnigramModel, transformers' fast tokenizer's segmentation; typed special tokens are split out first.
 struct T5Tokenizer::Processor {
   sentencepiece::SentencePieceProcessor sp;
+  std::unique_ptr<UnigramModel> model;
+  std::vector<std::pair<std::string, int32_t>> special;  // text typed in a caption -> id, as transformers adds them
+  std::array<bool, 256> special_first_byte{};             // the bytes a special token can start with
+
+  // Every piece with its score, in id order, and whether the model has byte pieces (byte fallback).
+  std::vector<UnigramPiece> read_pieces(bool& has_bytes) const {
+    std::vector<UnigramPiece> pieces(static_cast<size_t>(sp.GetPieceSize()));
+    has_bytes = false;
+    for (int id = 0; id < sp.GetPieceSize(); ++id) {
+      pieces[static_cast<size_t>(id)] = {sp.IdToPiece(id), sp.GetScore(id)};
+      has_bytes = has_bytes || sp.IsByte(id);
+    }
+    return pieces;
+  }
+
+  // The control and unknown pieces ("<pad>", "</s>", "<unk>") and transformers' 100 sentinels "<extra_id_k>"
+  // (vocab_size + 99 - k unless the model has the piece).
+  void add_special_tokens() {
+    for (int id = 0; id < sp.GetPieceSize(); ++id)
+      if (sp.IsControl(id) || sp.IsUnknown(id)) special.emplace_back(sp.IdToPiece(id), id);
+    for (int k = 0; k < kExtraIds; ++k) {
+      const std::string text = "<extra_id_" + std::to_string(k) + ">";
+      const int id = sp.PieceToId(text);
+      special.emplace_back(text, id != sp.unk_id() ? id : sp.GetPieceSize() + kExtraIds - 1 - k);
+    }
+    for (const auto& token : special)
+      if (!token.first.empty()) special_first_byte[static_cast<uint8_t>(token.first[0])] = true;
+  }
+
+  // The special token typed at `text[at]` (the longest that matches), or nullptr.
+  const std::pair<std::string, int32_t>* special_at(std::string_view text, size_t at) const {
+    const std::pair<std::string, int32_t>* found = nullptr;
+    for (const auto& token : special)
+      if (text.substr(at).starts_with(token.first) && (found == nullptr || token.first.size() > found->first.size()))
+        found = &token;
+    return found;
+  }
+
+  // libsentencepiece's normalised form of `text`: the concatenated text of its pieces.
+  std::string normalise(std::string_view text) const {
+    const sentencepiece::ImmutableSentencePieceText spt = sp.EncodeAsImmutableProto(text);
+    std::string out;
+    for (size_t i = 0; i < spt.pieces_size(); ++i) out += spt.pieces(static_cast<int>(i)).piece();
+    return out;
+  }
+
+  static constexpr int kExtraIds = 100;
 };
 
 T5Tokenizer::T5Tokenizer(std::shared_ptr<const Processor> processor, std::string path)
@@ -56,15 +107,34 @@ T5Tokenizer T5Tokenizer::open(const std::string& path) {
   WICK_CHECK_KIND(Data, sp.pad_id() == kPadId && sp.eos_id() == kEosId && sp.unk_id() == kUnkId, "t5 tokenizer: ",
                   file, " has pad / EOS / unk ids ", sp.pad_id(), " / ", sp.eos_id(), " / ", sp.unk_id(),
                   ", not T5's 0 / 1 / 2 (not a T5 spiece.model?)");
+  bool has_bytes = false;
+  const std::vector<UnigramPiece> pieces = processor->read_pieces(has_bytes);
+  processor->model = std::make_unique<UnigramModel>(pieces, kUnkId, has_bytes);
+  processor->add_special_tokens();
   return T5Tokenizer(std::move(processor), file);
 }
 
 std::vector<int32_t> T5Tokenizer::pieces(const std::string& text) const {
-  std::vector<int> ids;
-  const sentencepiece::util::Status status = processor_->sp.Encode(std::string_view(text), &ids);
-  WICK_CHECK_KIND(Data, status.ok(), "t5 tokenizer: ", path_, " cannot encode a text of ", text.size(),
-                  " bytes: ", status.ToString());
-  return std::vector<int32_t>(ids.begin(), ids.end());
+  const Processor& processor = *processor_;
+  std::vector<int32_t> ids;
+  auto encode_segment = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
+    const std::string normalised = processor.normalise(std::string_view(text).substr(begin, end - begin));
+    const std::vector<int32_t> segment = processor.model->encode(normalised);
+    ids.insert(ids.end(), segment.begin(), segment.end());
+  };
+  size_t segment_begin = 0;
+  for (size_t at = 0; at < text.size(); ++at) {
+    if (!processor.special_first_byte[static_cast<uint8_t>(text[at])]) continue;
+    const std::pair<std::string, int32_t>* special = processor.special_at(text, at);
+    if (special == nullptr) continue;
+    encode_segment(segment_begin, at);
+    ids.push_back(special->second);
+    segment_begin = at + special->first.size();
+    at = segment_begin - 1;
+  }
+  encode_segment(segment_begin, text.size());
+  return ids;
 }
 
 T5Tokens T5Tokenizer::encode(const std::string& text, int64_t max_length) const {

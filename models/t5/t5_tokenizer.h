@@ -1,4 +1,5 @@
-// The T5 tokenizer: a SentencePiece model (`spiece.model`) read by libsentencepiece, with T5's sequence layout.
+// The T5 tokenizer: a SentencePiece Unigram model (`spiece.model`) with T5's sequence layout, giving the ids of
+// transformers' fast T5Tokenizer (what diffusers' Flux and SD3 pipelines run).
 //
 //   T5Tokenizer tokenizer = T5Tokenizer::open("FLUX.1-dev");              // tokenizer_3/ or tokenizer_2/
 //   std::vector<int32_t> pieces = tokenizer.pieces("a photo of a cat");   // SentencePiece ids, no EOS
@@ -8,12 +9,14 @@
 //
 // Layout (T5, as transformers and diffusers build it): ids = pieces + [EOS 1]; a sequence longer than
 // max_length keeps its first max_length - 1 pieces, then EOS; shorter ones are padded with PAD 0 to max_length;
-// mask = 1 on the pieces and the EOS, 0 on the padding. There is no BOS. The ids are libsentencepiece's exactly
-// (Debian's 0.1.97; tests/models/t5_tokenizer_test.cpp checks them against python sentencepiece on 2,278 captions).
-// Typed special tokens stay text: "</s>", "<pad>" and "<extra_id_0>" in a caption are split into ordinary pieces,
-// as SentencePiece does (transformers' fast T5Tokenizer turns them into ids 1, 0, 32099: docs/text_encoders.md
-// lists this and the other known differences). The 100 sentinel tokens `<extra_id_k>` that transformers appends
-// are never produced by encoding; extra_id(k) gives their ids for callers that insert them.
+// mask = 1 on the pieces and the EOS, 0 on the padding. There is no BOS.
+// The pieces, as transformers makes them: typed special tokens ("</s>", "<pad>", "<unk>", "<extra_id_k>") are
+// their ids; the text between them is normalised by libsentencepiece (nmt_nfkc, whitespace, dummy prefix) and
+// segmented word by word by UnigramModel (models/t5/unigram_model.h: transformers' tie rule, which Debian's
+// libsentencepiece 0.1.97 does not share). tests/models/t5_tokenizer_test.cpp checks them against transformers on
+// 3,293 captions; docs/text_encoders.md lists the one known difference (NFD-decomposed Hangul, kana and stacked
+// combining marks, which transformers' normaliser leaves apart). The 100 sentinel tokens `<extra_id_k>` that
+// transformers appends are produced only when typed; extra_id(k) gives their ids.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +49,7 @@ class T5Tokenizer {
   // file, a file libsentencepiece cannot read, or a model whose pad / EOS / unk ids are not T5's 0 / 1 / 2.
   static T5Tokenizer open(const std::string& path);
 
-  // The SentencePiece ids of `text` (UTF-8), without EOS: libsentencepiece's Encode. Thread-safe.
+  // The ids of `text` (UTF-8), without EOS: transformers' fast T5Tokenizer's (see above). Thread-safe.
   std::vector<int32_t> pieces(const std::string& text) const;
   // T5's layout of `text` at max_length (>= 1): see the header comment.
   T5Tokens encode(const std::string& text, int64_t max_length) const;

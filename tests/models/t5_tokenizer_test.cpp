@@ -1,7 +1,8 @@
-// The T5 tokenizer (models/t5/t5_tokenizer.h, libsentencepiece) against python sentencepiece 0.2.3 on the
-// fixture corpus of tests/reference/make_t5_fixtures.py (tests/data/t5: a tiny trained T5-layout Unigram model,
-// 1000 pieces, and 2,278 captions: generated ones, adversarial ones with control characters, NFKC forms,
-// combining marks, emoji, typed special tokens, the empty string, and 40 long ones).
+// The T5 tokenizer (models/t5/t5_tokenizer.h) against transformers' fast T5Tokenizer on the fixture corpus of
+// tests/reference/make_t5_fixtures.py (tests/data/t5: a tiny trained T5-layout Unigram model, 1000 pieces, and
+// 3,293 captions: generated ones, adversarial ones with control characters, NFKC forms, combining marks, emoji,
+// typed special tokens, the empty string, 40 long ones, and 1,015 in the style of real prompts with numbers, URLs,
+// prompt-weight syntax and repeated letters, which reach equal-score ties in the segmentation).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +11,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +32,9 @@ std::string data_path(const std::string& name) { return wick::testing::test_data
 
 struct Corpus {
   std::vector<std::string> captions;
-  std::vector<std::vector<int32_t>> spm_ids;  // python sentencepiece, no EOS
+  std::vector<std::vector<int32_t>> ids;               // transformers' fast T5Tokenizer, without the final EOS
+  std::map<size_t, std::vector<int32_t>> spm_differs;  // python sentencepiece 0.2.3 where it differs from ids
+  std::set<size_t> normaliser_differs;                 // transformers' normaliser gives other words than sentencepiece's
 };
 
 const Corpus& corpus() {
@@ -38,7 +43,10 @@ const Corpus& corpus() {
     nlohmann::json json = nlohmann::json::parse(in);
     Corpus c;
     c.captions = json.at("captions").get<std::vector<std::string>>();
-    c.spm_ids = json.at("spm_ids").get<std::vector<std::vector<int32_t>>>();
+    c.ids = json.at("ids").get<std::vector<std::vector<int32_t>>>();
+    for (const auto& [index, ids] : json.at("spm_differs").items())
+      c.spm_differs[std::stoul(index)] = ids.get<std::vector<int32_t>>();
+    c.normaliser_differs = json.at("normaliser_differs").get<std::set<size_t>>();
     return c;
   }();
   return loaded;
@@ -51,24 +59,56 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-TEST(T5Tokenizer, PiecesEqualSentencePieceOnEveryCaption) {
+// Every caption whose normalised words are the same for transformers and sentencepiece (all but 17, see
+// tests/data/t5/README.md) gets transformers' ids exactly; among them the captions where sentencepiece's own
+// segmentation breaks equal-score ties another way.
+TEST(T5Tokenizer, PiecesEqualTransformersOnEveryCaption) {
   const Corpus& c = corpus();
-  ASSERT_EQ(c.captions.size(), c.spm_ids.size());
-  ASSERT_GE(c.captions.size(), 2000u);
+  ASSERT_EQ(c.captions.size(), c.ids.size());
+  ASSERT_GE(c.captions.size(), 3000u);
   T5Tokenizer tokenizer = T5Tokenizer::open(data_path("spiece.model"));
-  size_t n_different = 0, n_unk = 0, n_empty = 0;
+  size_t n_different = 0, n_unk = 0, n_empty = 0, n_special = 0, n_spm_differs = 0, n_checked = 0;
   for (size_t i = 0; i < c.captions.size(); ++i) {
+    if (c.normaliser_differs.count(i) > 0) continue;
+    ++n_checked;
     std::vector<int32_t> got = tokenizer.pieces(c.captions[i]);
     n_unk += std::count(got.begin(), got.end(), T5Tokenizer::kUnkId) > 0;
     n_empty += got.empty();
-    if (got != c.spm_ids[i] && ++n_different <= 5)
+    n_special += std::any_of(got.begin(), got.end(), [](int32_t id) { return id == 0 || id == 1 || id >= 1000; });
+    n_spm_differs += c.spm_differs.count(i);
+    if (got != c.ids[i] && ++n_different <= 5)
       ADD_FAILURE() << "caption " << i << " (" << nlohmann::json(c.captions[i]).dump() << "): "
-                    << ::testing::PrintToString(got) << " vs sentencepiece " << ::testing::PrintToString(c.spm_ids[i]);
+                    << ::testing::PrintToString(got) << " vs transformers " << ::testing::PrintToString(c.ids[i]);
   }
-  EXPECT_EQ(n_different, 0u) << "of " << c.captions.size() << " captions";
-  // The corpus does reach the cases it is meant to: unknown characters and captions with no piece at all.
+  EXPECT_EQ(n_different, 0u) << "of " << n_checked << " captions";
+  EXPECT_EQ(n_checked + c.normaliser_differs.size(), c.captions.size());
+  EXPECT_LE(c.normaliser_differs.size(), 17u);
+  // The corpus does reach the cases it is meant to: unknown characters, captions with no piece at all, typed
+  // special tokens, and captions where python sentencepiece 0.2.3 differs from transformers. The tokenizer that used
+  // libsentencepiece 0.1.97's own segmentation failed this test on 34 captions: 16 equal-score ties broken the
+  // other way (15 of the 1,015 prompt-style captions), 16 with typed special tokens, 2 with \x85 (NEL).
   EXPECT_GE(n_unk, 50u);
   EXPECT_GE(n_empty, 5u);
+  EXPECT_GE(n_special, 10u);
+  EXPECT_GE(n_spm_differs, 10u);
+}
+
+// Paths of equal score (the same pieces in another order) are decided as transformers decides them: sums in
+// double, word by word, the last piece starting first on a tie. libsentencepiece 0.1.97, summing in float over the
+// whole text, gives "▁!!! ! !!! !" and "... ▁mountain ▁ mm m" here.
+TEST(T5Tokenizer, EqualScoreTiesBreakAsTransformers) {
+  T5Tokenizer tokenizer = T5Tokenizer::open(data_path("spiece.model"));
+  auto spelled = [&](const std::string& text) {
+    std::string out;
+    for (int32_t id : tokenizer.pieces(text)) {
+      if (!out.empty()) out += ' ';
+      out += tokenizer.piece(id);
+    }
+    return out;
+  };
+  EXPECT_EQ(spelled("!!!!!!!!"), "\u2581!!! ! ! !!!");
+  EXPECT_THAT(spelled("1girl, solo 10,000 an sunny \U0001F409 knight walking on top of a mountain mmm"),
+              ::testing::EndsWith("\u2581mountain \u2581 m mm"));
 }
 
 TEST(T5Tokenizer, EosTruncationAndPaddingAt256And77) {
@@ -79,7 +119,7 @@ TEST(T5Tokenizer, EosTruncationAndPaddingAt256And77) {
     size_t n_truncated = 0, n_different = 0;
     for (size_t i = 0; i < c.captions.size(); ++i) {
       // Expected, written out: the first length - 1 pieces, EOS 1, then PAD 0; mask 1 up to and with the EOS.
-      const std::vector<int32_t>& pieces = c.spm_ids[i];
+      const std::vector<int32_t>& pieces = c.ids[i];
       const size_t kept = std::min(pieces.size(), static_cast<size_t>(length - 1));
       n_truncated += kept < pieces.size();
       std::vector<int64_t> ids(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(kept));
@@ -87,6 +127,7 @@ TEST(T5Tokenizer, EosTruncationAndPaddingAt256And77) {
       std::vector<int64_t> mask(ids.size(), 1);
       ids.resize(static_cast<size_t>(length), 0);
       mask.resize(static_cast<size_t>(length), 0);
+      if (c.normaliser_differs.count(i) > 0) continue;
       T5Tokens got = tokenizer.encode(c.captions[i], length);
       if ((got.ids != ids || got.mask != mask) && ++n_different <= 3) ADD_FAILURE() << "caption " << i;
     }
@@ -147,10 +188,15 @@ TEST(T5Tokenizer, BatchTensorsAndSpecialIds) {
   // Invalid UTF-8 (a Latin-1 caption file): each bad byte is one unknown character, as python sentencepiece 0.2.3
   // gives for the same bytes (sp.encode(b"caf\xe9 cat") = [35, 993, 998, 986, 2, 189]).
   EXPECT_EQ(tokenizer.pieces("caf\xe9 cat"), (std::vector<int32_t>{35, 993, 998, 986, 2, 189}));
-  // Typed special tokens are text to SentencePiece: "</s>" is several ordinary pieces, never id 1.
-  std::vector<int32_t> typed = tokenizer.pieces("a cat </s>");
-  EXPECT_GT(typed.size(), 2u);
-  EXPECT_EQ(std::count(typed.begin(), typed.end(), 1), 0);
+  // Typed special tokens are their ids, as in transformers (the corpus has more): the text around them is
+  // tokenized on its own.
+  std::vector<int32_t> typed = tokenizer.pieces("a cat</s><pad><extra_id_0>cat<unk>");
+  std::vector<int32_t> expected = tokenizer.pieces("a cat");
+  for (int32_t id : {1, 0, 1099}) expected.push_back(id);
+  for (int32_t id : tokenizer.pieces("cat")) expected.push_back(id);
+  expected.push_back(2);
+  EXPECT_EQ(typed, expected);
+  EXPECT_EQ(tokenizer.pieces("<extra_id_99>"), (std::vector<int32_t>{1000}));
 }
 
 TEST(T5Tokenizer, FindsTheModelInFoldersAndPipelines) {

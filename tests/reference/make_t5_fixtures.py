@@ -20,13 +20,15 @@ nmt_nfkc normalisation, dummy prefix, extra whitespace removed), with 1000 piece
 characters (most CJK, emoji) are not pieces, so they become <unk> (2), as in the real model for characters
 outside its coverage.
 
-Reference ids. `spm_ids[i]` = sentencepiece.SentencePieceProcessor(spiece.model).encode(caption) (pieces only,
-without EOS): libsentencepiece (Debian 0.1.97, what wick links) is the reference wick matches. The T5 layout
-(ids + [1], truncated to max_length by keeping the first max_length - 1 pieces then 1, padded with 0) is
-checked here against transformers' T5Tokenizer(padding="max_length", truncation=True, max_length=L) applied to
-its own unpadded ids, for L = 77 and 256 on every caption. transformers 5 has only the fast (Rust tokenizers)
-T5Tokenizer, built here from spiece.model by T5Tokenizer.from_pretrained (extra_ids=100: <extra_id_k> = 1000 +
-99 - k); where its ids differ from sentencepiece's + [1], they are recorded in `hf_differs` for information.
+Reference ids. `ids[i]` = transformers' T5Tokenizer(caption).input_ids without the final EOS 1: transformers 5 has
+only the fast (Rust tokenizers) T5Tokenizer, built here from spiece.model by T5Tokenizer.from_pretrained
+(extra_ids=100: <extra_id_k> = 1000 + 99 - k), the tokenizer diffusers' Flux and SD3 pipelines run. The T5 layout
+(ids + [1], truncated to max_length by keeping the first max_length - 1 pieces then 1, padded with 0) is checked
+here against T5Tokenizer(padding="max_length", truncation=True, max_length=L) for L = 77 and 256 on every caption.
+For information, `spm_differs` holds sentencepiece.SentencePieceProcessor(spiece.model).encode(caption) (0.2.3)
+where it differs from `ids`, and `normaliser_differs` the captions whose words differ between transformers'
+normaliser + pre-tokenizer and sentencepiece's normaliser split at U+2581 and white space (wick's rule): there wick
+cannot match transformers (NFD Hangul / kana, combining stacks; docs/text_encoders.md).
 
 Encoder. T5Config(vocab_size=1128, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
 relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
@@ -53,14 +55,18 @@ position -300..300 (32 buckets, max distance 128).
 normalisation; wick must refuse it as a T5 tokenizer.
 
 Measured (this script's last run; errors are max|a - b| / max|b|):
-  corpus: 2,278 captions, 100 with <unk>, 40 truncated at 77 tokens and 30 at 256, up to 785 pieces.
-  transformers' fast T5Tokenizer differs from sentencepiece + [1] on 31 captions (1.4%): 13 with typed special
-    tokens (it maps </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text), 13 with
-    decomposed (NFD) Hangul syllables or kana with voicing marks that this model has as whole pieces
-    (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser leaves the jamo / marks
-    apart, giving "<unk>" or smaller pieces; NFD Latin accents are recomposed by both), 1 with \x85 (whitespace to it, <unk> to sentencepiece), 3 with
-    combining marks (a stack on "a", one on a fullwidth letter, one on a ligature), and a run of 50 "!" (a
-    different best segmentation: "!", "!!!", ... vs "!!!", ...).
+  corpus: 3,293 captions (1,015 in the style of real prompts: ISSUE_*), 405 with <unk>, 142 truncated at 77 tokens
+    and 30 at 256, up to 786 pieces.
+  sentencepiece 0.2.3 differs from transformers on 35 captions: 16 with typed special tokens (transformers maps
+    </s>, <pad>, <unk>, <extra_id_N> to their ids; sentencepiece splits them as text; a fullwidth "＜/s＞" is
+    normalised to "</s>", which transformers' segmentation matches as the control piece), 2 with \x85 (NEL, which
+    sentencepiece's map leaves and transformers splits words at), a run of 100 "!" (an equal-score
+    tie decided by float rounding: sentencepiece sums in float over the text, transformers in double per word), and
+    16 of the 17 `normaliser_differs`: decomposed (NFD) Hangul syllables or kana with voicing marks that this model
+    has as whole pieces (sentencepiece's nmt_nfkc map recomposes them; transformers' Precompiled normaliser maps
+    whole grapheme clusters under 6 bytes, else character by character, leaving the jamo / marks apart) and
+    combining marks on a stack, a fullwidth letter or a ligature. Debian's libsentencepiece 0.1.97 breaks more ties
+    otherwise (tests/models/t5_tokenizer_test.cpp).
   transformers' bf16 vs its f32 output (stored as `bf16_rel_err_vs_f32`): short 1.27e-2, short_nomask 2.00e-2,
     long 1.69e-2, long_nomask 1.91e-2.
 """
@@ -68,6 +74,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import unicodedata
 
@@ -153,6 +160,26 @@ ADVERSARIAL = [
     "a\u0000b\u0000c", "\u2060word joiner", "\u180e mongolian vowel separator", "\u2800 braille blank",
 ]
 
+# Captions in the style of real prompts that reach equal-score ties in the Unigram segmentation ("0.000001",
+# "www.", "mmm": paths made of the same pieces in another order), where sentencepiece builds disagree.
+ISSUE_NUMBERS = ("0.000001", "0.0001", "0.00005", "1,024", "1,000,000", "3.14e-5", "1e-6", "2.5e-10", "1000000",
+                 "100000000", "0000", "000000", "0.5", "1.25", "99.999", "10,000", "1/1000", "1:1", "16:9", "2:3",
+                 "4096x4096", "v1.0.0")
+ISSUE_URLS = ("www.example.com", "https://www.artstation.com/artwork/xyz123", "http://wwww.example.org/a/b", "www.",
+              "https://civitai.com/models/4201?modelVersionId=130072", "@artist_name", "#digitalart",
+              "user@mail.com", "https://i.imgur.com/AbCdEf.png", "ftp://files.example.net/~user/",
+              "example.com/?q=cat&page=2")
+ISSUE_WEIGHTS = ("(masterpiece:1.2)", "((best quality))", "(((ultra detailed)))", "[[word]]", "[blurry]", "{a|b}",
+                 "{red|green|blue}", "(cat:0.8)", "[dog:cat:0.5]", "<lora:detail_tweaker:0.7>",
+                 "(worst quality:1.4)", "BREAK", "score_9, score_8_up, score_7_up", "1girl, solo", "\\(artist\\)",
+                 "masterpiece,best quality,")
+ISSUE_REPEATS = ("!!!!!", "??", "...", "----", "____", "====", "~~~", "****", "lol", "hahaha", "wwww", "aaaa", "mmm",
+                 "zzz", "ooo", "eee", "sss", "lll", "111", "2222", "0000")
+ISSUE_EXPLICIT = ["0.000001", "www.", "www.example.com", "1,024", "3.14e-5", "(masterpiece:1.2)", "[[word]]", "{a|b}",
+                  "a cat, 0.000001 mmm www. 1,024 3.14e-5 (masterpiece:1.2) [[word]] {a|b} 🐱 猫 写真 東京",
+                  "a photo of a cat </s> 0.000001", "<extra_id_0>www.<extra_id_1>", "＜/s＞ fullwidth end token",
+                  "a\u2581b \u2581\u2581word", "\u2581", "tab\x85nel \u1680 \u2028 \u205f spaces"]
+
 
 def plain_caption(rng):
     parts = [rng.choice(("a", "an", "the", "two", "three", "some", "A", "The"))]
@@ -205,6 +232,22 @@ def long_caption(rng, n_sentences):
     return " ".join(spiced_caption(rng) + "." for _ in range(n_sentences))
 
 
+def issue_caption(rng):
+    """A plain caption with numbers, URLs, prompt-weight syntax, repeated letters, emoji and CJK mixed in."""
+    words = plain_caption(rng).split(" ")
+    for _ in range(rng.randint(1, 5)):
+        kind = rng.random()
+        pool = (ISSUE_NUMBERS if kind < 0.35 else ISSUE_URLS if kind < 0.55 else ISSUE_WEIGHTS if kind < 0.8 else
+                ISSUE_REPEATS if kind < 0.9 else EMOJI + UNICODE_WORDS)
+        token = rng.choice(pool)
+        at = rng.randint(0, len(words))
+        if rng.random() < 0.3 and at > 0:
+            words[at - 1] += token
+        else:
+            words.insert(at, token)
+    return " ".join(words)
+
+
 def train_captions():
     rng = random.Random(1)
     out = [plain_caption(rng) for _ in range(6000)]
@@ -214,12 +257,16 @@ def train_captions():
 
 
 def test_captions():
-    """The committed corpus: 1,400 plain, 700 spiced, the adversarial list and 40 long captions (2 to 40 sentences)."""
+    """The committed corpus: 1,400 plain, 700 spiced, the adversarial list, 40 long captions (2 to 40 sentences),
+    the explicit issue-style strings and 1,000 issue-style captions."""
     rng = random.Random(2)
     out = [plain_caption(rng) for _ in range(1400)]
     out += [spiced_caption(rng) for _ in range(700)]
     out += ADVERSARIAL
     out += [long_caption(rng, rng.randint(2, 40)) for _ in range(40)]
+    out += ISSUE_EXPLICIT
+    issue_rng = random.Random(3)
+    out += [issue_caption(issue_rng) for _ in range(1000)]
     return out
 
 
@@ -256,6 +303,31 @@ def t5_layout(pieces, max_length):
     return ids + [0] * (max_length - len(ids)), [1] * len(ids) + [0] * (max_length - len(ids))
 
 
+# Unicode's White_Space property (what tokenizers' WhitespaceSplit splits at; str.isspace is another set).
+WHITE_SPACE = set(map(chr, [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029,
+                            0x202F, 0x205F, 0x3000]))
+
+
+def hf_words(hf, text):
+    """The words transformers' Unigram model sees: its normaliser, then its pre-tokenizer."""
+    backend = hf.backend_tokenizer
+    return [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str(text))]
+
+
+def spm_words(sp, text):
+    """wick's words: sentencepiece's normalised text split before every \u2581 and at white space (dropped), each
+    word starting with \u2581."""
+    words, word = [], ""
+    for c in sp.normalize(text):
+        if c == "\u2581" or c in WHITE_SPACE:
+            words.append(word)
+            word = c if c == "\u2581" else ""
+        else:
+            word += c
+    words.append(word)
+    return [w if w.startswith("\u2581") else "\u2581" + w for w in words if w]
+
+
 def make_tokenizer_cases(model_path):
     sp = spm.SentencePieceProcessor(model_file=model_path)
     assert sp.get_piece_size() == VOCAB_SIZE
@@ -270,30 +342,40 @@ def make_tokenizer_cases(model_path):
     assert hf.convert_tokens_to_ids("<extra_id_99>") == VOCAB_SIZE
 
     captions = test_captions()
-    spm_ids, hf_differs, n_unk, n_truncated = [], {}, 0, {L: 0 for L in LENGTHS}
+    special = re.compile("|".join(re.escape(t.content) for t in sorted(
+        hf.added_tokens_decoder.values(), key=lambda t: len(t.content), reverse=True)))
+    ids, spm_differs, normaliser_differs, n_unk = [], {}, [], 0
+    n_truncated = {L: 0 for L in LENGTHS}
     for index, caption in enumerate(captions):
-        pieces = sp.encode(caption)
-        spm_ids.append(pieces)
-        n_unk += 2 in pieces
         hf_ids = hf(caption).input_ids
-        if hf_ids != pieces + [1]:
-            hf_differs[str(index)] = hf_ids
+        assert hf_ids[-1] == 1, index
+        ids.append(hf_ids[:-1])
+        n_unk += 2 in hf_ids
+        pieces = sp.encode(caption)
+        if pieces != ids[-1]:
+            spm_differs[str(index)] = pieces
+        if any(hf_words(hf, part) != spm_words(sp, part) for part in special.split(caption)):
+            normaliser_differs.append(index)
         for L in LENGTHS:
             # The layout rule is what transformers does with its own ids.
             hf_padded = hf(caption, padding="max_length", truncation=True, max_length=L)
             assert (hf_padded.input_ids, hf_padded.attention_mask) == t5_layout(hf_ids[:-1], L), (index, L)
-            n_truncated[L] += len(pieces) + 1 > L
-    stats = {"captions": len(captions), "with_unk": n_unk, "hf_differs": len(hf_differs),
+            n_truncated[L] += len(hf_ids) > L
+    stats = {"captions": len(captions), "with_unk": n_unk, "spm_differs": len(spm_differs),
+             "normaliser_differs": len(normaliser_differs),
              "truncated_at": {str(L): n for L, n in n_truncated.items()},
-             "max_pieces": max(len(p) for p in spm_ids)}
+             "max_pieces": max(len(p) for p in ids)}
     cases = {
-        "about": "tests/reference/make_t5_fixtures.py: spm_ids = sentencepiece 0.2.3 encode(caption) with "
-                 "tests/data/t5/spiece.model (no EOS); hf_differs = transformers 5.24.0 T5Tokenizer ids (with EOS) "
-                 "where they differ from spm_ids + [1]",
+        "about": "tests/reference/make_t5_fixtures.py: ids = transformers 5.24.0 T5Tokenizer (fast, tokenizers "
+                 "0.23.3) input_ids of caption without the final EOS, with tests/data/t5/spiece.model; spm_differs "
+                 "= sentencepiece 0.2.3 encode(caption) where it differs from ids; normaliser_differs = captions "
+                 "whose words after transformers' normaliser and pre-tokenizer differ from those of "
+                 "sentencepiece's normaliser split at \u2581 and white space",
         "stats": stats,
         "captions": captions,
-        "spm_ids": spm_ids,
-        "hf_differs": hf_differs,
+        "ids": ids,
+        "spm_differs": spm_differs,
+        "normaliser_differs": normaliser_differs,
     }
     with open(os.path.join(OUT, "tokenizer_cases.json"), "w") as f:
         json.dump(cases, f, ensure_ascii=True, separators=(",", ":"))
