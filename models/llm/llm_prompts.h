@@ -9,6 +9,11 @@
 //   // caps[0]: [10, 2560], caps[1]: [8, 2560] (the template rows of the real vocabulary, no padding)
 //   auto klein = llm::LlmEncoder::load(folder, {.output = llm::flux2_klein_text_output()});
 //   Tensor context = llm::flux2_klein_prompt_embeds(tokenizer, *klein, {"A cat"});   // [1, 512, 3 x 2560]
+//   auto mistral = llm::LlmEncoder::load(dev_te, {.output = llm::flux2_dev_text_output()});
+//   Tensor dev = llm::flux2_dev_prompt_embeds(tekken, *mistral, {"A cat"});             // [1, 512, 3 x 5120]
+//   auto qwen25 = llm::LlmEncoder::load(qwen_image_te, {.output = llm::qwen_image_text_output()});
+//   llm::QwenImagePromptEmbeds q = llm::qwen_image_prompt_embeds(qwen25_tokenizer, *qwen25, {"A cat", ""});
+//   // q.embeds [2, 7, 3584] (rows past a prompt's own length are 0), q.mask [2, 7] I64: 1 1 ... / 1 1 1 1 1 0 0
 //
 // Loading the encoder with the output these functions take builds only the layers they need (Z-Image: 35 of
 // Qwen3-4B's 36, no final norm; klein: 27).
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "models/bpe/qwen_tokenizer.h"
+#include "models/bpe/tekken_tokenizer.h"
 #include "models/llm/llm_encoder.h"
 #include "runtime/tensor.h"
 
@@ -44,5 +50,35 @@ LlmOutput flux2_klein_text_output();
 // them; they attend to the real tokens). Throws as zimage_prompt_embeds.
 Tensor flux2_klein_prompt_embeds(const bpe::QwenTokenizer& tokenizer, LlmEncoder& encoder,
                                  const std::vector<std::string>& prompts, int64_t max_length = 512);
+
+// FLUX.2 dev (Flux2Pipeline._get_mistral_3_small_prompt_embeds): hidden_states[10], [20], [30].
+LlmOutput flux2_dev_text_output();
+
+// FLUX.2 dev's context: Mistral on "<s>[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{prompt}[/INST]"
+// (bpe::flux2_dev_prompt: "[IMG]" removed), left-padded with <pad> to max_length, the attention mask given;
+// hidden_states 10 | 20 | 30 per token: [B, max_length, 3 x hidden], the padding rows included (a padding query has
+// no key to attend: its rows are x + mlp(norm(x)) per layer, as torch's SDPA gives). Throws as zimage_prompt_embeds
+// ((Data) unless the encoder is a Mistral model).
+Tensor flux2_dev_prompt_embeds(const bpe::TekkenTokenizer& tokenizer, LlmEncoder& encoder,
+                               const std::vector<std::string>& prompts, int64_t max_length = 512);
+
+// Qwen-Image (QwenImagePipeline._get_qwen_prompt_embeds): hidden_states[-1], the last hidden state with the final
+// norm.
+LlmOutput qwen_image_text_output();
+
+struct QwenImagePromptEmbeds {
+  Tensor embeds;  // [B, L, hidden] in the encoder's dtype: prompt i's rows first, then 0
+  Tensor mask;    // [B, L] I64 on the CPU: 1 on prompt i's rows; L = the longest prompt's rows
+};
+
+// Qwen-Image's text conditioning (QwenImagePipeline.encode_prompt): Qwen2.5-VL's language model on the pipeline's
+// system template (bpe::qwen_image_prompt: truncated to 1024 + 34 tokens), the last hidden state with the final norm,
+// padding removed, the first 34 rows (the system block and "<|im_start|>user\n") dropped, at most
+// max_sequence_length rows kept, then zero-padded to the batch's longest with a mask. Each prompt runs alone and
+// only up to its last kept token (the model is causal). Throws as zimage_prompt_embeds ((Data) unless the encoder is
+// a Qwen2 model; (Config) for max_sequence_length < 1 or > 1024, which the pipeline refuses).
+QwenImagePromptEmbeds qwen_image_prompt_embeds(const bpe::QwenTokenizer& tokenizer, LlmEncoder& encoder,
+                                               const std::vector<std::string>& prompts,
+                                               int64_t max_sequence_length = 512);
 
 }  // namespace wick::llm

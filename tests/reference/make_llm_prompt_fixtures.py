@@ -16,7 +16,8 @@ tie_word_embeddings=True)), sdpa attention. 28 layers so that FLUX.2 klein's hid
 layer outputs at their real indices, and Z-Image's hidden_states[-2] is layer 27's output (layer 28 and the final
 norm never needed). Real token ids reach 151668, so the embedding has the real vocabulary; only the rows of the ids
 the prompts use are drawn (N(0, 1)), every other row is 0, and only the used rows are stored (embed_rows.*): the
-test writes the full file. Linear weights N(0, 1/fan_in), RMSNorm weights 1 + 0.2 N(0, 1).
+test writes the full file. Linear weights N(0, 1/fan_in), biases N(0, 0.1^2), RMSNorm weights
+1 + 0.2 N(0, 1).
 
 The references are the pipelines' functions called on a stand-in `self` holding the tokenizer and the encoder:
   zimage.<i>       ZImagePipeline._encode_prompt(prompts, max_sequence_length=512)[i]: [L_i, 16], Qwen3
@@ -34,8 +35,11 @@ from reference_common import print_file_sizes, require_repo_root, single_threade
 single_threaded_tokenizers()
 
 import torch  # noqa: E402
-from diffusers import Flux2KleinPipeline, ZImagePipeline  # noqa: E402
-from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+from diffusers import Flux2KleinPipeline, Flux2Pipeline, QwenImagePipeline, ZImagePipeline  # noqa: E402
+from diffusers.pipelines.flux2.system_messages import SYSTEM_MESSAGE  # noqa: E402
+from transformers import (AutoTokenizer, MistralConfig, MistralModel, Qwen2_5_VLConfig,  # noqa: E402
+                          Qwen2_5_VLForConditionalGeneration, Qwen3Config, Qwen3ForCausalLM)
+from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer  # noqa: E402
 
 from reference_torch import deterministic_torch, save_sorted  # noqa: E402
 
@@ -44,6 +48,7 @@ QWEN_VOCAB = 151936
 
 LONG = ("A sprawling harbour town at dusk, fishing boats with red sails moored along a stone quay, gulls circling "
         "above crates of silver fish, lanterns flickering on in crooked windows, a lighthouse on the far cliff. ")
+DEV_LENGTH = 128  # FLUX.2 dev's max_sequence_length here (512 in the pipeline): keeps the reference small
 PROMPTS = ["A cat", "", "Ein Fuchs 🦊 springt über den 'faulen' Hund, 3 Mal!", LONG * 12]
 
 
@@ -56,8 +61,115 @@ def redraw(model, used_ids, seed):
                 p[used_ids] = torch.randn((len(used_ids), p.shape[1]), generator=gen)
             elif "norm" in name:
                 p.copy_(1 + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) / p.shape[1] ** 0.5)
+
+
+class TekkenChat:
+    """Stands in for FLUX.2 dev's processor: apply_chat_template renders Mistral Small 3's template for the
+    system + user messages of diffusers' format_input ("<s>[SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]",
+    as tests/reference/make_bpe_fixtures.py checks it against mistral_common) and tokenizes it with the converted
+    Tekken tokenizer, left-padded as the real processor is."""
+
+    def __init__(self, path):
+        self.tok = convert_tekken_tokenizer(path, chat_template="")
+
+    def render(self, messages):
+        system, user = messages
+        assert system["role"] == "system" and user["role"] == "user"
+        return ("<s>[SYSTEM_PROMPT]" + system["content"][0]["text"] + "[/SYSTEM_PROMPT][INST]"
+                + user["content"][0]["text"] + "[/INST]")
+
+    def apply_chat_template(self, batch, add_generation_prompt, tokenize, return_dict, return_tensors, padding,
+                            truncation, max_length):
+        assert not add_generation_prompt and tokenize and return_dict
+        return self.tok([self.render(m) for m in batch], padding=padding, truncation=truncation,
+                        max_length=max_length, padding_side="left", add_special_tokens=False,
+                        return_tensors=return_tensors)
+
+
+def save_encoder(model_state, used, vocab, path, meta):
+    weights = {}
+    for name, p in model_state.items():
+        if "embed" in name:
+            embed = p
+            continue
+        weights["model." + name] = p.float()
+    weights["embed_rows.ids"] = torch.tensor(used, dtype=torch.int64)
+    weights["embed_rows.weight"] = embed[used].float()
+    save_sorted(weights, path, dict(meta, vocab_size=str(vocab)))
+
+
+def flux2_dev(out):
+    chat = TekkenChat(os.path.join("tests", "data", "bpe", "tekken.json"))
+    texts = [chat.render(m) for m in __import__("diffusers").pipelines.flux2.pipeline_flux2.format_input(PROMPTS)]
+    used = sorted(set(sum((chat.tok(t, add_special_tokens=False)["input_ids"] for t in texts), [])) | {11})
+    vocab = len(chat.tok)
+    config = MistralConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=31,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=8, rms_norm_eps=1e-5,
+                           rope_theta=1e9)
+    model = MistralModel(config).eval()
+    redraw(model, used, 2)
+    with torch.no_grad():
+        embeds = Flux2Pipeline._get_mistral_3_small_prompt_embeds(
+            model, chat, list(PROMPTS), device=torch.device("cpu"), max_sequence_length=DEV_LENGTH,
+            system_message=SYSTEM_MESSAGE)
+    out["dev.embeds"] = embeds.float().contiguous()
+    mask = chat.apply_chat_template([m for m in __import__("diffusers").pipelines.flux2.pipeline_flux2.format_input(
+        PROMPTS)], False, True, True, "pt", "max_length", True, DEV_LENGTH)["attention_mask"]
+    out["dev.mask"] = mask.to(torch.int64)
+    print(f"  dev: {tuple(embeds.shape)}, real tokens {mask.sum(1).tolist()}, vocab {vocab}")
+    save_encoder(model.state_dict(), used, vocab, os.path.join(OUT, "mistral.safetensors"), {"head_dim": "8"})
+
+
+# QwenImagePipeline.__init__'s prompt_template_encode (set there, so the stand-in gets a copy).
+QWEN_IMAGE_TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
+                       "text, spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}"
+                       "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def qwen_image_tokenizer():
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    for f in os.listdir(os.path.join("tests", "data", "bpe", "qwen_image")):
+        shutil.copy(os.path.join("tests", "data", "bpe", "qwen_image", f), tmp)
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join("tests", "data", "bpe", "qwen3", f), tmp)
+    return AutoTokenizer.from_pretrained(tmp)
+
+
+def qwen_image(out):
+    tokenizer = qwen_image_tokenizer()
+    stand_in = types.SimpleNamespace(tokenizer=tokenizer, tokenizer_max_length=1024,
+                                     prompt_template_encode_start_idx=34, _execution_device=torch.device("cpu"))
+    stand_in.prompt_template_encode = QWEN_IMAGE_TEMPLATE
+    used = set()
+    for prompt in PROMPTS:
+        used.update(tokenizer(QWEN_IMAGE_TEMPLATE.format(prompt), max_length=1058, truncation=True)["input_ids"])
+    used = sorted(used | {tokenizer.pad_token_id})
+    text = dict(vocab_size=QWEN_VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
+                num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 1, 1]})
+    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=16, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0], window_size=112)
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=False,
+                              attn_implementation="sdpa")
+    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    redraw(model.model.language_model, used, 3)
+    stand_in.text_encoder = model
+    stand_in._extract_masked_hidden = QwenImagePipeline._extract_masked_hidden.__get__(stand_in)
+    stand_in._get_qwen_prompt_embeds = QwenImagePipeline._get_qwen_prompt_embeds.__get__(stand_in)
+    with torch.no_grad():
+        embeds, mask = QwenImagePipeline.encode_prompt(stand_in, list(PROMPTS), device=torch.device("cpu"),
+                                                       max_sequence_length=512)
+    out["qwenimage.embeds"] = embeds.float().contiguous()
+    out["qwenimage.mask"] = mask.to(torch.int64).contiguous()
+    print(f"  qwenimage: {tuple(embeds.shape)}, kept rows {mask.sum(1).tolist()}")
+    save_encoder(model.model.language_model.state_dict(), used, QWEN_VOCAB,
+                 os.path.join(OUT, "qwen2vl.safetensors"), {"head_dim": "8"})
 
 
 def main():
@@ -102,18 +214,12 @@ def main():
         out["klein.mask"] = torch.cat(masks).to(torch.int64)
         print(f"  klein: {tuple(embeds.shape)}, real tokens {out['klein.mask'].sum(1).tolist()}")
 
+    flux2_dev(out)
+    qwen_image(out)
     meta = {"prompts": json.dumps(PROMPTS, ensure_ascii=False)}
     save_sorted(out, os.path.join(OUT, "cases.safetensors"), meta)
 
-    weights = {}
-    for name, p in model.model.state_dict().items():
-        if "embed" in name:
-            continue
-        weights["model." + name] = p.float()
-    weights["embed_rows.ids"] = torch.tensor(used, dtype=torch.int64)
-    weights["embed_rows.weight"] = model.model.embed_tokens.weight[used].float()
-    save_sorted(weights, os.path.join(OUT, "qwen3.safetensors"),
-                {"vocab_size": str(QWEN_VOCAB), "head_dim": "8"})
+    save_encoder(model.model.state_dict(), used, QWEN_VOCAB, os.path.join(OUT, "qwen3.safetensors"), {"head_dim": "8"})
     print_file_sizes(OUT)
 
 
