@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates tests/data/llm_prompts/: the prompt embeddings diffusers' pipelines hand their transformers, computed by
-the pipelines' own encode_prompt code on a tiny random Qwen3 text encoder with the truncated real Qwen3 tokenizer of
-tests/data/bpe/qwen3. See tests/data/llm_prompts/README.md for every tensor.
+the pipelines' own encode_prompt code on tiny random text encoders (Qwen3, Mistral, Qwen2.5-VL) with the truncated
+real tokenizers of tests/data/bpe. See tests/data/llm_prompts/README.md for every tensor.
 
 Made with (pip, CPU only): torch 2.15.0, transformers 5.24.0, tokenizers 0.23.3, diffusers 0.42.1, safetensors,
 Python 3. Run from the repository root:
@@ -19,12 +19,26 @@ the prompts use are drawn (N(0, 1)), every other row is 0, and only the used row
 test writes the full file. Linear weights N(0, 1/fan_in), biases N(0, 0.1^2), RMSNorm weights
 1 + 0.2 N(0, 1).
 
+Mistral (FLUX.2 dev): MistralModel(MistralConfig(vocab_size=5000 (the truncated tekken.json's), hidden_size=16,
+intermediate_size=32, num_hidden_layers=31, num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+rms_norm_eps=1e-5, rope_theta=1e9)): hidden_states[10], [20], [30] at their real indices.
+Qwen2.5-VL (Qwen-Image): Qwen2_5_VLForConditionalGeneration, text vocab 151936, hidden 16, intermediate 32,
+4 layers, 2 / 1 heads of 8, q/k/v biases, eps 1e-6, theta 1e6, mrope_section [2, 1, 1]; a depth-1 vision tower
+(not stored). Every encoder stores its text model with model.* names and the used embedding rows as above.
+
 The references are the pipelines' functions called on a stand-in `self` holding the tokenizer and the encoder:
   zimage.<i>       ZImagePipeline._encode_prompt(prompts, max_sequence_length=512)[i]: [L_i, 16], Qwen3
                    hidden_states[-2] of the chat template (enable_thinking=True), padding rows dropped.
   klein.embeds     Flux2KleinPipeline.encode_prompt(prompts)[0]: [B, 512, 48], hidden_states 9 | 18 | 27 per token,
                    right-padded to 512 with <|endoftext|> (pad rows included).
   klein.mask       [B, 512] I64: the attention mask the pipeline gives the encoder.
+  dev.embeds       Flux2Pipeline._get_mistral_3_small_prompt_embeds(mistral, TekkenChat, prompts,
+                   max_sequence_length=128): [B, 128, 48], hidden_states 10 | 20 | 30, left-padded with <pad> (11).
+                   TekkenChat stands in for the pipeline's processor (below); 128 instead of 512 keeps the file small.
+  dev.mask         [B, 128] I64: its attention mask.
+  qwenimage.embeds QwenImagePipeline.encode_prompt(prompts, max_sequence_length=512)[0]: [B, 512, 16], the last
+                   hidden state (final norm) with padding removed, 34 rows dropped, zero-padded to the longest.
+  qwenimage.mask   [B, 512] I64: the pipeline's prompt_embeds_mask.
 """
 import json
 import os
