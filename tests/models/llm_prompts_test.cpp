@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -82,12 +83,20 @@ std::string full_file(const std::string& name) {
   }
   std::vector<std::pair<std::string, Tensor>> tensors = {
       {"model.embed_tokens.weight", Tensor::from_vector(table, {vocab, hidden})}};
-  for (const std::string& name : stored.names()) {
-    if (name.rfind("embed_rows.", 0) != 0) tensors.emplace_back(name, stored.get(name));
+  for (const std::string& tensor : stored.names()) {
+    if (tensor.rfind("embed_rows.", 0) != 0) tensors.emplace_back(tensor, stored.get(tensor));
   }
-  const fs::path dir = fs::path(::testing::TempDir()) / ("wick_llm_prompts_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string file = (dir / (name + ".safetensors")).string();
+  // The written files (10 MB each for the 151,936-row embeddings) go when the test binary exits.
+  struct ScratchDir {
+    fs::path path = fs::path(::testing::TempDir()) / ("wick_llm_prompts_" + std::to_string(::getpid()));
+    ScratchDir() { fs::create_directories(path); }
+    ~ScratchDir() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const ScratchDir dir;
+  const std::string file = (dir.path / (name + ".safetensors")).string();
   save_safetensors(file, tensors);
   return file;
 }
