@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_loss.h"
 #include "engine/block_swap.h"
+#include "models/diffusion/flow_matching.h"
 #include "models/lora_files.h"
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
@@ -33,6 +36,7 @@ namespace {
 
 using wick::testing::copy_into_slot;
 using wick::testing::data_path;
+using wick::testing::relative_to_max;
 
 std::shared_ptr<ZImageTransformer> load_tiny() {
   return load_transformer(WeightSource::open(data_path("zimage/diffusers"), "transformer"), {.dtype = DType::F32})
@@ -88,6 +92,32 @@ TEST(ZImageDiffusion, PredictIsTheNegatedOutputAtOneMinusSigma) {
   EXPECT_EQ(model->arch_name(), "zimage");
   EXPECT_EQ(model->block_paths(),
             (std::vector<std::string>{"noise_refiner.0", "context_refiner.0", "layers.0", "layers.1"}));
+}
+
+// diffusers' training step (train_dreambooth_lora_z_image.py, make_zimage_fixtures.py flow_matching_case): the same
+// noisy latents through predict() and wick's flow-matching loss against eps - x0 give diffusers' prediction and loss.
+TEST(ZImageDiffusion, FlowMatchingLossMatchesDiffusersTrainingStep) {
+  SafetensorsFile file = SafetensorsFile::open(data_path("zimage/flow_matching_case.safetensors"));
+  const Tensor x0 = file.get("x0"), noise = file.get("noise"), sigma = file.get("sigma");
+  const std::vector<float> x0_values = x0.to_vector<float>(), noise_values = noise.to_vector<float>(),
+                           sigmas = sigma.to_vector<float>();
+  std::vector<float> noisy(x0_values.size()), target(x0_values.size());
+  const size_t per_sample = x0_values.size() / sigmas.size();
+  for (size_t i = 0; i < noisy.size(); ++i) {
+    const float s = sigmas[i / per_sample];
+    noisy[i] = (1.0f - s) * x0_values[i] + s * noise_values[i];
+    target[i] = noise_values[i] - x0_values[i];
+  }
+  auto model = load_tiny();
+  const diffusion::Conditioning cond{.context = file.get("context"), .context_mask = file.get("context_mask")};
+  const Tensor pred = model->predict(Tensor::from_vector<float>(noisy, x0.shape()), sigma, cond);
+  const Tensor loss = diffusion::flow_matching_loss(pred, Tensor::from_vector<float>(target, x0.shape()));
+  const double pred_error = relative_to_max(pred, file.get("prediction"));
+  const double loss_error = std::fabs(loss.item() - file.get("loss").item()) / file.get("loss").item();
+  std::printf("Z-Image flow-matching step vs diffusers: prediction %.3g, loss %.3g (loss %.6f)\n", pred_error,
+              loss_error, loss.item());
+  EXPECT_LE(pred_error, 2e-5);  // the t_embedder's sinusoid, as the forward's 8.4e-6 (tests/data/zimage/README.md)
+  EXPECT_LE(loss_error, 1e-5);
 }
 
 struct Trace {
