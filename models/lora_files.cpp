@@ -80,11 +80,15 @@ nn::DoraAxis dora_axis_for(LoraFormat format) {
 
 void save_lora(const Module& model, const TrainConfig& config, const std::string& path, int64_t step,
                const std::string& base_model_hash) {
+  save_lora(model, naming_of(model), config, path, step, base_model_hash);
+}
+
+void save_lora(const Module& model, const LoraNaming& naming, const TrainConfig& config, const std::string& path,
+               int64_t step, const std::string& base_model_hash) {
   auto adapters = nn::find_adapters(model);
   WICK_CHECK(!adapters.empty(), "save_lora: the model has no LoRA/DoRA adapters (network.type full?)");
   const LoraFormat format = config.save.format;
   const DType dtype = config.save.dtype;
-  const LoraNaming naming = naming_of(model);
   LoraSet set;
   bool dora = false;
   for (const auto& [module_path, adapter] : adapters) {
@@ -151,6 +155,11 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
 }
 
 void load_lora(Module& model, const std::string& path) {
+  const auto* diffusion = dynamic_cast<const DiffusionModel*>(&model);
+  load_lora(model, diffusion ? naming_of(model) : LoraNaming{}, path);
+}
+
+void load_lora(Module& model, const LoraNaming& naming, const std::string& path) {
   auto adapters = nn::find_adapters(model);
   WICK_CHECK(!adapters.empty(), "load_lora: the model has no adapters to load ", path, " into (apply them first)");
   LoraFile file = read_lora_file(path);
@@ -160,7 +169,6 @@ void load_lora(Module& model, const std::string& path) {
   LoraSet set;
   const bool peft = file.format == LoraFileFormat::Peft;
   if (peft) {
-    const LoraNaming naming = naming_of(model);
     const LoraLayout layout = naming.peft_layout ? *naming.peft_layout : identity_layout(adapters);
     set = from_peft(file.tensors, layout, peft_scales(file.metadata), &unused);
   } else {

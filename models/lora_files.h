@@ -41,4 +41,9 @@ void save_lora(const Module& model, const TrainConfig& config, const std::string
 // DiffusionModel, else one PEFT module per adapter path.
 void load_lora(Module& model, const std::string& path);
 
+// The same with the naming given (an architecture's LoraNaming for a model that is not looked up in the registry).
+void save_lora(const Module& model, const LoraNaming& naming, const TrainConfig& config, const std::string& path,
+               int64_t step, const std::string& base_model_hash);
+void load_lora(Module& model, const LoraNaming& naming, const std::string& path);
+
 }  // namespace wick

@@ -1,6 +1,7 @@
 #include "models/zimage/zimage.h"
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
@@ -9,6 +10,7 @@
 #include "models/nn/norm.h"
 #include "models/nn/timestep_embedding.h"
 #include "models/zimage/zimage_blocks.h"
+#include "models/zimage/zimage_memory.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/join.h"
 
@@ -67,13 +69,17 @@ ZImageTransformer::ZImageTransformer(ZImageConfig config) : config_(std::move(co
   register_module("layers", layers);
 }
 
-Tensor ZImageTransformer::run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln) {
+Tensor ZImageTransformer::run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln,
+                                     size_t position) {
   Tensor x = batch.x;
   const RopeTables& rope = batch.rope;
   const Tensor& mask = batch.mask;
+  BlockSwapper* swapper = swapper_.get();
   for (const auto& [name, module] : child(list)->children()) {
     auto* block = static_cast<ZImageBlock*>(module.get());
-    auto run = [block, rope, mask](const std::vector<Tensor>& in) {
+    const int swapped = swap_index(position++);
+    auto run = [block, rope, mask, swapper, swapped](const std::vector<Tensor>& in) {
+      SwappedBlock resident(swapper, swapped);
       return std::vector<Tensor>{block->run(in[0], in.size() > 1 ? in[1] : Tensor(), rope, mask)};
     };
     std::vector<Tensor> inputs = block->modulated() ? std::vector<Tensor>{x, adaln} : std::vector<Tensor>{x};
@@ -143,8 +149,12 @@ std::vector<Tensor> ZImageTransformer::forward(const std::vector<Tensor>& latent
   // Refiners: the image tokens alone (modulated by c), the caption tokens alone (unmodulated).
   const PaddedBatch image_batch = pad_batch(images, c.rope, c.head_dim(), device);
   const PaddedBatch text_batch = pad_batch(texts, c.rope, c.head_dim(), device);
-  const Tensor image = run_blocks("noise_refiner", image_batch, adaln);
-  const Tensor text = run_blocks("context_refiner", text_batch, Tensor());
+  // Each block runs between its swapper's acquire and release (when it is swapped), in forward and in
+  // its checkpoint's recomputation.
+  if (swapper_) swapper_->begin_forward(autograd::grad_enabled() && c.gradient_checkpointing);
+  const size_t n_refiners = static_cast<size_t>(c.n_refiner_layers);
+  const Tensor image = run_blocks("noise_refiner", image_batch, adaln, 0);
+  const Tensor text = run_blocks("context_refiner", text_batch, Tensor(), n_refiners);
 
   // Main layers over [image tokens; caption tokens] of each sample, then the final layer.
   TokenLists unified;
@@ -156,7 +166,7 @@ std::vector<Tensor> ZImageTransformer::forward(const std::vector<Tensor>& latent
                          0));
     unified.positions.push_back(wick::concat({images.positions[b], texts.positions[b]}, 0));
   }
-  Tensor x = run_blocks("layers", pad_batch(unified, c.rope, c.head_dim(), device), adaln);
+  Tensor x = run_blocks("layers", pad_batch(unified, c.rope, c.head_dim(), device), adaln, 2 * n_refiners);
   x = static_cast<FinalLayer*>(child("all_final_layer")->child(std::to_string(c.patch_size) + "-1").get())
           ->run(x, adaln);
 
@@ -199,6 +209,22 @@ Tensor ZImageTransformer::forward_batch(const Tensor& latents, const Tensor& t, 
   }
   std::vector<Tensor> out = forward(xs, t, caps);
   return autograd::stack(out, 0);
+}
+
+Tensor ZImageTransformer::predict(const Tensor& x_sigma, const Tensor& sigma, const diffusion::Conditioning& cond) {
+  WICK_CHECK(sigma.defined() && sigma.dim() == 1 && is_floating(sigma.dtype()), "Z-Image: sigma ",
+             sigma.defined() ? sigma.describe() : std::string("(none)"), " must be a floating [B] vector");
+  const Tensor t = autograd::sub(1.0, sigma);  // the model's time: 1 = clean
+  return autograd::mul(forward_batch(x_sigma, t, cond.context, cond.context_mask), -1.0);
+}
+
+void ZImageTransformer::set_block_swapper(std::shared_ptr<BlockSwapper> swapper) {
+  swap_index_ = swap_indices(swapper.get(), block_paths(), "Z-Image");
+  swapper_ = std::move(swapper);
+}
+
+ActivationProfile ZImageTransformer::activation_profile(const ActivationShape& shape, bool checkpointing) const {
+  return zimage_activation_profile(config_, shape, checkpointing, layer_training_of(*this));
 }
 
 std::string ZImageTransformer::summary() const {

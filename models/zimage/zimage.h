@@ -7,14 +7,16 @@
 //   std::vector<Tensor> out = model->forward({latent_a, latent_b}, t, {caption_a, caption_b});
 //   nn::apply_adapters(*model, {.patterns = {"layers.*"}});     // LoRA on the main layers
 //   model->set_gradient_checkpointing(true);                     // recompute each block in backward
+//   Tensor v = model->predict(x_sigma, sigma, cond);             // DiffusionModel: velocity eps - x0
+//   model->set_block_swapper(swapper);                           // stream the last blocks' frozen weights
 //
 // Sign conventions (MODELS2 section 1.2, traps 1-2), which forward() keeps as the network has them:
 //   - t is the model's own time, 1 = clean image, 0 = pure noise: t = 1 - sigma for the flow-matching
 //     sigma of x_sigma = (1 - sigma) x0 + sigma eps. The model multiplies it by t_scale (1000).
 //   - the output is x0 - eps, the negative of the usual flow-matching velocity eps - x0
 //     (diffusers' pipeline negates it before the Euler step).
-// forward_batch() keeps them too; whoever drives the model as a flow-matching denoiser converts
-// once: t = 1 - sigma in, velocity = -output out.
+// forward_batch() keeps them too; predict() (the DiffusionModel interface the training step and the
+// samplers drive) is the one place that converts: t = 1 - sigma in, velocity = -output out.
 //
 // Forward (MODELS2 section 1.2): c = t_embedder(t); per sample, the image tokens (2x2 patches,
 // channel fastest, zimage_sequence.h) embedded and padded to a multiple of 32 with the learned
@@ -28,13 +30,13 @@
 #include <memory>
 #include <vector>
 
-#include "engine/module.h"
+#include "models/architecture.h"
 #include "models/zimage/zimage_config.h"
 #include "models/zimage/zimage_sequence.h"
 
 namespace wick::zimage {
 
-class ZImageTransformer : public Module {
+class ZImageTransformer : public DiffusionModel {
  public:
   // Checks the config (zimage_config.h validate) and builds randomly initialized layers (torch's
   // Linear init, norm weights 1, pad tokens 0 as diffusers) in config.dtype on config.device.
@@ -54,14 +56,27 @@ class ZImageTransformer : public Module {
   const ZImageConfig& config() const { return config_; }
   // Gradient checkpointing per block (engine/autograd/checkpoint.h): each block keeps only its
   // inputs and runs again in backward. Same gradients as without it.
-  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+  void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
+
+  // DiffusionModel: x_sigma [B, C, H, W], sigma F32 [B] (flow matching, 0 = clean), cond.context
+  // [B, L, cap_feat_dim] with cond.context_mask [B, L] (1 = caption token, a prefix of each row;
+  // undefined = every row full) -> -forward_batch(x_sigma, 1 - sigma, ...), the velocity eps - x0.
+  Tensor predict(const Tensor& x_sigma, const Tensor& sigma, const diffusion::Conditioning& cond) override;
   // "Z-Image (30 layers + 2 + 2 refiners, dim 3840, bf16)".
-  std::string summary() const;
+  std::string summary() const override;
   // Config error when latents of h x w do not fit (not multiples of the patch size).
-  void check_latent_size(int64_t h, int64_t w) const;
-  DType dtype() const { return config_.dtype; }
-  // zimage_config.h block_paths.
-  std::vector<std::string> block_paths() const { return zimage::block_paths(config_); }
+  void check_latent_size(int64_t h, int64_t w) const override;
+  DType dtype() const override { return config_.dtype; }
+  std::string arch_name() const override { return "zimage"; }
+  // models/zimage/zimage_memory.h with this model's adapters and trainable parameters.
+  ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
+  // zimage_config.h block_paths: the refiners' blocks, then the main layers (execution order); block
+  // swapping streams the last N, the main layers first.
+  std::vector<std::string> block_paths() const override { return zimage::block_paths(config_); }
+  // The swapper's blocks must be some of block_paths (engine/block_swap.h); each runs between an
+  // acquire and a release, in forward and in its checkpoint recomputation.
+  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
 
  private:
   // Checks forward's arguments (WickError naming the sample and the expected shape).
@@ -69,11 +84,16 @@ class ZImageTransformer : public Module {
   // The embedded image tokens of one latent [C, H, W] (padded with x_pad_token) and its caption [L, cap_feat_dim]
   // (padded with cap_pad_token), in `dtype`, appended to `images` and `captions` with their positions.
   void embed_sample(const Tensor& latent, const Tensor& caption, DType dtype, TokenLists& images, TokenLists& captions);
-  // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over the batch.
-  Tensor run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln);
+  // Runs the blocks of `list` ("noise_refiner", "context_refiner", "layers") over the batch; `position`
+  // is the first one's index in block_paths (for the swapper).
+  Tensor run_blocks(const char* list, const PaddedBatch& batch, const Tensor& adaln, size_t position);
+  // The swapper index of block `position` in block_paths, or -1 (not swapped).
+  int swap_index(size_t position) const { return position < swap_index_.size() ? swap_index_[position] : -1; }
 
   ZImageConfig config_;
   Tensor x_pad_token_, cap_pad_token_;  // [1, dim]
+  std::shared_ptr<BlockSwapper> swapper_;
+  std::vector<int> swap_index_;
 };
 
 }  // namespace wick::zimage

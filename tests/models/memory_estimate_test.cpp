@@ -1,7 +1,7 @@
 // The memory estimate (models/memory/memory_estimate.h) against the measured peak of one real training
 // step on the CPU: a tiny Flux (hidden 128, 2 double + 2 single blocks, context 256, pooled 64), a
-// tiny MMDiT (SD3: hidden 128, 2 heads of 64, 3 joint blocks with attn2 in the first, QK norm) and
-// a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
+// tiny MMDiT (SD3: hidden 128, 2 heads of 64, 3 joint blocks with attn2 in the first, QK norm), a tiny Z-Image
+// (dim 128, 2 heads of 64, 2 layers + 1 + 1 refiners, SwiGLU 256) and a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
 // without gradient checkpointing, adamw and adamw8bit, f32 and bf16, at two or three latent sizes.
 // The step is the recipe's: the objective's noisy latents and target, predict, the flow-matching
 // loss, backward into a gradient store, the optimizer step through engine/optim. memory_stats(cpu)
@@ -48,6 +48,13 @@
 //   sd3 f32 H2 full adamw 32             63006220     63238432  1.004
 //   sd3 f32 H2 full ckpt adamw8bit 64    74064908     73974304  0.999
 //   sd3 bf16 H2 full adamw8bit 32        40138804     40304800  1.004
+//   zimage f32 H2 lora adamw 16          10198096      9995872  0.980
+//   zimage f32 H2 lora adamw 32          21532240     21124192  0.981
+//   zimage f32 H2 lora ckpt adamw 32     13749292     14770496  1.074
+//   zimage bf16 H2 lora adamw8bit 32     12274352     11831744  0.964
+//   zimage bf16 H2 lora ckpt adamw8bit 32 8501148      8799920  1.035
+//   zimage f32 H2 full adamw 16          28832932     28850208  1.001
+//   zimage f32 H2 full ckpt adamw8bit 32 25292428     25948320  1.026
 //   wick train, DiT full (batch 4)       57282660     57361120  1.001
 //   wick train, DiT full ckpt            38001764     38291436  1.008
 //   wick train, DiT lora                 36298788     36061408  0.993
@@ -55,7 +62,8 @@
 // What the nodes keep for backward is counted exactly (the activations left at the end of the
 // forward match to a few bytes, printed beside each case); the rest of the error is the workspace of
 // backward, measured per block kind (models/flux/flux_memory.cpp, models/dit/dit_memory.cpp,
-// models/sd3/sd3_memory.cpp). Every case lies within -4.8% .. +4.0%: the tolerance is 10%.
+// models/sd3/sd3_memory.cpp, models/zimage/zimage_memory.cpp). Every case lies within -4.8% .. +4.0% (Z-Image's
+// -3.6% .. +7.4%): the tolerance is 10%.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -87,6 +95,7 @@
 #include "models/sd3/sd3.h"
 #include "models/sd3/sd3_memory.h"
 #include "models/sdxl/sdxl_unet.h"
+#include "models/zimage/zimage.h"
 #include "runtime/memory.h"
 #include "runtime/ops/random.h"
 #include "tests/train/synthetic_dataset.h"
@@ -168,8 +177,16 @@ sd3::Sd3Config tiny_sd3(DType dtype) {
                         .pos_embed_max_size = 32, .qk_norm = true, .dual_attention_layers = {0}, .dtype = dtype};
 }
 
+// The tiny Z-Image: dim 128 in heads of 64, 2 main layers, 1 + 1 refiners, SwiGLU 256, captions of 256 features.
+zimage::ZImageConfig tiny_zimage(DType dtype) {
+  return zimage::ZImageConfig{.dim = 128, .n_heads = 2, .n_layers = 2, .n_refiner_layers = 1, .ffn_hidden = 256,
+                              .cap_feat_dim = 256, .t_hidden = 256,
+                              .rope = {.axes_dims = {16, 24, 24}, .axes_lens = {256, 64, 64}, .theta = 256.0},
+                              .dtype = dtype};
+}
+
 struct Case {
-  std::string arch;     // flux | dit | sd3
+  std::string arch;     // flux | dit | sd3 | zimage
   std::string network;  // lora | dora | full
   bool checkpointing;
   std::string optimizer;
@@ -189,6 +206,9 @@ std::shared_ptr<DiffusionModel> build_case(const Case& c) {
   if (c.arch == "flux") {
     model = std::make_shared<flux::FluxTransformer>(tiny_flux(c.heads, c.dtype));
     targets = {"double_blocks.*", "single_blocks.*"};
+  } else if (c.arch == "zimage") {
+    model = std::make_shared<zimage::ZImageTransformer>(tiny_zimage(c.dtype));
+    targets = {"layers.*"};  // every Linear of the main layers (Z-Image's default preset "all")
   } else if (c.arch == "sd3") {
     model = std::make_shared<sd3::MMDiT>(tiny_sd3(c.dtype));
     targets = {"joint_blocks.*"};  // every Linear of the blocks (sd3's default preset "all")
@@ -248,6 +268,14 @@ TEST(MemoryEstimate, MatchesTheMeasuredPeak) {
       {"sd3", "full", false, "adamw", f32, 2, 32},
       {"sd3", "full", true, "adamw8bit", f32, 2, 64},
       {"sd3", "full", false, "adamw8bit", bf16, 2, 32},
+      // Z-Image (refiners, then [image; caption] tokens padded to multiples of 32), LoRA on the main layers.
+      {"zimage", "lora", false, "adamw", f32, 2, 16},
+      {"zimage", "lora", false, "adamw", f32, 2, 32},
+      {"zimage", "lora", true, "adamw", f32, 2, 32},
+      {"zimage", "lora", false, "adamw8bit", bf16, 2, 32},
+      {"zimage", "lora", true, "adamw8bit", bf16, 2, 32},
+      {"zimage", "full", false, "adamw", f32, 2, 16},
+      {"zimage", "full", true, "adamw8bit", f32, 2, 32},
   };
   std::printf("  %-34s %12s %12s %6s | kept by the forward: measured, counted\n", "case", "measured", "estimate",
               "ratio");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which keys of a Flux, SD3 or SDXL LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
+"""Which keys of a Flux, SD3, SDXL or Z-Image LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
 key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
 
     python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
@@ -41,6 +41,16 @@ The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied he
     versions of MMDIT_MAP_BLOCK are in the code index (their commits not recorded): the newer has the attn2 and QK-norm
     entries, the older has neither. --comfyui-map new (default) models the newer; --comfyui-map old the older, under
     which a PEFT LoRA's attn2 keys are "not loaded" (kohya-named files load under both: rule 1).
+ 2c. Z-Image (ComfyUI's native names: layers.N.attention.qkv / out / q_norm / k_norm, x_embedder, final_layer;
+    told by layers.0.attention.qkv.weight and cap_embedder.1.weight), as MODELS2 section 1.6 "LoRA files ComfyUI
+    loads for Z-Image" describes comfy/lora.py's Lumina2 branch and comfy/utils.py z_image_to_diffusers (not re-read
+    here): every diffusers name D is registered as  diffusion_model.<D>,  transformer.<D>,  lycoris_<D '.'->'_'>  and
+    <D>; attention.to_q/to_k/to_v -> row slices [0, dim), [dim, 2 dim), [2 dim, 3 dim) of attention.qkv,
+    attention.to_out.0 -> attention.out, attention.norm_q/k -> attention.q_norm/k_norm, all_x_embedder.2-1 ->
+    x_embedder, all_final_layer.2-1 -> final_layer, the others (feed_forward.w1/w2/w3, adaLN_modulation.0, the
+    refiners') under their own names. musubi-tuner's kohya names for the q/k/v projections
+    (lora_unet_layers_0_attention_to_q) are none of these: ComfyUI does not load them (rule 1 names only the fused
+    lora_unet_layers_0_attention_qkv).
  1c. SDXL / SD 1.x UNet (sgm names, told by input_blocks.0.0.weight): rule 1's names; ComfyUI also registers the
     diffusers names of the UNet (unet_to_diffusers), which are not modelled here (a kohya file in LDM names does not
     need them). A convolution's LoRA (LoCon) is down [r, in, kh, kw], up [out, r, 1, 1].
@@ -173,6 +183,33 @@ def mmdit_to_diffusers(depth, newer):
     return m
 
 
+def zimage_to_diffusers(keys):
+    """Z-Image (ComfyUI's Lumina2-style model): diffusers name -> (native key, row offset or None, row count or None),
+    '.weight' entries, from the model's own keys (rule 2c)."""
+    m = {}
+    patch = int(round((keys["diffusion_model.x_embedder.weight"][1] // 16) ** 0.5))
+    for k, shape in keys.items():
+        if not k.endswith(".weight"):
+            continue
+        native = k[len("diffusion_model."):]
+        if native.endswith(".attention.qkv.weight"):
+            dim = shape[0] // 3
+            stem = native[:-len("qkv.weight")]
+            for j, n in enumerate(("to_q", "to_k", "to_v")):
+                m[f"{stem}{n}.weight"] = (native, j * dim, dim)
+            continue
+        d = native
+        for src, dst in ((".attention.out.", ".attention.to_out.0."), (".attention.q_norm.", ".attention.norm_q."),
+                         (".attention.k_norm.", ".attention.norm_k.")):
+            d = d.replace(src, dst)
+        if d.startswith("x_embedder."):
+            d = f"all_x_embedder.{patch}-1." + d[len("x_embedder."):]
+        elif d.startswith("final_layer."):
+            d = f"all_final_layer.{patch}-1." + d[len("final_layer."):]
+        m[d] = (native, None, None)
+    return m
+
+
 def model_key_map(model_shapes, comfyui_map="new"):
     """LoRA name -> (model key with 'diffusion_model.', row offset or None, row count or None)."""
     keys = {}
@@ -202,6 +239,13 @@ def model_key_map(model_shapes, comfyui_map="new"):
             for name in ("transformer." + stem, "base_model.model." + stem, "lora_transformer_" + stem.replace(".", "_"),
                          "lycoris_" + stem.replace(".", "_")):
                 key_map[name] = target
+        return keys, key_map
+    if "diffusion_model.layers.0.attention.qkv.weight" in keys and "diffusion_model.cap_embedder.1.weight" in keys:
+        for d, (native, off, cnt) in zimage_to_diffusers(keys).items():  # Z-Image (rule 2c)
+            target = ("diffusion_model." + native, off, cnt)
+            stem = d[:-len(".weight")]
+            for name in ("diffusion_model." + stem, "transformer." + stem, "lycoris_" + stem.replace(".", "_"), stem):
+                key_map.setdefault(name, target)
         return keys, key_map
     depth, single = count("double_blocks"), count("single_blocks")
     if "diffusion_model.img_in.weight" not in keys:

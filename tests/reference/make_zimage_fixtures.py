@@ -3,7 +3,8 @@
 layouts users download (diffusers/authors' sharded `transformer/` folder, ComfyUI single file, ComfyUI scaled-fp8
 single file), its outputs on a batch of two samples of different sizes and caption lengths, the same outputs from
 the authors' own code (Tongyi-MAI/Z-Image, src/zimage/transformer.py) fed through this script's own converter, and a
-LoRA forward + backward computed with PEFT. See tests/data/zimage/README.md for every file and tensor.
+LoRA forward + backward computed with PEFT, and a flow-matching training loss as diffusers' Z-Image training example
+computes it. See tests/data/zimage/README.md for every file and tensor.
 
 Made with (pip, CPU only): torch 2.15.0, diffusers 0.42.1, peft 0.21.2, safetensors 0.8.0, numpy; the authors'
 repository Tongyi-MAI/Z-Image at commit c7ec135. Run from the repository root:
@@ -291,6 +292,35 @@ def full_gradients(base, latents, captions, t, seed):
     return out
 
 
+def flow_matching_case(model, seed):
+    """A training step's loss as diffusers' examples/dreambooth/train_dreambooth_lora_z_image.py computes it (weighting
+    scheme none): x_sigma = (1 - sigma) x0 + sigma eps, the model at (1000 - T) / 1000 with T = 1000 sigma, the
+    prediction negated, MSE against eps - x0. Two samples of SIZES[0]; captions of CAPTION_LENGTHS padded to the
+    longest with a mask (1 = caption token), as wick's dataset stores them; sigmas 0.25 and 0.875, exact in f32."""
+    gen = torch.Generator().manual_seed(seed)
+    h, w = SIZES[0]
+    x0 = torch.randn((2, 16, h, w), generator=gen)
+    noise = torch.randn((2, 16, h, w), generator=gen)
+    length = max(CAPTION_LENGTHS)
+    context = torch.randn((2, length, KWARGS["cap_feat_dim"]), generator=gen)
+    mask = torch.zeros((2, length))
+    for i, n in enumerate(CAPTION_LENGTHS):
+        mask[i, :n] = 1
+        context[i, n:] = 0
+    timesteps = torch.tensor([250.0, 875.0])
+    sigmas = (timesteps / 1000).view(-1, 1, 1, 1)
+    noisy = (1.0 - sigmas) * x0 + sigmas * noise
+    timestep_normalized = (1000 - timesteps) / 1000
+    with torch.no_grad():
+        out = model(list(noisy.unsqueeze(2).unbind(dim=0)), timestep_normalized,
+                    [context[i, :n] for i, n in enumerate(CAPTION_LENGTHS)], return_dict=False)[0]
+    pred = -torch.stack(out, dim=0).squeeze(2)
+    target = noise - x0
+    loss = torch.mean(((pred.float() - target.float()) ** 2).reshape(target.shape[0], -1), 1).mean()
+    return {"x0": x0, "noise": noise, "sigma": timesteps / 1000, "context": context, "context_mask": mask,
+            "prediction": pred, "loss": loss}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--authors-src", default=os.environ.get("ZIMAGE_AUTHORS_SRC", ""),
@@ -384,6 +414,9 @@ def main():
           f"{max(rel_err(a, b) for a, b in zip(lora_outs, outs)):.3f}")
     write_f32(lora_case, os.path.join(OUT_DIR, "lora_case.safetensors"),
               dict(meta, lora=json.dumps({"r": RANK, "lora_alpha": ALPHA, "targets": lora_targets()})))
+    fm = flow_matching_case(model, 4321)
+    print(f"  flow-matching loss (diffusers' training step) {float(fm['loss']):.6f}")
+    write_f32(fm, os.path.join(OUT_DIR, "flow_matching_case.safetensors"), meta)
     print_total_size(OUT_DIR)
 
 
