@@ -123,12 +123,12 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   const fs::path run_dir = run_directory(config);
   // One job per run directory, held by rank 0 until train() returns (engine/train/run_lock.h); --resume auto waits
   // kRunLockWaitSeconds for a job that is ending (a requeue right after a kill), other resumes refuse at once.
+  // Taken after the directory checks, so that a run refused by them leaves no lock file behind.
   std::optional<RunLock> run_lock;
-  if (rank0 && !options.dry_run) {
-    check_output_directory(run_dir, options.resume);
-    run_lock = RunLock::acquire(run_dir, {.wait_s = options.resume == "auto" ? kRunLockWaitSeconds : 0.0});
-  }
+  if (rank0 && !options.dry_run) check_output_directory(run_dir, options.resume);
   if (!options.dry_run) check_run_directory_shared(*group, run_dir);
+  if (rank0 && !options.dry_run)
+    run_lock = RunLock::acquire(run_dir, {.wait_s = options.resume == "auto" ? kRunLockWaitSeconds : 0.0});
   TrainingData data = open_training_data(config.datasets[0], /*validate=*/true);
   // The regularization samples: the same file (the config checks it), so validated already.
   const int64_t n_reg_per_batch = reg_per_batch(config);
