@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "models/bpe/byte_level_bpe.h"
 #include "models/clip/clip_text_normalize.h"
 #include "runtime/error.h"
 
@@ -18,31 +19,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// GPT-2's reversible byte -> character map: printable Latin-1 bytes map to themselves, the other 68
-// to U+0100 onwards, in byte order. Index = byte, value = code point.
-const std::array<char32_t, 256>& byte_to_unicode() {
-  static const std::array<char32_t, 256> table = [] {
-    std::array<char32_t, 256> t{};
-    char32_t next = 256;
-    for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      t[b] = printable ? static_cast<char32_t>(b) : next++;
-    }
-    return t;
-  }();
-  return table;
-}
+// GPT-2's reversible byte -> character map, shared with the Qwen and Tekken tokenizers (models/bpe/byte_level_bpe.h).
+using bpe::gpt2_byte_to_unicode;
 
 // The 256 byte symbols in open_clip's vocabulary order: the printable bytes first, then the rest.
 std::vector<int> byte_symbol_order() {
   std::vector<int> order;
   for (int pass = 0; pass < 2; ++pass)
     for (int b = 0; b < 256; ++b)
-      if ((byte_to_unicode()[b] < 256) == (pass == 0)) order.push_back(b);
+      if ((gpt2_byte_to_unicode()[b] < 256) == (pass == 0)) order.push_back(b);
   return order;
 }
 
-std::string byte_symbol(int b) { return encode_utf8(std::u32string(1, byte_to_unicode()[b])); }
+std::string byte_symbol(int b) { return encode_utf8(std::u32string(1, gpt2_byte_to_unicode()[b])); }
 
 std::string read_gzip(const std::string& path) {
   WICK_CHECK_KIND(Data, fs::is_regular_file(path), "CLIP tokenizer: ", path, ": no such file (open_clip's "
@@ -490,7 +479,7 @@ std::string ClipTokenizer::decode(const std::vector<int32_t>& ids) const {
   static const std::array<int, 512> unicode_to_byte = [] {
     std::array<int, 512> t{};
     t.fill(-1);
-    for (int b = 0; b < 256; ++b) t[byte_to_unicode()[b]] = b;
+    for (int b = 0; b < 256; ++b) t[gpt2_byte_to_unicode()[b]] = b;
     return t;
   }();
   std::string joined;
