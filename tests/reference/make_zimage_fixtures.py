@@ -63,9 +63,9 @@ COMFY_PREFIX = "model.diffusion_model."
 F8 = torch.float8_e4m3fn
 
 
-def build_model(seed):
+def build_model(seed, kwargs=KWARGS):
     torch.manual_seed(seed)
-    model = ZImageTransformer2DModel(**KWARGS)
+    model = ZImageTransformer2DModel(**kwargs)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -276,14 +276,15 @@ def save_sharded_diffusers(model, folder, max_shard_size):
     return folder
 
 
-def write_fp16_diffusers(model, folder):
-    """A diffusers model folder of the model's state dict in float16 (one file, metadata {"format": "pt"}) and its
-    config (sorted keys, "_class_name" and "_diffusers_version"); checks that from_pretrained runs the same weights."""
+def write_fp16_diffusers(model, folder, dtype=torch.float16):
+    """A diffusers model folder of the model's state dict in float16 (or `dtype`, e.g. torch.bfloat16; one file,
+    metadata {"format": "pt"}) and its config (sorted keys, "_class_name" and "_diffusers_version"); checks that
+    from_pretrained runs the same weights (so the model's values must be exact in `dtype`)."""
     import diffusers
 
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
-    state = {k: v.half() for k, v in model.state_dict().items()}
+    state = {k: v.to(dtype) for k, v in model.state_dict().items()}
     save_sorted(state, os.path.join(folder, "diffusion_pytorch_model.safetensors"), {"format": "pt"})
     config = {k: v for k, v in dict(model.config).items() if not k.startswith("_")}
     config = {"_class_name": type(model).__name__, "_diffusers_version": diffusers.__version__, **config}
