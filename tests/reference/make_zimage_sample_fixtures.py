@@ -41,7 +41,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_common import print_file_sizes, print_total_size, require_repo_root, single_threaded_tokenizers  # noqa: E402,E501
+from reference_common import (print_file_sizes, print_total_size, require_repo_root,  # noqa: E402
+                              single_threaded_tokenizers)
 
 single_threaded_tokenizers()
 import torch  # noqa: E402
@@ -181,6 +182,16 @@ def main():
         images_by_call[name] = images
     for i, text in enumerate(NEGATIVES):
         cases[f"negative.{i}"] = negatives[text]
+
+    # The encoder is causal and padded on the right: each text alone, unpadded, gives the pipeline's rows.
+    unpadded = 0.0
+    with torch.no_grad():
+        for key, text in [(f"prompt.{i}", p) for i, p in enumerate(PROMPTS)] + [
+                (f"negative.{i}", p) for i, p in enumerate(NEGATIVES)]:
+            ids = tokenizer(chat_text(tokenizer, text), return_tensors="pt")["input_ids"]
+            alone = qwen3.model(input_ids=ids, output_hidden_states=True).hidden_states[-2][0]
+            unpadded = max(unpadded, rel_err(alone, cases[key]))
+    measured["encoder_unpadded_vs_pipeline"] = unpadded
 
     # The three image sets differ from each other.
     names = list(CALLS)
