@@ -4,6 +4,7 @@
 #include "models/flux/flux_architecture.h"
 #include "models/sd3/sd3_architecture.h"
 #include "models/sdxl/sdxl_architecture.h"
+#include "models/zimage/zimage_architecture.h"
 #include "runtime/error.h"
 
 namespace wick {
@@ -15,6 +16,7 @@ const std::vector<const Architecture*>& architectures() {
       &flux_architecture(),
       &sd3_architecture(),
       &sdxl_architecture(),
+      &zimage_architecture(),
   };
   return registered;
 }

@@ -176,7 +176,7 @@ bool LatentImageSampler::holds(const std::string& prompt) const {
   return setup_.stored_prompts && stored_row_.count(text::prompt_text(prompt, setup_.trigger_word)) > 0;
 }
 
-std::pair<Tensor, Tensor> LatentImageSampler::embed(
+text::PromptRows LatentImageSampler::embed(
     const std::vector<std::string>& texts, const std::function<bool(int64_t)>& usable,
     const std::function<text::PromptEmbeddings(const std::vector<std::string>&)>& encode,
     const std::optional<std::string>& negative, const std::string& length_note) {

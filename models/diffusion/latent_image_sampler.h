@@ -28,6 +28,7 @@
 #include "engine/data/latent_dataset.h"
 #include "models/image_sampler.h"
 #include "models/text/prompt_embeddings.h"
+#include "models/text/stored_prompts.h"
 #include "models/vae/vae.h"
 #include "models/vae/vae_weights.h"
 
@@ -180,7 +181,7 @@ class LatentImageSampler : public ImageSampler {
   // hold the text, else `encode`d (each distinct text once): context [N, L, D] and pooled [N, P] f32 on the CPU. A
   // text to encode without encoders is a Config error naming it ("the negative prompt" when it is `negative`), the
   // stored captions, `length_note` and the missing parts.
-  std::pair<Tensor, Tensor> embed(const std::vector<std::string>& texts, const std::function<bool(int64_t)>& usable,
+  text::PromptRows embed(const std::vector<std::string>& texts, const std::function<bool(int64_t)>& usable,
                                   const std::function<text::PromptEmbeddings(const std::vector<std::string>&)>& encode,
                                   const std::optional<std::string>& negative = std::nullopt,
                                   const std::string& length_note = "");

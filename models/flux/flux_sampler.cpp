@@ -150,7 +150,7 @@ Tensor FluxImageSampler::generate_from_noise(FluxTransformer& model, const std::
   if (stored() && stored()->embeds.size(1) != t5_length)
     length_note = ", made with " + std::to_string(stored()->embeds.size(1)) + " T5 tokens, not " +
                   std::to_string(t5_length);
-  auto [context, pooled] = embed(
+  auto [context, pooled, mask] = embed(
       texts_of(prompts), [t5_length](int64_t stored_length) { return stored_length == t5_length; },
       [&](const std::vector<std::string>& texts) {
         return encode_flux_prompts(*encoders_, texts, {.t5_length = t5_length});

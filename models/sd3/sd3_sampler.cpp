@@ -213,7 +213,7 @@ Tensor Sd3ImageSampler::generate_from_noise(MMDiT& model, const std::vector<std:
   std::vector<std::string> texts = texts_of(prompts);
   const std::string negative = prompt_text(sd3_.negative_prompt, sd3_.trigger_word);
   if (guided) texts.push_back(negative);
-  auto [context, pooled] = embed(
+  auto [context, pooled, mask] = embed(
       texts, [this](int64_t stored_length) { return usable(stored_length); },
       [this](const std::vector<std::string>& to_encode) {
         return encode_sd3_prompts(*encoders_, to_encode,

@@ -159,7 +159,7 @@ Tensor SdxlImageSampler::generate_from_noise(Unet& model, const std::vector<std:
   std::vector<std::string> texts = texts_of(prompts);
   const std::string negative = prompt_text(sdxl_.negative_prompt, sdxl_.trigger_word);
   if (guided && !zero_negative) texts.push_back(negative);
-  auto [context, pooled] = embed(
+  auto [context, pooled, mask] = embed(
       texts,
       [this](int64_t stored_length) {
         return !encoders_ || stored_length == encoders_->clip_l_tokenizer.context_length();

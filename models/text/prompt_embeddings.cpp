@@ -29,6 +29,7 @@ std::map<std::string, std::string> PromptEncodingInfo::metadata() const {
   if (!clip_l_file.empty()) m["clip_l_file"] = clip_l_file;
   if (!clip_g_file.empty()) m["clip_g_file"] = clip_g_file;
   if (!t5_file.empty()) m["t5_file"] = t5_file;
+  if (!llm_file.empty()) m["llm_file"] = llm_file;
   return m;
 }
 

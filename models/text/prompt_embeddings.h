@@ -35,6 +35,7 @@ struct PromptEncodingInfo {
   DType dtype = DType::F32;
   Device device = Device::cpu();
   std::string clip_l_file, clip_g_file, t5_file;  // the weights read ("" when not used)
+  std::string llm_file;                           // a language-model text encoder's weights ("" when not used)
 
   // Every field as safetensors metadata strings, under the keys named as the fields ("model", "embeds_encoder",
   // ..., "clip_l_file"); fields of encoders not used are left out.

@@ -5,6 +5,7 @@
 
 #include "engine/data/captions.h"
 #include "runtime/error.h"
+#include "runtime/ops/creation.h"
 #include "runtime/ops/index.h"
 #include "runtime/ops/join.h"
 
@@ -33,21 +34,25 @@ PromptPlan plan_prompts(const std::vector<std::string>& texts,
   return plan;
 }
 
-std::pair<Tensor, Tensor> gather_prompts(const PromptPlan& plan, const SamplePrompts* stored,
-                                         const PromptEmbeddings& encoded) {
-  std::vector<Tensor> context_rows, pooled_rows;
+PromptRows gather_prompts(const PromptPlan& plan, const SamplePrompts* stored, const PromptEmbeddings& encoded) {
+  std::vector<Tensor> context_rows, pooled_rows, mask_rows;
   for (int64_t row : plan.source_row) {
     const bool from_store = row >= 0;
     WICK_CHECK(!from_store || stored != nullptr, "gather_prompts: a stored row without stored prompts");
     const Tensor& context = from_store ? stored->embeds : encoded.context;
     const Tensor& pooled = from_store ? stored->pooled : encoded.pooled;
+    const Tensor& mask = from_store ? stored->mask : encoded.mask;
     const int64_t at = from_store ? row : -1 - row;
     context_rows.push_back(context.narrow(0, at, 1).to(DType::F32).to(Device::cpu()));
     pooled_rows.push_back(pooled.narrow(0, at, 1).to(DType::F32).to(Device::cpu()));
+    mask_rows.push_back(mask.defined() ? mask.narrow(0, at, 1).to(Device::cpu()).to(DType::F32)
+                                       : ones({1, context.size(1)}, DType::F32));
   }
   const Tensor index =
       Tensor::from_vector<int64_t>(plan.rows, {static_cast<int64_t>(plan.rows.size())}, Device::cpu());
-  return {index_select(concat(context_rows, 0), 0, index), index_select(concat(pooled_rows, 0), 0, index)};
+  return {.context = index_select(concat(context_rows, 0), 0, index),
+          .pooled = index_select(concat(pooled_rows, 0), 0, index),
+          .mask = index_select(concat(mask_rows, 0), 0, index)};
 }
 
 std::vector<std::string> texts_not_stored(const std::vector<std::string>& prompts, const std::string& trigger_word,

@@ -5,7 +5,7 @@
 //   PromptPlan plan = plan_prompts(texts, [&](const std::string& t) { return stored_row(t); });  // nullopt: encode
 //   if (!plan.to_encode.empty() && !encoders) WICK_FAIL(Config, ..., quoted_captions(*stored), ...);
 //   PromptEmbeddings encoded = encode(plan.to_encode);            // nothing when every text is stored
-//   auto [context, pooled] = gather_prompts(plan, stored, encoded);  // f32 on the CPU, one row per text
+//   auto [context, pooled, mask] = gather_prompts(plan, stored, encoded);  // f32 on the CPU, one row per text
 #pragma once
 
 #include <cstdint>
@@ -35,10 +35,15 @@ struct PromptPlan {
 PromptPlan plan_prompts(const std::vector<std::string>& texts,
                         const std::function<std::optional<int64_t>(const std::string&)>& stored_row);
 
-// The context [N, L, D] and pooled [N, P] rows of the plan's texts, f32 on the CPU: stored rows from `stored`
-// (null when the plan has none), the others from `encoded` (made from plan.to_encode, in its order).
-std::pair<Tensor, Tensor> gather_prompts(const PromptPlan& plan, const SamplePrompts* stored,
-                                         const PromptEmbeddings& encoded);
+// The rows of a plan's texts, f32 on the CPU.
+struct PromptRows {
+  Tensor context;  // [N, L, D]
+  Tensor pooled;   // [N, P]
+  Tensor mask;     // [N, L]: 1 on tokens, 0 on padding (the dataset's text/mask, the encoder's mask)
+};
+// The rows of the plan's texts: stored rows from `stored` (null when the plan has none), the others from `encoded`
+// (made from plan.to_encode, in its order).
+PromptRows gather_prompts(const PromptPlan& plan, const SamplePrompts* stored, const PromptEmbeddings& encoded);
 
 // The texts of a sample grid (each prompt with the trigger word put in) that `stored` does not hold, in order;
 // all of them without stored prompts. Empty: the sampler needs no text encoder.

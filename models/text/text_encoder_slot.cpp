@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
+#include "models/llm/llm_config.h"
+#include "models/llm/llm_weights.h"
 #include "models/t5/t5_weights.h"
 #include "models/weights/key_map.h"
 #include "models/weights/weight_source.h"
@@ -228,6 +230,76 @@ T5Run T5EncoderSlot::encode(const Tensor& ids, const EncoderLoading& loading, in
   finish(loading.device);
   run.encode_seconds = seconds_since(start);
   return run;
+}
+
+struct LlmEncoderSlot::Held {
+  std::mutex mutex;
+  std::shared_ptr<llm::LlmEncoder> model;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+LlmEncoderSlot::LlmEncoderSlot(std::string path, llm::LlmLoadOptions options)
+    : path_(std::move(path)), options_(std::move(options)), held_(std::make_shared<Held>()) {
+  std::error_code ec;
+  const std::string weights = fs::is_directory(fs::path(path_) / "text_encoder", ec)
+                                  ? (fs::path(path_) / "text_encoder").string()
+                                  : path_;
+  WeightSource source = WeightSource::open(weights);
+  source_path_ = source.path();
+  llm::LlmShapeHints hints = llm::read_config_json(source.path());
+  hints.family = options_.family;
+  if (options_.head_dim > 0) hints.head_dim = options_.head_dim;
+  config_ = llm::config_from_shapes(mapped_shapes(source, llm::detect_weight_format(source)), source.path(), hints);
+  WICK_CHECK_KIND(Data, options_.required_hidden_size <= 0 || config_.hidden_size == options_.required_hidden_size,
+                  "language model weights ", source_path_, ": embed_tokens.weight gives hidden size ",
+                  config_.hidden_size, " (a ", llm::family_name(config_.family), " model of ", config_.n_layers,
+                  " layers) but ", options_.required_hidden_size, " is required");
+  options_.output.resolve(config_.n_layers, config_.truncated);  // an output the file cannot give fails now
+  path_ = weights;
+}
+
+bool LlmEncoderSlot::loaded() const {
+  std::lock_guard<std::mutex> lock(held_->mutex);
+  return held_->model != nullptr;
+}
+
+void LlmEncoderSlot::unload() const {
+  std::lock_guard<std::mutex> lock(held_->mutex);
+  held_->model.reset();
+}
+
+LlmRun LlmEncoderSlot::run(const EncoderLoading& loading,
+                           const std::function<std::vector<Tensor>(llm::LlmEncoder&)>& fn) const {
+  const DType dtype = loading.compute_dtype();
+  std::lock_guard<std::mutex> lock(held_->mutex);
+  struct Release {
+    Held& held;
+    bool keep;
+    ~Release() {
+      if (!keep) held.model.reset();
+    }
+  } release{*held_, loading.keep_loaded};
+
+  LlmRun out;
+  Clock::time_point start = Clock::now();
+  if (!held_->model || held_->dtype != dtype || held_->device != loading.device) {
+    held_->model.reset();
+    llm::LlmLoadOptions options = options_;
+    options.dtype = dtype;
+    options.device = loading.device;
+    held_->model = llm::LlmEncoder::load(path_, options);
+    held_->dtype = dtype;
+    held_->device = loading.device;
+    finish(loading.device);
+  }
+  out.load_seconds = seconds_since(start);
+  start = Clock::now();
+  autograd::NoGradGuard no_grad;
+  out.outputs = fn(*held_->model);
+  finish(loading.device);
+  out.encode_seconds = seconds_since(start);
+  return out;
 }
 
 }  // namespace wick::text

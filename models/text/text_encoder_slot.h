@@ -9,18 +9,24 @@
 //   run.pooled;                                                                     // [N, width] bf16 on cuda
 //   text::T5EncoderSlot t5("t5xxl_fp16.safetensors");
 //   Tensor context = t5.encode(t5_ids, {.keep_loaded = true}, 8).context;          // kept for the next call
+//   text::LlmEncoderSlot qwen3("qwen_3_4b.safetensors", {.output = llm::LlmOutput::hidden_state(-2),
+//                                                         .family = llm::LlmFamily::Qwen3});   // header only
+//   text::LlmRun r = qwen3.run({.device = Device::cuda()}, [&](llm::LlmEncoder& e) { return e.forward(ids); });
 //
 // Copies of a slot share the loaded encoder. encode() calls on one slot are serialized (a lock).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/clip/clip_text.h"
 #include "models/clip/clip_tokenizer.h"
 #include "models/clip/clip_weights.h"
+#include "models/llm/llm_encoder.h"
 #include "models/t5/t5_encoder.h"
 #include "models/t5/t5_tokenizer.h"
 
@@ -123,6 +129,38 @@ class T5EncoderSlot {
   struct Held;
   std::string path_, source_path_;
   int64_t vocab_rows_ = 0, d_model_ = 0;
+  std::shared_ptr<Held> held_;
+};
+
+// What an LlmEncoderSlot run returns.
+struct LlmRun {
+  std::vector<Tensor> outputs;  // what the function returned
+  double load_seconds = 0, encode_seconds = 0;
+};
+
+// A language model used as a text encoder (models/llm/llm_encoder.h), loaded when a run needs it: Z-Image's Qwen3,
+// FLUX.2's Qwen3 or Mistral, Qwen-Image's Qwen2.5-VL. Only the layers `options.output` needs are loaded.
+class LlmEncoderSlot {
+ public:
+  // Opens the weights' header (a file, an index, a component folder; a pipeline folder's text_encoder/) and reads
+  // the sizes and the family; no tensor is read. WickError (Data) naming the file when it is not a language model
+  // of options.family (when set) or its hidden size is not options.required_hidden_size (when > 0).
+  // options.dtype and options.device are replaced by the run's loading.
+  LlmEncoderSlot(std::string path, llm::LlmLoadOptions options);
+  const std::string& path() const { return path_; }
+  const std::string& source_path() const { return source_path_; }
+  const llm::LlmConfig& config() const { return config_; }  // as the header gives it (dtype and device not set)
+  // `fn(encoder)` with the encoder loaded in loading's dtype on its device (no gradients), its tensors collected; the
+  // encoder freed afterwards unless loading.keep_loaded.
+  LlmRun run(const EncoderLoading& loading, const std::function<std::vector<Tensor>(llm::LlmEncoder&)>& fn) const;
+  bool loaded() const;
+  void unload() const;
+
+ private:
+  struct Held;
+  std::string path_, source_path_;
+  llm::LlmLoadOptions options_;
+  llm::LlmConfig config_;
   std::shared_ptr<Held> held_;
 };
 

@@ -205,7 +205,10 @@ Tensor ZImageTransformer::forward_batch(const Tensor& latents, const Tensor& t, 
   std::vector<Tensor> xs, caps;
   for (int64_t b = 0; b < batch; ++b) {
     xs.push_back(autograd::select(latents, 0, b));
-    caps.push_back(autograd::narrow(autograd::select(context, 0, b), 0, 0, lengths[static_cast<size_t>(b)]));
+    const int64_t length = lengths[static_cast<size_t>(b)];
+    // A row without caption tokens (a caption dropped for classifier-free training) is one zero feature row.
+    caps.push_back(length > 0 ? autograd::narrow(autograd::select(context, 0, b), 0, 0, length)
+                              : zeros({1, context.size(2)}, context.dtype(), context.device()));
   }
   std::vector<Tensor> out = forward(xs, t, caps);
   return autograd::stack(out, 0);
@@ -214,7 +217,10 @@ Tensor ZImageTransformer::forward_batch(const Tensor& latents, const Tensor& t, 
 Tensor ZImageTransformer::predict(const Tensor& x_sigma, const Tensor& sigma, const diffusion::Conditioning& cond) {
   WICK_CHECK(sigma.defined() && sigma.dim() == 1 && is_floating(sigma.dtype()), "Z-Image: sigma ",
              sigma.defined() ? sigma.describe() : std::string("(none)"), " must be a floating [B] vector");
-  const Tensor t = autograd::sub(1.0, sigma);  // the model's time: 1 = clean
+  // The model's time, 1 = clean: (1000 - 1000 sigma) / 1000 in sigma's dtype, as diffusers' and the authors'
+  // pipelines and trainers compute it from the scheduler's timesteps (1 - sigma up to rounding, which the model's
+  // t_scale of 1000 would magnify to 6e-5 in the sinusoid's argument).
+  const Tensor t = autograd::div(autograd::sub(1000.0, autograd::mul(sigma, 1000.0)), 1000.0);
   return autograd::mul(forward_batch(x_sigma, t, cond.context, cond.context_mask), -1.0);
 }
 

@@ -16,7 +16,8 @@
 //   - the output is x0 - eps, the negative of the usual flow-matching velocity eps - x0
 //     (diffusers' pipeline negates it before the Euler step).
 // forward_batch() keeps them too; predict() (the DiffusionModel interface the training step and the
-// samplers drive) is the one place that converts: t = 1 - sigma in, velocity = -output out.
+// samplers drive) is the one place that converts: t = 1 - sigma in (computed (1000 - 1000 sigma) / 1000, as the
+// pipelines do), velocity = -output out.
 //
 // Forward (MODELS2 section 1.2): c = t_embedder(t); per sample, the image tokens (2x2 patches,
 // channel fastest, zimage_sequence.h) embedded and padded to a multiple of 32 with the learned
@@ -50,7 +51,8 @@ class ZImageTransformer : public DiffusionModel {
   std::vector<Tensor> forward(const std::vector<Tensor>& latents, const Tensor& t, const std::vector<Tensor>& captions);
   // The same for a batch of one size: latents [B, C, H, W], context [B, L, cap_feat_dim] whose rows
   // beyond each sample's length are padding, context_mask [B, L] (1 = a caption token, a prefix of
-  // each row; undefined = all L tokens) -> [B, C, H, W].
+  // each row; undefined = all L tokens; a row of zeros, a caption dropped by train.caption_dropout, is one zero
+  // feature row) -> [B, C, H, W].
   Tensor forward_batch(const Tensor& latents, const Tensor& t, const Tensor& context, const Tensor& context_mask);
 
   const ZImageConfig& config() const { return config_; }

@@ -17,8 +17,11 @@
 //         size sinusoids), the 4-channel VAE and SDXL base's EulerDiscreteScheduler: guidance 5 with no negative
 //         prompt (zero embeddings: force_zeros_for_empty_prompt), guidance 3 with a negative prompt, guidance 3 with
 //         an explicit "" (encoded), guidance 1, and guidance 3 with v-prediction.
-// Metric: max |wick - diffusers| over the final images in [0, 1], relative to max |diffusers| (flux, sd3) or absolute
-// (sdxl).
+//   zimage: ZImagePipeline, a tiny transformer (cap_feat_dim 16), a tiny Qwen3 (hidden 16, 4 layers) and the
+//         16-channel VAE: Turbo (8 steps, no CFG) and Base (5 steps, guidance_scale 4.0 against "", and 3.0 against a
+//         negative prompt; wick's scale is theirs + 1).
+// Metric: max |wick - diffusers| over the final images in [0, 1], relative to max |diffusers| (flux, sd3, zimage) or
+// absolute (sdxl).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -42,8 +45,11 @@
 #include "models/text/stored_prompts.h"
 #include "models/weights/pipeline_folder.h"
 #include "models/weights/weight_source.h"
+#include "models/zimage/zimage.h"
+#include "models/zimage/zimage_sampler.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
+#include "tests/llm_fixture.h"
 #include "tests/models/arch_sampler.h"
 #include "tests/models/arch_test_util.h"
 #include "tests/models/weights_test_util.h"
@@ -370,11 +376,109 @@ SamplerArch sdxl_row() {
   };
 }
 
+// The Z-Image fixture's Qwen3 as a text_encoder/ folder holding the full file, written once.
+const std::string& zimage_qwen3() {
+  static const std::string folder = [] {
+    const fs::path dir = scratch_dir("zimage_sampler_qwen3");
+    write_full_llm_file(data_path("zimage_sample/qwen3.safetensors"), (dir / "model.safetensors").string());
+    return dir.string();
+  }();
+  return folder;
+}
+
+SamplerArch zimage_row() {
+  return {
+      .name = "zimage",
+      .fixture = "zimage_sample",
+      .model = "zimage_sample/transformer",
+      .tiny_files = {{"vae_path", data_path("vae/flux_tiny/vae")},
+                     {"text_encoder_path", zimage_qwen3()},
+                     {"tokenizer_path", data_path("bpe/qwen3")}},
+      .guidance = 4.0,   // Base-like, with the negative prompt "" (Turbo's 1 is the pipeline runs')
+      .t5_length = 64,   // Qwen3 tokens of a caption's template (max_length)
+      // diffusers' guidance_scale s is wick's scale g - 1 (pos + s (pos - neg) = neg + g (pos - neg)).
+      .pipeline_runs = {{.name = "turbo", .model = "zimage_sample/transformer", .steps = 8, .guidance = 1.0},
+                        {.name = "base", .model = "zimage_sample/transformer", .steps = 5, .guidance = 5.0},
+                        {.name = "base_negative",
+                         .model = "zimage_sample/transformer",
+                         .steps = 5,
+                         .guidance = 4.0,
+                         .negative_prompt = "blurry, low quality"}},
+      .absolute_metric = false,
+      // Measured (f32, 2 cores): turbo 5.3e-06, base 5.2e-06, base_negative 4.5e-06 (the images' largest value is 1).
+      .pipeline_tolerance = 1e-5,
+      .pipeline_line = "zimage sampler vs diffusers ZImagePipeline",
+      .line_has_guidance = true,
+      .distinct_images = {{"turbo", "base", 0.1}, {"base", "base_negative", 0.1}},
+      .pipeline_name = "Z-Image-tiny",
+      .model_part = "transformer",
+      .pipeline_parts = {{"vae_path", "vae", {data_path("vae/flux_tiny/vae")}},
+                         {"text_encoder_path", "text_encoder", {zimage_qwen3()}},
+                         {"tokenizer_path", "tokenizer", {data_path("bpe/qwen3")}}},
+      .model_index = R"({"_class_name": "ZImagePipeline"})",
+      .overrides = {{"vae_path", "my_ae.safetensors"}, {"tokenizer_path", "tokenizer.json"}},
+      .bare_model_file = data_path("zimage/comfyui_bf16.safetensors"),
+      .other_size = {8, 12},
+      .stored_captions = {"a red cube", "a photo of sks", ""},
+      .stored_generated = {"a photo of [trigger]", "a red cube", "a photo of sks"},
+      .stored_steps = 3,
+      .print_stored_rounding =
+          [](double difference, double) {
+            std::printf("stored f16 zimage sample prompts vs encoded on the fly: images differ by %.2e of the largest "
+                        "pixel\n",
+                        difference);
+          },
+      .size_error = {"26 x 16",
+                     {.steps = 1, .width = 26, .height = 16},
+                     {"image size 26 x 16", "multiples of 4 pixels", "the nearest are 28 x 16"}},
+      .steps_error = "steps must be >= 1",
+      .other_model = "zimage/diffusers/transformer",  // cap_feat_dim 32
+      .other_model_error = {"widths", {.steps = 1}, {"32-wide caption features", "zimage_sampler_qwen3", "16 wide"}},
+      .required_parts = {{"text_encoder_path", "Qwen3's weights"}, {"vae_path", "the VAE"}},
+      .make = [](const SamplerOptions& o) -> std::unique_ptr<LatentImageSampler> {
+        zimage::ZImageSamplerSetup setup{.files = {.vae = part(o.files, "vae_path"),
+                                                   .text_encoder = part(o.files, "text_encoder_path"),
+                                                   .tokenizer = part(o.files, "tokenizer_path")},
+                                         .negative_prompt = o.negative_prompt,
+                                         .default_height = o.default_height,
+                                         .default_width = o.default_width,
+                                         .trigger_word = o.trigger_word,
+                                         .stored_prompts = o.stored_prompts};
+        if (o.t5_length > 0) setup.max_length = o.t5_length;
+        return std::make_unique<zimage::ZImageImageSampler>(setup);
+      },
+      .from_noise = [](LatentImageSampler& s, DiffusionModel& m, const std::vector<std::string>& prompts,
+                       const Tensor& noise, const SampleSettings& settings) {
+        return as<zimage::ZImageImageSampler>(s).generate_from_noise(dynamic_cast<zimage::ZImageTransformer&>(m),
+                                                                     prompts, noise, settings);
+      },
+      .sampling_files = [](const ModelConfig& model) -> std::pair<std::string, SamplerFiles> {
+        const zimage::ZImageSamplingFiles f = zimage::sampling_files(model);
+        return {f.pipeline,
+                {{"vae_path", f.vae}, {"text_encoder_path", f.text_encoder}, {"tokenizer_path", f.tokenizer}}};
+      },
+      .encode = [](const LatentImageSampler& s, const std::vector<std::string>& captions) {
+        return zimage::encode_zimage_prompts(*as<zimage::ZImageImageSampler>(s).encoder(), captions,
+                                             {.max_length = 64});
+      },
+      .has_encoders = [](const LatentImageSampler& s) {
+        return as<zimage::ZImageImageSampler>(s).encoder() != nullptr;
+      },
+      .is_stored = [](const LatentImageSampler& s,
+                      const std::string& prompt) { return as<zimage::ZImageImageSampler>(s).is_stored(prompt, 64); },
+      .check_pipeline_model =
+          [](DiffusionModel& m, const PipelineRun&) {
+            EXPECT_EQ(dynamic_cast<zimage::ZImageTransformer&>(m).config().cap_feat_dim, 16);
+          },
+  };
+}
+
 // One row per architecture whose datasets are encoded from images; a new one adds its line.
 const std::vector<std::pair<std::string, SamplerArch (*)()>> kRows = {
     {"flux", flux_row},
     {"sd3", sd3_row},
     {"sdxl", sdxl_row},
+    {"zimage", zimage_row},
 };
 
 // ---- the tests every row runs ----

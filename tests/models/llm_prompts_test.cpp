@@ -29,6 +29,7 @@
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
+#include "tests/llm_fixture.h"
 #include "tests/models/bpe_test_util.h"
 #include "tests/test_data.h"
 
@@ -70,22 +71,6 @@ double relative_to_max(const Tensor& got, const Tensor& want) {
 
 // A fixture encoder ("qwen3", "mistral", "qwen2vl") as one safetensors file (model.* names, the full embedding).
 std::string full_file(const std::string& name) {
-  const SafetensorsFile stored = SafetensorsFile::open(data_path(name + ".safetensors"));
-  const int64_t vocab = std::stoll(stored.metadata().at("vocab_size"));
-  const Tensor rows = stored.get("embed_rows.weight").contiguous();
-  const std::vector<int64_t> ids = stored.get("embed_rows.ids").to_vector<int64_t>();
-  const int64_t hidden = rows.shape()[1];
-  std::vector<float> table(static_cast<size_t>(vocab * hidden), 0.0f);
-  const std::vector<float> values = rows.to_vector<float>();
-  for (size_t r = 0; r < ids.size(); ++r) {
-    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(r * hidden), hidden,
-                table.begin() + static_cast<std::ptrdiff_t>(ids[r] * hidden));
-  }
-  std::vector<std::pair<std::string, Tensor>> tensors = {
-      {"model.embed_tokens.weight", Tensor::from_vector(table, {vocab, hidden})}};
-  for (const std::string& tensor : stored.names()) {
-    if (tensor.rfind("embed_rows.", 0) != 0) tensors.emplace_back(tensor, stored.get(tensor));
-  }
   // The written files (10 MB each for the 151,936-row embeddings) go when the test binary exits.
   struct ScratchDir {
     fs::path path = fs::path(::testing::TempDir()) / ("wick_llm_prompts_" + std::to_string(::getpid()));
@@ -97,7 +82,7 @@ std::string full_file(const std::string& name) {
   };
   static const ScratchDir dir;
   const std::string file = (dir.path / (name + ".safetensors")).string();
-  save_safetensors(file, tensors);
+  wick::testing::write_full_llm_file(data_path(name + ".safetensors"), file);
   return file;
 }
 

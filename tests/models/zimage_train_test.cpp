@@ -79,7 +79,12 @@ TEST(ZImageDiffusion, PredictIsTheNegatedOutputAtOneMinusSigma) {
   const Tensor v = model->predict(b.x, b.sigma, b.cond);
   ASSERT_EQ(v.shape(), b.x.shape());
   const std::vector<float> sigma = b.sigma.to_vector<float>();
-  const Tensor t = Tensor::from_vector<float>({1.0f - sigma[0], 1.0f - sigma[1]}, {2});
+  // t = (1000 - 1000 sigma) / 1000 in f32, as the pipelines compute it from the scheduler's timesteps.
+  auto model_time = [](float s) {
+    const auto timestep = static_cast<float>(s * 1000.0f);
+    return static_cast<float>((1000.0f - timestep) / 1000.0f);
+  };
+  const Tensor t = Tensor::from_vector<float>({model_time(sigma[0]), model_time(sigma[1])}, {2});
   // The padded caption rows do not reach the model: sample 0 sees its 7 caption tokens only.
   const std::vector<Tensor> out =
       model->forward({b.x.select(0, 0), b.x.select(0, 1)}, t,
