@@ -53,6 +53,9 @@ class ZImageArchitecture : public Architecture {
     schema_.needs_base_weights = true;
     schema_.sample_size = true;
     schema_.default_sample_guidance = 1.0;  // Turbo: no classifier-free guidance (Base: set 4 to 5)
+    // PEFT's names (diffusers' to_q, to_k, to_v, ...): what diffusers' ZImagePipeline and ComfyUI both load (ComfyUI maps
+    // them onto slices of its fused qkv); save.format kohya writes musubi-tuner's names, which ComfyUI does not map.
+    schema_.default_lora_format = LoraFormat::Peft;
   }
 
   const ArchSchema& schema() const override { return schema_; }

@@ -3,7 +3,8 @@
 // kRows at the bottom: what `data` writes, the case inputs its forward reads, its forward.
 //
 //   arch_fixture ARCH data DIR                          the training model and datasets of ARCH's row (below)
-//   arch_fixture ARCH sample-data DIR                   a model whose widths fit the committed sampling parts (flux)
+//   arch_fixture ARCH sample-data DIR [DATA]            a model whose widths fit the committed sampling parts (flux),
+//                                                       or the parts a run needs beside them (zimage; DATA: tests/data)
 //   arch_fixture ARCH lora-case LORA CASE OUT [WEIGHTS]
 //     Rebuilds the model LORA was trained on (its wick_config metadata; base WEIGHTS when given) in f32, loads LORA,
 //     merges it into the weights and writes OUT with the row's inputs from CASE (renamed as the row says) and the
@@ -60,6 +61,23 @@
 // sdxl model-case: WEIGHTS a file or diffusers folder; head width, groups and sinusoid width from its config.json,
 // else tests/data/sdxl's 8, 4, 8.
 //
+// zimage data DIR
+//   DIR/zimage_tiny.safetensors  a random Z-Image in ComfyUI's single-file layout (the fused attention.qkv under
+//                                "model.diffusion_model.") at real widths but tiny depth:
+//                                16-channel latents in 2x2 patches, dim 128 in one head of 128 (RoPE axes 32 + 48 +
+//                                48), 2 layers + 1 noise and 1 context refiner, SwiGLU 341, caption features 2560
+//                                (Qwen3-4B's), t_embedder 256 -> 1024 -> 128; f32
+//   DIR/zimage.h5                cached latents for it (model_family zimage, the Flux VAE's scaling 0.3611, shift
+//                                0.1159): 18 samples, 6 in each of the buckets 16x24, 24x16, 16x16; 16 caption rows
+//                                of 2560 with their mask; no pooled vector (P = 0)
+//   DIR/zimage_sized.h5          cached latents the size of tests/data/zimage's model (16 channels, 7 caption rows
+//                                of 32): 8 samples in buckets 6x10 and 8x4
+// zimage sample-data DIR DATA
+//   DIR/qwen3/model.safetensors  DATA/zimage_sample/qwen3.safetensors (a tiny Qwen3, hidden 16) written in full: the
+//                                text encoder of `wick dataset encode --model zimage` and of the sample grids
+// zimage lora-case: CASE's latents_0 (as latents [1, C, H, W]: its first sample), caption_0 (as context, its rows)
+// and timestep (the model's t, 1 = clean; the first is used) (tests/data/zimage/case.safetensors).
+//
 // Content of every dataset (tests/train/caption_dataset.h): three captions, each with its own deterministic text
 // embeddings and its own latent pattern, plus a little per-sample noise (Philox), so a LoRA can learn caption ->
 // pattern and the loss falls.
@@ -83,8 +101,11 @@
 #include "models/sdxl/sdxl_weights.h"
 #include "models/weights/key_map.h"
 #include "models/weights/weight_source.h"
+#include "models/zimage/zimage.h"
 #include "runtime/error.h"
+#include "runtime/ops/join.h"
 #include "runtime/safetensors.h"
+#include "tests/llm_fixture.h"
 #include "tests/train/caption_dataset.h"
 
 namespace wick {
@@ -93,17 +114,20 @@ namespace {
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
 using Inputs = std::map<std::string, Tensor>;
 
-// A case input: its name in OUT (what the forward reads) and in CASE; optional inputs may be missing.
+// A case input: its name in OUT (what the forward reads) and in CASE; optional inputs may be missing; `one_sample`:
+// CASE holds one sample's tensor without the batch axis, which OUT gets (of size 1).
 struct CaseInput {
   std::string name, in_case;
   bool optional = false;
+  bool one_sample = false;
 };
 
 // One architecture's row.
 struct FixtureRow {
   std::string arch;
   void (*write_data)(const std::string& dir);
-  void (*write_sample_data)(const std::string& dir);  // nullptr: no sample-data
+  // nullptr: no sample-data; `data`: the source tree's tests/data (for committed parts it writes out)
+  void (*write_sample_data)(const std::string& dir, const std::string& data);
   std::vector<CaseInput> case_inputs;                  // the first is the latents [B, C, H, W]
   Tensor (*forward)(DiffusionModel& model, const Inputs& inputs);
   int (*model_case)(const std::string& weights, const std::string& case_path, const std::string& out);  // or nullptr
@@ -145,7 +169,7 @@ void write_flux_data(const std::string& dir) {
   testing::write_caption_dataset(dir + "/flux_dev_sized.h5", dev_sized);
 }
 
-void write_flux_sample_data(const std::string& dir) {
+void write_flux_sample_data(const std::string& dir, const std::string&) {
   set_init_seed(13);
   flux::FluxTransformer model({.in_channels = 64, .hidden_size = 32, .num_heads = 2, .depth = 2, .depth_single = 2,
                                .context_dim = 32, .vec_dim = 16, .axes_dim = {4, 6, 6}, .guidance_embed = true,
@@ -209,6 +233,68 @@ Tensor sdxl_forward(DiffusionModel& model, const Inputs& in) {
                                                   in.at("pooled"), in.at("time_ids"));
 }
 
+// ---- zimage ----
+
+// The model in ComfyUI's single-file layout (z_image_turbo_bf16.safetensors): names under "model.diffusion_model.",
+// to_q | to_k | to_v fused by rows into attention.qkv, to_out.0 -> out, norm_q / norm_k -> q_norm / k_norm,
+// all_x_embedder.2-1 -> x_embedder, all_final_layer.2-1 -> final_layer.
+void save_zimage_comfyui(const Module& model, const std::string& path) {
+  const std::vector<std::pair<std::string, std::string>> renames = {
+      {".attention.to_out.0.", ".attention.out."}, {".attention.norm_q.", ".attention.q_norm."},
+      {".attention.norm_k.", ".attention.k_norm."}, {"all_x_embedder.2-1.", "x_embedder."},
+      {"all_final_layer.2-1.", "final_layer."}};
+  std::map<std::string, Tensor> params;
+  for (const auto& [name, tensor] : model.named_parameters()) params[name] = tensor;
+  Tensors tensors;
+  for (const auto& [name, tensor] : params) {
+    const size_t q = name.find(".attention.to_q.weight");
+    if (name.find(".attention.to_k.weight") != std::string::npos ||
+        name.find(".attention.to_v.weight") != std::string::npos)
+      continue;
+    if (q != std::string::npos) {
+      const std::string stem = name.substr(0, q) + ".attention.";
+      tensors.emplace_back("model.diffusion_model." + stem + "qkv.weight",
+                           concat({tensor, params.at(stem + "to_k.weight"), params.at(stem + "to_v.weight")}, 0));
+      continue;
+    }
+    std::string native = name;
+    for (const auto& [from, to] : renames)
+      if (const size_t at = native.find(from); at != std::string::npos) native.replace(at, from.size(), to);
+    tensors.emplace_back("model.diffusion_model." + native, tensor);
+  }
+  save_safetensors(path, tensors, {{"format", "pt"}, {"generator", "tests/train/arch_fixture.cpp zimage data"}});
+}
+
+void write_zimage_data(const std::string& dir) {
+  set_init_seed(19);
+  zimage::ZImageTransformer model({.dim = 128, .n_heads = 1, .n_layers = 2, .n_refiner_layers = 1,
+                                   .ffn_hidden = 341, .cap_feat_dim = 2560, .dtype = DType::F32});
+  save_zimage_comfyui(model, dir + "/zimage_tiny.safetensors");
+  const testing::CaptionDatasetOptions zimage{.model_family = "zimage", .vae_scaling = kFluxVaeScaling,
+                                              .vae_shift = kFluxVaeShift, .pooled_dim = 0};
+  testing::CaptionDatasetOptions big = zimage, sized = zimage;
+  big.channels = 16, big.text_length = 16, big.text_dim = 2560;
+  big.buckets = {{16, 24}, {24, 16}, {16, 16}}, big.per_bucket = 6;
+  sized.channels = 16, sized.text_length = 7, sized.text_dim = 32;
+  sized.buckets = {{6, 10}, {8, 4}}, sized.per_bucket = 4;
+  testing::write_caption_dataset(dir + "/zimage.h5", big);
+  testing::write_caption_dataset(dir + "/zimage_sized.h5", sized);
+}
+
+void write_zimage_sample_data(const std::string& dir, const std::string& data) {
+  WICK_CHECK_KIND(Config, !data.empty(), "zimage sample-data needs DATA (the source tree's tests/data)");
+  std::filesystem::create_directories(dir + "/qwen3");
+  testing::write_full_llm_file(data + "/zimage_sample/qwen3.safetensors", dir + "/qwen3/model.safetensors");
+}
+
+Tensor zimage_forward(DiffusionModel& model, const Inputs& in) {
+  const Tensor latents = in.at("latents");
+  return dynamic_cast<zimage::ZImageTransformer&>(model)
+      .forward({latents.select(0, 0)}, in.at("timestep").narrow(0, 0, 1), {in.at("context")})
+      .front()
+      .unsqueeze(0);
+}
+
 int write_sdxl_model_case(const std::string& weights, const std::string& case_path, const std::string& out);
 
 // ---- the table: one row per architecture ----
@@ -226,6 +312,9 @@ const std::vector<FixtureRow>& rows() {
        {{"latents", "latents_square"}, {"timesteps", "timesteps"}, {"context", "context"}, {"pooled", "pooled"},
         {"time_ids", "time_ids"}},
        sdxl_forward, write_sdxl_model_case},
+      {"zimage", write_zimage_data, write_zimage_sample_data,
+       {{"latents", "latents_0", false, true}, {"context", "caption_0"}, {"timestep", "timestep"}}, zimage_forward,
+       nullptr},
   };
   return table;
 }
@@ -255,6 +344,7 @@ Tensors read_case(const FixtureRow& row, const SafetensorsFile& file, Inputs& in
   for (const CaseInput& in : row.case_inputs) {
     if (in.optional && !file.contains(in.in_case)) continue;
     Tensor tensor = file.get(in.in_case).to(DType::F32);
+    if (in.one_sample) tensor = tensor.unsqueeze(0).contiguous();
     inputs[in.name] = tensor;
     tensors.emplace_back(in.name, tensor);
   }
@@ -283,10 +373,12 @@ int write_lora_case(const FixtureRow& row, const std::string& lora, const std::s
   config.train.gradient_checkpointing = false;
   Inputs inputs;
   const Tensors tensors = read_case(row, SafetensorsFile::open(case_path), inputs);
-  const Tensor latents = tensors.front().second, context = inputs.at("context"), pooled = inputs.at("pooled");
+  const Tensor latents = tensors.front().second, context = inputs.at("context"), pooled = input(inputs, "pooled");
+  // context [B, L, D], or one sample's [L, D] (Z-Image's captions).
   DataGeometry geometry{.model_family = row.arch, .latent_channels = latents.size(1),
-                        .latent_sizes = {{latents.size(2), latents.size(3)}}, .text_length = context.size(1),
-                        .text_dim = context.size(2), .pooled_dim = pooled.size(1)};
+                        .latent_sizes = {{latents.size(2), latents.size(3)}},
+                        .text_length = context.size(context.dim() - 2), .text_dim = context.size(context.dim() - 1),
+                        .pooled_dim = pooled.defined() ? pooled.size(1) : 0};
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, Device::cpu());
   load_lora(*model, lora);
   Tensor adapted = row.forward(*model, inputs);
@@ -333,9 +425,14 @@ int run(const std::vector<std::string>& args) {
   }
   const std::string& mode = args[1];
   const size_t n = args.size() - 2;
-  if ((mode == "data" && n == 1) || (mode == "sample-data" && n == 1 && row->write_sample_data != nullptr)) {
+  if (mode == "data" && n == 1) {
     std::filesystem::create_directories(args[2]);
-    (mode == "data" ? row->write_data : row->write_sample_data)(args[2]);
+    row->write_data(args[2]);
+    return 0;
+  }
+  if (mode == "sample-data" && (n == 1 || n == 2) && row->write_sample_data != nullptr) {
+    std::filesystem::create_directories(args[2]);
+    row->write_sample_data(args[2], n == 2 ? args[3] : "");
     return 0;
   }
   if (mode == "lora-case" && (n == 3 || n == 4))
@@ -343,7 +440,7 @@ int run(const std::vector<std::string>& args) {
   if (mode == "model-case" && n == 3 && row->model_case != nullptr) return row->model_case(args[2], args[3], args[4]);
   const std::string& arch = row->arch;
   std::string usage = arch + " data DIR | " + arch + " lora-case LORA CASE OUT [WEIGHTS]";
-  if (row->write_sample_data != nullptr) usage += " | " + arch + " sample-data DIR";
+  if (row->write_sample_data != nullptr) usage += " | " + arch + " sample-data DIR [DATA]";
   if (row->model_case != nullptr) usage += " | " + arch + " model-case WEIGHTS CASE OUT";
   std::fprintf(stderr, "usage: arch_fixture %s\n", usage.c_str());
   return 2;

@@ -107,7 +107,7 @@ sample_prepare
 
 # (a) Training with sample grids at steps 3 and 6: the row's prompts in one row of its images, scaled by 2.
 expect 0 "samples $work/out/run/samples/step_6.png" "$work/train.log" train "$work/run.yaml" --no-progress
-grep -qF "$sample_title: VAE $sample_vae, CLIP-L" "$work/train.log" ||
+grep -qF "$sample_title: VAE $sample_vae, ${sample_text_label:-CLIP-L}" "$work/train.log" ||
   fail "the log does not describe the $sample_title sampler"
 read -r width height <<<"$sample_size"
 for step in 3 6; do
@@ -166,7 +166,7 @@ save: {every: 0, dtype: f32}
 sample: {every: 2, steps: 2, prompts: ["$sample_pipeline_prompt"], width: $width, height: $height}
 YAML
 expect 0 "samples $work/out/pipeline/samples/step_2.png" "$work/pipeline.log" train "$work/pipeline.yaml" --no-progress
-grep -qF "$sample_title: VAE $pipeline/vae, CLIP-L $pipeline/text_encoder" "$work/pipeline.log" ||
+grep -qF "$sample_title: VAE $pipeline/vae, ${sample_text_label:-CLIP-L} $pipeline/text_encoder" "$work/pipeline.log" ||
   fail "the pipeline run did not take its parts"
 cells "$work/out/pipeline/samples/step_2.png" "$width" "$height" 2 1 1 ||
   fail "the pipeline run's grid is not one $width x $height image scaled by 2"

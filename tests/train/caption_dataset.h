@@ -78,7 +78,7 @@ inline void write_caption_dataset(const std::string& path, const CaptionDatasetO
       const int64_t k = sample % static_cast<int64_t>(names.size());
       captions.push_back(names[static_cast<size_t>(k)]);
       caption_text(k, s, &embeds[static_cast<size_t>(i * s.text_length * s.text_dim)],
-                   &mask[static_cast<size_t>(i * s.text_length)], &pooled[static_cast<size_t>(i * s.pooled_dim)]);
+                   &mask[static_cast<size_t>(i * s.text_length)], pooled.data() + i * s.pooled_dim);
       RngStream noise = derive_stream(7, static_cast<uint64_t>(sample), 0, RngPurpose::Test);
       for (int64_t ch = 0; ch < c; ++ch)
         for (int64_t y = 0; y < h; ++y)
