@@ -20,6 +20,11 @@
 //         + 6 size sinusoids of 8, 4 GroupNorm groups), latents 16x16 and 8x12, 7 text tokens, timesteps 261 and
 //         999. Also run through Stability AI's sgm UNetModel on the LDM-named file and diffusers' LDM converter
 //         (both bitwise equal to diffusers).
+//   zimage: dim 64, 2 heads of 32, 2 layers + 1 noise and 1 context refiner, cap_feat_dim 32, axes_dims [8, 12, 12],
+//         every parameter random and bf16-exact (the diffusers folder and the ComfyUI file are bf16); one batch of two
+//         samples of different sizes, latents [16, 6, 10] and [16, 8, 4], captions of 7 and 40 tokens, t 0.27 and
+//         0.81. The authors' code gives diffusers' output bit for bit (zimage_test.cpp checks wick against it).
+//         Measured f32: 3.2e-6 and 8.4e-6, almost all of it the t_embedder's sinusoid (tests/data/zimage/README.md).
 // Metric, per tensor: max_i |wick_i - ref_i| / max_i |ref_i|.
 //
 // bf16: the model and inputs in bf16 against diffusers' bf16 forward (output_bf16*) and the f32 one. Measured
@@ -40,13 +45,16 @@
 //   sdxl (the resnets' GroupNorms compute in f32 in both: sgm's GroupNorm32; torch's CPU group_norm in bf16 does its
 //   arithmetic in f32 too): wick bf16 vs diffusers bf16 1.17e-2, wick bf16 vs f32 1.04e-2, diffusers' bf16 vs its
 //   f32 1.2e-2: tolerance 4e-2 (as SD3's).
+//   zimage: wick bf16 vs diffusers bf16 1.65e-2, wick bf16 vs f32 3.8e-2, diffusers' bf16 vs its f32 2.2e-2:
+//   tolerance 5e-2.
 //
 // LoRA: rank 4, alpha 8 on every Linear of the blocks, as the fixture's PEFT adapters merged per module of the
 // original names (the fused qkv / linear1 share one lora_down; lora_up is the row concatenation; SD3's last block's
 // context modulation in SAI's (shift, scale) order); DoRA (rank 4, alpha 8, PEFT's output-axis magnitude); SDXL's
-// LoRA on kohya's conv_dim set (LoCon: its 3x3 convolutions at rank 2, alpha 1). Gradient checkpointing: bitwise for
-// Flux and SD3; for SDXL the forward is bitwise, the gradients not to the last bits (an input block's output feeds
-// three consumers: the next block's GroupNorm and residual, and an output block's skip concat; with checkpointing
+// LoRA on kohya's conv_dim set (LoCon: its 3x3 convolutions at rank 2, alpha 1); Z-Image's LoRA on the main layers'
+// attention and SwiGLU Linears, its loss over both samples. Gradient checkpointing: bitwise for Flux, SD3 and
+// Z-Image; for SDXL the forward is bitwise, the gradients not to the last bits (an input block's output feeds three
+// consumers: the next block's GroupNorm and residual, and an output block's skip concat; with checkpointing
 // the next block's two contributions are summed first, so the three add in another order).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -63,6 +71,8 @@
 
 #include "engine/autograd/backward.h"
 #include "engine/autograd/node.h"
+#include "engine/autograd/ops_join.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_loss.h"
 #include "models/flux/flux.h"
 #include "models/nn/adapters.h"
@@ -72,7 +82,10 @@
 #include "models/sdxl/sdxl_unet.h"
 #include "models/sdxl/sdxl_weights.h"
 #include "models/weights/weight_source.h"
+#include "models/zimage/zimage.h"
+#include "models/zimage/zimage_weights.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/join.h"
 #include "runtime/safetensors.h"
 #include "tests/models/arch_parity.h"
 #include "tests/models/arch_test_util.h"
@@ -255,11 +268,72 @@ ParityArch sdxl_row() {
   };
 }
 
+// The fixture's RoPE layout (its config.json has it; the ComfyUI file has none).
+const zimage::ZImageRope kZImageTinyRope{.axes_dims = {8, 12, 12}, .axes_lens = {256, 64, 64}, .theta = 256.0};
+
+// Z-Image's cases are one batch of two samples of different sizes (latents_0 [16, 6, 10], latents_1 [16, 8, 4],
+// captions of 7 and 40 tokens): the latents "0" and "1" are the batch's two outputs; "" (the LoRA case, whose loss is
+// over both) is the two flattened and concatenated, as the fixture's loss takes them.
+ParityArch zimage_row() {
+  const std::vector<std::string> samples = {"0", "1"};
+  auto both = [](const Tensor& a, const Tensor& b) { return concat({a.flatten(), b.flatten()}, 0); };
+  return {
+      .name = "zimage",
+      .fixtures = "zimage",
+      // bf16 files: the f32 model is a copy of them.
+      .f32 = {{"diffusers", "diffusers", "case.safetensors", samples, false},
+              {"comfyui_bf16.safetensors", "comfyui_bf16.safetensors", "case.safetensors", samples, false}},
+      .f32_tolerance = 1e-5,
+      .zero_copy_parameter = "layers.1.attention.to_q.weight",
+      .bf16 = {{"tiny Z-Image", "diffusers", "case.safetensors", samples}},
+      .bf16_tolerance = 5e-2,
+      .mixed_precision = true,
+      .tiny_files = {"diffusers"},
+      .lora_weights = "diffusers",
+      // to_q, to_k, to_v, to_out.0, w1, w2, w3 of the 2 main layers.
+      .lora_kinds = {{"lora", "lora_case.safetensors", 14, "[Z-Image lora] vs PEFT:"}},
+      .lora_prefix = "lora.",
+      .lora_latents = "",
+      .lora_file_has_rank = true,
+      .locon = false,
+      .lora_inputs = "case.safetensors",
+      .lora_reference =
+          [both](const SafetensorsFile& file, const std::string& name) {
+            return both(file.get(name + "_0"), file.get(name + "_1"));
+          },
+      .checkpointing_tolerance = 0,
+      .checkpointing_label = "[Z-Image LoRA] tiny model, 2 samples of 15 and 8 image tokens, 7 and 40 caption tokens",
+      .load_path =
+          [](const std::string& path, DType dtype) {
+            auto source = std::make_shared<WeightSource>(WeightSource::open(path, "transformer"));
+            std::shared_ptr<zimage::ZImageTransformer> model =
+                zimage::load_transformer(*source, {.dtype = dtype, .rope = kZImageTinyRope}).model;
+            return LoadedModel{source, model, nullptr};
+          },
+      .run = [](DiffusionModel& model, const SafetensorsFile& in, const std::string& latents, DType dtype, bool) {
+        const std::vector<Tensor> out = as<zimage::ZImageTransformer>(model).forward(
+            {in.get("latents_0").to(dtype), in.get("latents_1").to(dtype)}, in.get("timestep"),
+            {in.get("caption_0").to(dtype), in.get("caption_1").to(dtype)});
+        if (latents.empty()) return autograd::concat({autograd::flatten(out[0]), autograd::flatten(out[1])}, 0);
+        return out.at(std::stoul(latents));
+      },
+      .loss_input = [](const Tensor& output) { return output; },
+      .shapes = [](const std::string& path) -> std::vector<std::map<std::string, Shape>> {
+        const WeightSource source = WeightSource::open(path, "transformer");
+        const std::map<std::string, Shape> shapes = mapped_shapes(source, zimage::detect_weight_format(source));
+        zimage::ZImageConfig c = zimage::config_from_shapes(shapes, kZImageTinyRope);
+        c.dtype = DType::F32;
+        return {shapes, zimage::parameter_shapes(c), shapes_of(zimage::ZImageTransformer(c))};
+      },
+  };
+}
+
 // One row per architecture whose datasets are encoded from images; a new one adds its line.
 const std::vector<std::pair<std::string, ParityArch (*)()>> kRows = {
     {"flux", flux_row},
     {"sd3", sd3_row},
     {"sdxl", sdxl_row},
+    {"zimage", zimage_row},
 };
 
 // ---- the tests every row runs ----
@@ -354,7 +428,7 @@ TEST_P(ArchParity, LoraForwardLossAndGradientsMatchPeft) {
     SCOPED_TRACE(lora.kind);
     const SafetensorsFile file = a.open(lora.inputs);
     const LoraRun r = run_lora(a, lora, false);
-    const double out_error = relative_to_max(r.output, file.get("output"));
+    const double out_error = relative_to_max(r.output, lora_reference(a, file, "output"));
     const double loss_error = std::fabs(r.loss - file.get("loss").item()) / std::fabs(file.get("loss").item());
     double worst = 0, worst_conv = 0;
     std::string worst_name;
@@ -466,8 +540,9 @@ LoraRun run_lora(const ParityArch& a, const LoraCase& lora, bool checkpointing) 
   model.set_gradient_checkpointing(checkpointing);
   LoraRun result;
   auto start = std::chrono::steady_clock::now();
-  result.output = a.run(model, file, a.lora_latents, DType::F32, false);
-  Tensor loss = autograd::mse_loss(a.loss_input(result.output), file.get("target"));
+  const SafetensorsFile inputs = a.lora_inputs.empty() ? SafetensorsFile::open(a.path(lora.inputs)) : a.open(a.lora_inputs);
+  result.output = a.run(model, inputs, a.lora_latents, DType::F32, false);
+  Tensor loss = autograd::mse_loss(a.loss_input(result.output), lora_reference(a, file, "target"));
   result.loss = loss.item();
   autograd::GradientStore grads = autograd::backward(loss);
   result.forward_backward_ms =
@@ -480,6 +555,10 @@ LoraRun run_lora(const ParityArch& a, const LoraCase& lora, bool checkpointing) 
   }
   EXPECT_EQ(grads.size(), result.grads.size()) << "only the adapters get gradients";
   return result;
+}
+
+Tensor lora_reference(const ParityArch& a, const SafetensorsFile& file, const std::string& name) {
+  return a.lora_reference ? a.lora_reference(file, name) : file.get(name);
 }
 
 std::string shape_map_error(const std::function<void(const std::map<std::string, Shape>&)>& config_from_shapes,

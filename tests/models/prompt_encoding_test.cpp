@@ -27,9 +27,11 @@
 #include "models/sd3/sd3_text.h"
 #include "models/sdxl/sdxl_text.h"
 #include "models/weights/weight_source.h"
+#include "models/zimage/zimage_text.h"
 #include "runtime/ops/join.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
+#include "tests/llm_fixture.h"
 #include "tests/models/weights_test_util.h"
 #include "tests/test_data.h"
 
@@ -141,7 +143,7 @@ void write_weights(const fs::path& dir, const std::string& path,
 }
 
 struct Folders {
-  fs::path clip_l_tokenizer, clip_g_tokenizer, flux, sd3, sdxl, sd3_clip_l;
+  fs::path clip_l_tokenizer, clip_g_tokenizer, flux, sd3, sdxl, sd3_clip_l, zimage;
 };
 
 const Folders& folders() {
@@ -184,6 +186,13 @@ const Folders& folders() {
     link(data("clip_text/clip_g"), out.sdxl / "text_encoder_2");
     std::ofstream(out.sdxl / "model_index.json")
         << R"({"_class_name": "StableDiffusionXLPipeline", "force_zeros_for_empty_prompt": false})";
+
+    // Z-Image: the tiny Qwen3 of tests/data/zimage_sample (its compact embedding expanded) and Qwen3's tokenizer.
+    out.zimage = root / "zimage";
+    fs::create_directories(out.zimage / "text_encoder");
+    wick::testing::write_full_llm_file(data("zimage_sample/qwen3.safetensors"),
+                                       (out.zimage / "text_encoder" / "model.safetensors").string());
+    link(data("bpe/qwen3"), out.zimage / "tokenizer");
     return out;
   }();
   return f;
@@ -481,10 +490,11 @@ TEST(PromptEncoding, UsageErrors) {
 TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
   std::vector<std::string> names;
   for (const Architecture* arch : encodable_architectures()) names.push_back(arch->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"flux", "sd3", "sdxl"}));
-  EXPECT_EQ(encodable_architecture_names(), "flux, sd3, sdxl");
+  EXPECT_EQ(names, (std::vector<std::string>{"flux", "sd3", "sdxl", "zimage"}));
+  EXPECT_EQ(encodable_architecture_names(), "flux, sd3, sdxl, zimage");
   EXPECT_THAT(error_of([] { find_encodable_architecture("dit", "--model"); }),
-              HasSubstr("--model: 'dit' is not a model whose datasets are encoded from images (flux, sd3, sdxl)"));
+              HasSubstr("--model: 'dit' is not a model whose datasets are encoded from images (flux, sd3, sdxl, "
+                        "zimage)"));
   const std::vector<std::string> two = {prompts()[0], prompts()[3]};
   auto through_registry = [&](const std::string& model, const fs::path& pipeline,
                               const std::map<std::string, std::string>& options) {
@@ -512,6 +522,10 @@ TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
   same(zeroed, sdxl::encode_sdxl_prompts(sdxl_direct, two, {.zeros_for_empty_prompt = true}));
   EXPECT_EQ(zeroed.info.metadata().at("zeros_for_empty_prompt"), "true");
   EXPECT_EQ(flux::encode_flux_prompts(flux_direct, two).info.metadata().count("zeros_for_empty_prompt"), 0u);
+  auto zimage_direct = zimage::ZImageTextEncoder::from_pipeline(folders().zimage.string());
+  same(through_registry("zimage", folders().zimage, {{"max_length", "48"}}),
+       zimage::encode_zimage_prompts(zimage_direct, two, {.max_length = 48}));
+  EXPECT_EQ(through_registry("z-image", folders().zimage, {}).context.size(1), 512);  // an alias; the default length
 
   const text::PromptSpec sdxl_spec = find_encodable_architecture("sdxl", "test").dataset_spec()->prompts;
   EXPECT_THAT(error_of([&] { text::prompt_options(sdxl_spec, {{"t5_length", "77"}}, "sdxl"); }),
@@ -521,6 +535,12 @@ TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
                         "--clip-g-vocab)"));
   EXPECT_THAT(error_of([&] { text::check_prompt_files(sdxl_spec, {}, "sdxl"); }),
               HasSubstr("sdxl text encoders: give a diffusers pipeline folder (--path) or the encoder files"));
+  const text::PromptSpec zimage_spec = find_encodable_architecture("zimage", "test").dataset_spec()->prompts;
+  EXPECT_THAT(error_of([&] { text::prompt_options(zimage_spec, {{"t5_length", "77"}}, "zimage"); }),
+              HasSubstr("zimage takes no --t5-length (its prompt options: --max-length)"));
+  EXPECT_THAT(error_of([&] { text::check_prompt_files(zimage_spec, {.files = {{"clip_l", "clip_l.safetensors"}}},
+                                                      "zimage"); }),
+              HasSubstr("zimage's text encoders take no --clip-l"));
   const text::PromptSpec sd3_spec = find_encodable_architecture("sd3", "test").dataset_spec()->prompts;
   EXPECT_EQ(kind_of([&] { text::prompt_options(sd3_spec, {{"clip_l_pooled", "sideways"}}, "sd3"); }),
             ErrorKind::Config);

@@ -1,9 +1,10 @@
 // The Z-Image transformer (models/zimage) against the fixtures of tests/data/zimage (tests/reference/
 // make_zimage_fixtures.py: diffusers 0.42.1's ZImageTransformer2DModel at MODELS2 section 1.7's tiny config, dim 64,
 // 2 heads of 32, 2 layers + 1 + 1 refiners, cap_feat_dim 32, axes_dims [8, 12, 12], every parameter random, the
-// pad tokens included): its config read from the weights' shapes, the token layout (patches, positions), the forward
-// from each weights layout in f32 against diffusers and the authors' code, bf16, LoRA gradients against PEFT, and
-// the input checks. The weights' layouts and float8 are zimage_weights_test.cpp.
+// pad tokens included): what only Z-Image has. Its config read from the weights' shapes, the token layout (patches,
+// positions), the forward against the authors' code, batching and the pad tokens, full training against torch, and
+// the input checks. The forward against diffusers (f32 from both layouts, bf16), LoRA against PEFT and gradient
+// checkpointing are its row of arch_parity_test.cpp; the weights' layouts and float8 are zimage_weights_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +18,6 @@
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_loss.h"
-#include "models/nn/adapters.h"
 #include "models/zimage/zimage.h"
 #include "models/zimage/zimage_weights.h"
 #include "runtime/ops/creation.h"
@@ -32,10 +32,8 @@ namespace wick::zimage {
 namespace {
 
 using ::testing::HasSubstr;
-using wick::testing::copy_into_slot;
 using wick::testing::data_path;
 using wick::testing::error_of;
-using wick::testing::lora_paths;
 using wick::testing::relative_to_max;
 
 const ZImageRope kTinyRope{.axes_dims = {8, 12, 12}, .axes_lens = {256, 64, 64}, .theta = 256.0};
@@ -44,8 +42,8 @@ SafetensorsFile open_fixture(const std::string& name) { return SafetensorsFile::
 
 WeightSource diffusers_source() { return WeightSource::open(data_path("zimage/diffusers"), "transformer"); }
 
-std::shared_ptr<ZImageTransformer> load_tiny(DType dtype = DType::F32) {
-  return load_transformer(diffusers_source(), {.dtype = dtype}).model;
+std::shared_ptr<ZImageTransformer> load_tiny() {
+  return load_transformer(diffusers_source(), {.dtype = DType::F32}).model;
 }
 
 struct Inputs {
@@ -53,12 +51,12 @@ struct Inputs {
   Tensor t;
 };
 
-Inputs case_inputs(DType dtype = DType::F32) {
+Inputs case_inputs() {
   SafetensorsFile file = open_fixture("case.safetensors");
   Inputs in;
   for (int i = 0; i < 2; ++i) {
-    in.latents.push_back(file.get("latents_" + std::to_string(i)).to(dtype));
-    in.captions.push_back(file.get("caption_" + std::to_string(i)).to(dtype));
+    in.latents.push_back(file.get("latents_" + std::to_string(i)));
+    in.captions.push_back(file.get("caption_" + std::to_string(i)));
   }
   in.t = file.get("timestep");
   return in;
@@ -73,7 +71,7 @@ std::vector<Tensor> run(ZImageTransformer& model, const Inputs& in) {
 double worst_error(const std::vector<Tensor>& out, const SafetensorsFile& file, const std::string& prefix) {
   double worst = 0;
   for (size_t i = 0; i < out.size(); ++i)
-    worst = std::max(worst, relative_to_max(out[i].to(DType::F32), file.get(prefix + std::to_string(i))));
+    worst = std::max(worst, relative_to_max(out[i], file.get(prefix + std::to_string(i))));
   return worst;
 }
 
@@ -104,7 +102,6 @@ TEST(ZImageConfig, FromShapesOfTheTinyModel) {
   EXPECT_EQ(c.rope.theta, 256.0);
   EXPECT_EQ(count(parameter_shapes(c)), 590816);
   EXPECT_EQ(parameter_shapes(c).size(), 73u);
-  EXPECT_EQ(parameter_shapes(c), shapes);
 }
 
 TEST(ZImageConfig, RealSizeNamesAndCount) {
@@ -186,16 +183,14 @@ TEST(ZImageLayout, PositionsAndPatchesAsDiffusers) {
   EXPECT_THAT(error_of([&] { patchify(latent.narrow(1, 0, 5), 2); }), HasSubstr("multiples of 2"));
 }
 
-TEST(ZImageForward, MatchesDiffusersAndTheAuthorsCode) {
+TEST(ZImageForward, MatchesTheAuthorsCode) {
   auto model = load_tiny();
   const std::vector<Tensor> out = run(*model, case_inputs());
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].shape(), (Shape{16, 6, 10}));
   EXPECT_EQ(out[1].shape(), (Shape{16, 8, 4}));
-  const double diffusers = worst_error(out, open_fixture("case.safetensors"), "output_");
   const double authors = worst_error(out, open_fixture("authors_case.safetensors"), "output_");
-  std::printf("Z-Image f32 output vs diffusers %.3g, vs the authors' code %.3g\n", diffusers, authors);
-  EXPECT_LE(diffusers, 1e-5);
+  std::printf("Z-Image f32 output vs the authors' code %.3g\n", authors);
   EXPECT_LE(authors, 1e-5);
 }
 
@@ -241,83 +236,6 @@ TEST(ZImageForward, PadTokensAreAttendedTo) {
     slot = saved;
     EXPECT_GT(relative_to_max(changed[0], base[0]), 1e-3) << name;
   }
-}
-
-TEST(ZImageForward, Bfloat16IsCloseToDiffusersBfloat16) {
-  auto model = load_tiny(DType::BF16);
-  const std::vector<Tensor> out = run(*model, case_inputs(DType::BF16));
-  EXPECT_EQ(out[0].dtype(), DType::BF16);
-  SafetensorsFile file = open_fixture("case.safetensors");
-  const double vs_f32 = worst_error(out, file, "output_"), vs_bf16 = worst_error(out, file, "output_bf16_");
-  std::printf("Z-Image bf16 output vs diffusers f32 %.3g, vs diffusers bf16 %.3g (diffusers bf16 vs f32 %s)\n", vs_f32,
-              vs_bf16, file.metadata().at("bf16_rel_err").c_str());
-  EXPECT_LE(vs_f32, 5e-2);
-  EXPECT_LE(vs_bf16, 5e-2);
-}
-
-// LoRA (rank 4, alpha 8) on the main layers' Linears against PEFT: output, loss and every adapter gradient.
-struct LoraResult {
-  std::vector<Tensor> output;
-  double loss = 0;
-  std::vector<std::pair<std::string, Tensor>> grads;
-};
-
-LoraResult run_lora(bool checkpointing) {
-  SafetensorsFile file = open_fixture("lora_case.safetensors");
-  auto model = load_tiny();
-  const std::vector<std::string> paths = lora_paths(file, "lora.");
-  EXPECT_EQ(paths.size(), 14u);
-  std::vector<std::string> wrapped =
-      nn::apply_adapters(*model, {.type = "lora", .patterns = paths, .options = {.rank = 4, .alpha = 8.0}}).wrapped;
-  std::sort(wrapped.begin(), wrapped.end());
-  EXPECT_EQ(wrapped, paths);
-  for (auto& [path, adapter] : nn::find_adapters(*model)) {
-    copy_into_slot(adapter->down_weight(), file.get("lora." + path + ".lora_down"));
-    copy_into_slot(adapter->up_weight(), file.get("lora." + path + ".lora_up"));
-  }
-  model->set_gradient_checkpointing(checkpointing);
-  Inputs in = case_inputs();
-  LoraResult r;
-  r.output = model->forward(in.latents, in.t, in.captions);
-  Tensor got = autograd::concat({autograd::flatten(r.output[0]), autograd::flatten(r.output[1])}, 0);
-  Tensor want = concat({file.get("target_0").flatten(), file.get("target_1").flatten()}, 0);
-  Tensor loss = autograd::mse_loss(got, want);
-  r.loss = loss.item();
-  autograd::GradientStore grads = autograd::backward(loss);
-  for (auto& [path, adapter] : nn::find_adapters(*model)) {
-    r.grads.emplace_back(path + ".lora_down", grads.get(adapter->down_weight()));
-    r.grads.emplace_back(path + ".lora_up", grads.get(adapter->up_weight()));
-  }
-  EXPECT_EQ(grads.size(), r.grads.size()) << "only the adapters get gradients";
-  return r;
-}
-
-TEST(ZImageLora, GradientsMatchPeft) {
-  SafetensorsFile file = open_fixture("lora_case.safetensors");
-  const LoraResult r = run_lora(false);
-  const double out_error = worst_error(r.output, file, "output_");
-  const double loss_error = std::fabs(r.loss - file.get("loss").item()) / std::fabs(file.get("loss").item());
-  double worst = 0;
-  std::string worst_name;
-  for (auto& [name, grad] : r.grads) {
-    ASSERT_TRUE(grad.defined()) << name << " got no gradient";
-    const double error = relative_to_max(grad, file.get("grad.lora." + name));
-    EXPECT_LE(error, 1e-4) << name;
-    if (error > worst) worst = error, worst_name = name;
-  }
-  std::printf("Z-Image LoRA vs PEFT: output %.3g, loss %.3g, worst of %zu adapter gradients %.3g (%s)\n", out_error,
-              loss_error, r.grads.size(), worst, worst_name.c_str());
-  EXPECT_LE(out_error, 1e-5);
-  EXPECT_LE(loss_error, 1e-5);
-}
-
-TEST(ZImageLora, GradientCheckpointingGivesTheSameGradients) {
-  const LoraResult plain = run_lora(false), checkpointed = run_lora(true);
-  EXPECT_EQ(plain.loss, checkpointed.loss);
-  ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
-  for (size_t i = 0; i < plain.grads.size(); ++i)
-    EXPECT_EQ(plain.grads[i].second.to_vector<float>(), checkpointed.grads[i].second.to_vector<float>())
-        << plain.grads[i].first;
 }
 
 // Full training: every parameter trainable; the gradients of small tensors on every kind of path (pad tokens, both

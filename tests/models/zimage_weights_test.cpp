@@ -1,8 +1,9 @@
 // Z-Image weights (models/zimage/zimage_weights.h) from the three layouts of tests/data/zimage (tests/reference/
 // make_zimage_fixtures.py): the diffusers/authors' sharded transformer/ folder (bf16, config.json beside it), the
 // ComfyUI single file (bf16, names under model.diffusion_model., fused attention.qkv) and the ComfyUI scaled-fp8 file
-// (F8_E4M3 block Linears with per-tensor scale_weight, no prefix). Each loads strictly and gives diffusers' output;
-// so do the fp8 file rewritten with per-row scales and in diffusers' names (split F8 q/k/v, written here).
+// (F8_E4M3 block Linears with per-tensor scale_weight, no prefix). Each loads strictly (the bf16 layouts' output is
+// their row of arch_parity_test.cpp); the fp8 file gives diffusers' output with its dequantized weights, and so does
+// it rewritten with per-row scales and in diffusers' names (split F8 q/k/v, written here).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -48,7 +49,8 @@ double error_against(ZImageTransformer& model, const std::string& reference) {
   return std::max(relative_to_max(out[0], want.get("output_0")), relative_to_max(out[1], want.get("output_1")));
 }
 
-TEST(ZImageWeights, EachLayoutGivesDiffusersOutput) {
+// Their output against diffusers is ArchParity.ForwardMatchesDiffusersInF32/zimage (arch_parity_test.cpp).
+TEST(ZImageWeights, EachLayoutIsDetectedAndLoadsEveryTensorFrozen) {
   struct Layout {
     std::string path, format, prefix;
   };
@@ -65,9 +67,6 @@ TEST(ZImageWeights, EachLayoutGivesDiffusersOutput) {
     EXPECT_EQ(loaded.report.n_loaded, 73);
     EXPECT_TRUE(loaded.float8_layers.empty());
     EXPECT_EQ(loaded.model->n_parameters(/*trainable_only=*/true), 0) << "loaded weights are frozen";
-    const double error = error_against(*loaded.model, "case.safetensors");
-    std::printf("Z-Image from the %s layout: output vs diffusers %.3g\n", l.format.c_str(), error);
-    EXPECT_LE(error, 1e-5);
   }
   // In its own dtype (bf16), the ComfyUI file's renamed and split tensors are views of the mapping.
   WeightSource comfy = WeightSource::open(data_path("zimage/comfyui_bf16.safetensors"));
