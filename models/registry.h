@@ -23,11 +23,11 @@ const Architecture& find_architecture(const std::string& name);
 // the first registered one is the default model.arch.
 const ConfigSchema& config_schema();
 // The canonical names of the registered architectures of pretrained models (schema().needs_base_weights: those with
-// blocks to quantize and stream), "flux, sd3, sdxl", for messages.
+// blocks to quantize and stream), "flux, sd3, sdxl, zimage", for messages.
 std::string pretrained_architecture_names();
 // The architectures a folder of images can be encoded for (Architecture::dataset_spec), in registration order.
 std::vector<const Architecture*> encodable_architectures();
-// Their canonical names ("flux, sd3, sdxl"), for messages and --help.
+// Their canonical names ("flux, sd3, sdxl, zimage"), for messages and --help.
 std::string encodable_architecture_names();
 // The encodable architecture named `name` (or an alias); a Config error "<who>: ..." listing them otherwise.
 const Architecture& find_encodable_architecture(const std::string& name, const std::string& who);

@@ -195,6 +195,37 @@ TEST(Config, Sd35LoraInAiToolkitShapeParses) {
   EXPECT_EQ(kohya.save.format, LoraFormat::Kohya);
 }
 
+TEST(Config, ZImageLoraInAiToolkitShapeParses) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse_config_file(kConfigsDir + "/zimage_lora.yaml", config_schema(), {}, &notes, &warnings);
+  EXPECT_EQ(c.name, "zimage_lora_v1");
+  EXPECT_EQ(c.model.arch, "zimage");  // is_zimage
+  EXPECT_EQ(c.model.name_or_path, "models/Z-Image");
+  EXPECT_EQ(c.model.dtype, DType::BF16);
+  EXPECT_EQ(c.model.options.get_float("sample_shift"), 0.0);  // the pipeline's scheduler_config.json
+  EXPECT_EQ(c.model.options.get_int("max_length"), 512);
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_EQ(c.network.linear, 16);
+  EXPECT_TRUE(c.network.target.empty());  // the arch's default preset (all)
+  EXPECT_EQ(c.save.format, LoraFormat::Peft);
+  EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::Shift);
+  EXPECT_EQ(c.train.timestep_shift, 3.0);
+  EXPECT_EQ(c.train.lr, 1e-4);
+  EXPECT_EQ(c.train.mixed_precision, MixedPrecision::BF16);
+  EXPECT_TRUE(c.train.gradient_checkpointing);
+  EXPECT_EQ(c.sample.every, 250);
+  EXPECT_EQ(c.sample.guidance, 4.0);
+  EXPECT_EQ(c.sample.steps, 28);
+  EXPECT_EQ(c.sample.width, 1024);  // zimage samples at a chosen size
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // the trigger word, as for Flux
+  EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
+  expect_round_trip(c);
+  // Without sample.guidance Z-Image samples as Turbo does: no classifier-free guidance.
+  TrainConfig turbo = parse_config_file(kConfigsDir + "/zimage_lora.yaml", config_schema(), {"sample.guidance=1"});
+  EXPECT_EQ(turbo.sample.guidance, 1.0);
+  EXPECT_EQ(parse(kMinimal + "model: {arch: z-image}\n").sample.guidance, 1.0);
+}
+
 TEST(Config, SdxlLoraInAiToolkitShapeParses) {
   std::vector<std::string> notes, warnings;
   TrainConfig c = parse_config_file(kConfigsDir + "/sdxl_lora.yaml", config_schema(), {}, &notes, &warnings);
@@ -359,7 +390,7 @@ config:
   EXPECT_EQ(c.network.conv, 0);
   expect_round_trip(c);
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl2\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl2'; registered: dit, flux, sd3, sdxl");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl2'; registered: dit, flux, sd3, sdxl, zimage");
 }
 
 TEST(Config, EriDiffusionFlatShapeWithAliases) {
@@ -522,7 +553,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
   EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
             "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3, sdxl");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3, sdxl, zimage");
   EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
             "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
   EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),
