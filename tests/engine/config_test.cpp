@@ -223,7 +223,7 @@ TEST(Config, ZImageLoraInAiToolkitShapeParses) {
   // Without sample.guidance Z-Image samples as Turbo does: no classifier-free guidance.
   TrainConfig turbo = parse_config_file(kConfigsDir + "/zimage_lora.yaml", config_schema(), {"sample.guidance=1"});
   EXPECT_EQ(turbo.sample.guidance, 1.0);
-  EXPECT_EQ(parse(kMinimal + "model: {arch: z-image}\n").sample.guidance, 1.0);
+  EXPECT_EQ(parse(kMinimal + "model: {arch: z-image, name_or_path: z.safetensors}\n").sample.guidance, 1.0);
 }
 
 TEST(Config, SdxlLoraInAiToolkitShapeParses) {
