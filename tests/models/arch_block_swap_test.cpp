@@ -61,6 +61,12 @@ const BlockSwapRow kRows[] = {
     {.arch = &tiny_arch("sd3"), .blocks = numbered("joint_blocks", 3), .swapped = {1, 3}, .not_recomputed = {}},
     // input_blocks.0 is conv_in: no adapter, and its input (the latents) needs no gradient.
     {.arch = &tiny_arch("sdxl"), .blocks = sdxl_blocks(), .swapped = {10, 19}, .not_recomputed = {"input_blocks.0"}},
+    // The refiners carry no adapter (the case's are the main layers') and their inputs, the embedded latents and
+    // captions, need no gradient. 3 of the 4, not all: with both refiners swapped, backward's last prefetch is
+    // context_refiner.0, which it never recomputes, so each step copies one block more than the count below and the
+    // next forward's noise_refiner.0 is not prefetched (the numbers stay bitwise those without swapping).
+    {.arch = &tiny_arch("zimage"), .blocks = {"noise_refiner.0", "context_refiner.0", "layers.0", "layers.1"},
+     .swapped = {2, 3}, .not_recomputed = {"context_refiner.0"}},
 };
 
 class ArchBlockSwap : public ::testing::TestWithParam<BlockSwapRow> {};

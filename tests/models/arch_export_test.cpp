@@ -49,6 +49,8 @@ const ExportRow kRows[] = {
     {.arch = &tiny_arch("sdxl"), .layout = "diffusers", .base = "tiny_diffusers",
      .base_file = "tiny_diffusers/diffusion_pytorch_model.safetensors", .trained = "out.2.bias",
      .trained_name = "conv_out.bias", .written = "diffusers/diffusion_pytorch_model.safetensors"},
+    // Z-Image has none: its export_model is the default (one file of the model's, diffusers', names, no config.json),
+    // which is neither layout its bases come in (the sharded transformer/ folder, ComfyUI's fused single file).
 };
 
 struct ExportRowName {

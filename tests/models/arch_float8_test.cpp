@@ -1,8 +1,8 @@
 // model.quantize: float8 on each architecture's tiny model (tests/models/tiny_arch.h), one row per architecture:
 // LoRA (and DoRA) training on a base whose block Linears are e4m3 codes with f32 scales (per row, or one per tensor),
-// against PyTorch + PEFT on the same base dequantized the same way (tests/reference/make_<arch>_float8_fixtures.py:
-// <cases>float8_lora_case and <cases>float8_dora_case, with the inputs, factors and magnitudes of <cases>lora_case /
-// <cases>dora_case). The embedders, the output head and every convolution stay f32.
+// against PyTorch + PEFT on the same base dequantized the same way (tests/reference/make_<arch>_float8_fixtures.py,
+// Z-Image's make_zimage_fixtures.py: <cases>float8_lora_case and <cases>float8_dora_case, with the inputs, factors
+// and magnitudes of <cases>lora_case / <cases>dora_case). The embedders, the output head and every convolution stay f32.
 //
 // Metric, per tensor: max_i |wick_i - ref_i| / max_i |ref_i|.
 //
@@ -61,6 +61,11 @@ const Float8Row kRows[] = {
     // (SdxlLora.GradientCheckpointingGivesTheSameGradients): not bitwise.
     {.arch = &tiny_arch("sdxl"), .n_float8 = 17 * 10 + 11 * 2 + 17, .n_convs = 98, .n_lora_adapters = 257,
      .n_dora_adapters = 192, .quantization_shows = 1e-5, .checkpointed_gradients = 1e-5, .float8_checkpoint = ""},
+    // 4 blocks x (to_q, to_k, to_v, to_out.0, w1, w2, w3) and the 3 modulated blocks' adaLN_modulation.0; the
+    // embedders, the pad tokens and the final layer stay f32. (comfyui_fp8_scaled.safetensors has per-tensor scales,
+    // not the per-row codes quantize: float8 makes: zimage_weights_test.cpp checks it.)
+    {.arch = &tiny_arch("zimage"), .n_float8 = 31, .n_convs = 0, .n_lora_adapters = 14, .n_dora_adapters = 0,
+     .quantization_shows = 1e-4, .checkpointed_gradients = 0, .float8_checkpoint = ""},
 };
 
 class ArchFloat8 : public ::testing::TestWithParam<Float8Row> {};

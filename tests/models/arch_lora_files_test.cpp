@@ -92,6 +92,13 @@ const LoraFilesRow kRows[] = {
      .kohya_key = "lora_unet_input_blocks_1_0_in_layers_2.lora_down.weight",
      .kohya_diffusers_keys = "lora_kohya_diffusers_keys.json", .diffusers_module = sdxl_diffusers_module,
      .reload_tolerance = 0.0, .n_dora_peft_keys = 0},
+    // The case's adapters are the attention and SwiGLU Linears of the main layers (the attention_mlp preset); the
+    // PEFT file is diffusers' save_lora_weights of them. No layer is fused: the kohya names are musubi-tuner's.
+    {.arch = &tiny_arch("zimage"), .n_adapters = 14, .default_format = LoraFormat::Peft,
+     .metadata = {{"ss_base_model_version", "zimage"}, {"ss_network_dim", "4"}, {"ss_network_alpha", "8"}},
+     .kohya_file = "", .peft_file = "lora_peft.safetensors", .n_peft_keys = 28,
+     .kohya_key = "lora_unet_layers_1_feed_forward_w2.lora_down.weight", .kohya_diffusers_keys = "",
+     .diffusers_module = nullptr, .reload_tolerance = 0.0, .n_dora_peft_keys = 0},
 };
 
 class ArchLoraFiles : public ::testing::TestWithParam<LoraFilesRow> {};

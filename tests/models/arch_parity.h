@@ -77,11 +77,6 @@ struct ParityArch {
   std::string lora_latents;
   bool lora_file_has_rank = false;
   bool locon = false;
-  // The file of the LoRA case's inputs ("" = the LoRA fixture itself; Z-Image's are case.safetensors'), and the
-  // fixture's tensor `name` ("target", "output") as loss_input's output is compared with it (unset: file.get(name);
-  // Z-Image: its two samples' "<name>_0" and "<name>_1", flattened and concatenated).
-  std::string lora_inputs;
-  std::function<Tensor(const SafetensorsFile& file, const std::string& name)> lora_reference;
   // Gradient checkpointing against none (LoRA): 0 for bitwise gradients, else their largest relative difference;
   // the printed line's start ("" prints none).
   double checkpointing_tolerance = 0;
@@ -118,8 +113,6 @@ struct LoraRun {
   double forward_backward_ms = 0;
 };
 LoraRun run_lora(const ParityArch& arch, const LoraCase& lora, bool checkpointing);
-// The LoRA fixture's tensor `name` as the row compares with it (lora_reference, else file.get(name)).
-Tensor lora_reference(const ParityArch& arch, const SafetensorsFile& file, const std::string& name);
 
 // The key of `name` for latents `latents`: "output" for "", else "output_<latents>".
 inline std::string case_key(const std::string& name, const std::string& latents) {

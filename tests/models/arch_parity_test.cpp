@@ -85,7 +85,6 @@
 #include "models/zimage/zimage.h"
 #include "models/zimage/zimage_weights.h"
 #include "runtime/ops/elementwise.h"
-#include "runtime/ops/join.h"
 #include "runtime/safetensors.h"
 #include "tests/models/arch_parity.h"
 #include "tests/models/arch_test_util.h"
@@ -273,10 +272,9 @@ const zimage::ZImageRope kZImageTinyRope{.axes_dims = {8, 12, 12}, .axes_lens = 
 
 // Z-Image's cases are one batch of two samples of different sizes (latents_0 [16, 6, 10], latents_1 [16, 8, 4],
 // captions of 7 and 40 tokens): the latents "0" and "1" are the batch's two outputs; "" (the LoRA case, whose loss is
-// over both) is the two flattened and concatenated, as the fixture's loss takes them.
+// over both) is the two flattened and concatenated, as the fixture's "output" and "target" are.
 ParityArch zimage_row() {
   const std::vector<std::string> samples = {"0", "1"};
-  auto both = [](const Tensor& a, const Tensor& b) { return concat({a.flatten(), b.flatten()}, 0); };
   return {
       .name = "zimage",
       .fixtures = "zimage",
@@ -296,11 +294,6 @@ ParityArch zimage_row() {
       .lora_latents = "",
       .lora_file_has_rank = true,
       .locon = false,
-      .lora_inputs = "case.safetensors",
-      .lora_reference =
-          [both](const SafetensorsFile& file, const std::string& name) {
-            return both(file.get(name + "_0"), file.get(name + "_1"));
-          },
       .checkpointing_tolerance = 0,
       .checkpointing_label = "[Z-Image LoRA] tiny model, 2 samples of 15 and 8 image tokens, 7 and 40 caption tokens",
       .load_path =
@@ -428,7 +421,7 @@ TEST_P(ArchParity, LoraForwardLossAndGradientsMatchPeft) {
     SCOPED_TRACE(lora.kind);
     const SafetensorsFile file = a.open(lora.inputs);
     const LoraRun r = run_lora(a, lora, false);
-    const double out_error = relative_to_max(r.output, lora_reference(a, file, "output"));
+    const double out_error = relative_to_max(r.output, file.get("output"));
     const double loss_error = std::fabs(r.loss - file.get("loss").item()) / std::fabs(file.get("loss").item());
     double worst = 0, worst_conv = 0;
     std::string worst_name;
@@ -540,9 +533,8 @@ LoraRun run_lora(const ParityArch& a, const LoraCase& lora, bool checkpointing) 
   model.set_gradient_checkpointing(checkpointing);
   LoraRun result;
   auto start = std::chrono::steady_clock::now();
-  const SafetensorsFile inputs = a.lora_inputs.empty() ? SafetensorsFile::open(a.path(lora.inputs)) : a.open(a.lora_inputs);
-  result.output = a.run(model, inputs, a.lora_latents, DType::F32, false);
-  Tensor loss = autograd::mse_loss(a.loss_input(result.output), lora_reference(a, file, "target"));
+  result.output = a.run(model, file, a.lora_latents, DType::F32, false);
+  Tensor loss = autograd::mse_loss(a.loss_input(result.output), file.get("target"));
   result.loss = loss.item();
   autograd::GradientStore grads = autograd::backward(loss);
   result.forward_backward_ms =
@@ -555,10 +547,6 @@ LoraRun run_lora(const ParityArch& a, const LoraCase& lora, bool checkpointing) 
   }
   EXPECT_EQ(grads.size(), result.grads.size()) << "only the adapters get gradients";
   return result;
-}
-
-Tensor lora_reference(const ParityArch& a, const SafetensorsFile& file, const std::string& name) {
-  return a.lora_reference ? a.lora_reference(file, name) : file.get(name);
 }
 
 std::string shape_map_error(const std::function<void(const std::map<std::string, Shape>&)>& config_from_shapes,

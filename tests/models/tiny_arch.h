@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "engine/autograd/node.h"
+#include "engine/autograd/ops_join.h"
+#include "engine/autograd/ops_layout.h"
 #include "engine/config/train_config.h"
 #include "models/flux/flux.h"
 #include "models/model_factory.h"
@@ -27,6 +29,7 @@
 #include "models/registry.h"
 #include "models/sd3/sd3.h"
 #include "models/sdxl/sdxl_unet.h"
+#include "models/zimage/zimage.h"
 #include "runtime/safetensors.h"
 #include "tests/models/arch_test_util.h"
 #include "tests/test_data.h"
@@ -43,6 +46,7 @@ struct TinyArch {
   std::string cases;           // the case files' prefix: <cases>case, <cases>lora_case, <cases>float8_lora_case, ...
   std::string factors;         // the case files name adapter P's factors <factors>.P.lora_down / .lora_up / .magnitude
   std::string locon;           // the `network:` keys of the LoCon convolutions in its lora_case ("" = none)
+  std::string case_target;     // the `network:` target of its cases' adapters ("" = the default preset)
   std::string output;          // the output of <cases>case that forward's inputs give
   // The top-level modules outside its blocks (block_paths): embedders and output head, which stay f32 and resident.
   std::vector<std::string> outside_blocks;
@@ -75,8 +79,9 @@ struct TinyArch {
   // The `network:` (and `save:`) sections of its cases' adapters: lora_case's LoRA rank 4, alpha 8 on the default
   // preset (with its LoCon convolutions), or DoRA rank 4, alpha 8 with the magnitude of `format`'s orientation.
   std::string lora_network(const std::string& type = "lora", const std::string& format = "peft") const {
-    if (type == "lora") return "network: {type: lora, linear: 4, linear_alpha: 8" + locon + "}\n";
-    return "network: {type: " + type + ", linear: 4, linear_alpha: 8}\nsave: {format: " + format + "}\n";
+    if (type == "lora") return "network: {type: lora, linear: 4, linear_alpha: 8" + locon + case_target + "}\n";
+    return "network: {type: " + type + ", linear: 4, linear_alpha: 8" + case_target + "}\nsave: {format: " + format +
+           "}\n";
   }
 };
 
@@ -92,10 +97,18 @@ inline Tensor sdxl_forward(DiffusionModel& model, const SafetensorsFile& in) {
   return dynamic_cast<sdxl::Unet&>(model).forward(in.get("latents_square"), in.get("timesteps"), in.get("context"),
                                                   in.get("pooled"), in.get("time_ids"));
 }
+// Z-Image's cases hold one batch of two sizes (latents_0/1, caption_0/1, timestep): its output is the two samples'
+// flattened and concatenated, as the cases' "output" and "target" are.
+inline Tensor zimage_forward(DiffusionModel& model, const SafetensorsFile& in) {
+  const std::vector<Tensor> out = dynamic_cast<zimage::ZImageTransformer&>(model).forward(
+      {in.get("latents_0"), in.get("latents_1")}, in.get("timestep"), {in.get("caption_0"), in.get("caption_1")});
+  return autograd::concat({autograd::flatten(out[0]), autograd::flatten(out[1])}, 0);
+}
 inline Tensor unchanged(const Tensor& output) { return output; }
 
 // Flux.1-dev (2 double + 2 single blocks), the SD3.5-Medium-like MMDiT (3 joint blocks, attn2 in 0 and 1, the last
-// pre-only) and the SDXL UNet (3 levels, 19 blocks); their READMEs give every size.
+// pre-only), the SDXL UNet (3 levels, 19 blocks) and Z-Image (2 layers + 1 noise and 1 context refiner); their READMEs
+// give every size.
 inline const std::vector<TinyArch>& tiny_archs() {
   static const std::vector<TinyArch> archs = {
       {.name = "flux", .base = "dev_bfl.safetensors", .diffusers = "dev_diffusers",
@@ -120,6 +133,16 @@ inline const std::vector<TinyArch>& tiny_archs() {
                     .text_dim = 32, .pooled_dim = 16},
        .cases = "", .factors = "ldm", .locon = ", conv: 2, conv_alpha: 1", .output = "output_square",
        .outside_blocks = {"time_embed", "label_emb", "out"}, .forward = sdxl_forward, .as_target = unchanged},
+      // The model's names are diffusers': its "original" is the transformer/ folder (the ComfyUI file records no RoPE
+      // layout and no model key sets one), its "diffusers" the pipeline folder around it.
+      {.name = "zimage", .base = "diffusers/transformer", .diffusers = "diffusers", .model_keys = "",
+       .diffusers_keys = "",
+       .geometry = {.model_family = "zimage", .latent_channels = 16, .latent_sizes = {{6, 10}, {8, 4}},
+                    .text_length = 40, .text_dim = 32, .pooled_dim = 0},
+       .cases = "", .factors = "lora", .locon = "", .case_target = ", target: [attention_mlp]", .output = "output",
+       .outside_blocks = {"t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer", "x_pad_token",
+                          "cap_pad_token"},
+       .forward = zimage_forward, .as_target = unchanged},
   };
   return archs;
 }

@@ -3,8 +3,9 @@
 layouts users download (diffusers/authors' sharded `transformer/` folder, ComfyUI single file, ComfyUI scaled-fp8
 single file), its outputs on a batch of two samples of different sizes and caption lengths, the same outputs from
 the authors' own code (Tongyi-MAI/Z-Image, src/zimage/transformer.py) fed through this script's own converter, and a
-LoRA forward + backward computed with PEFT, and a flow-matching training loss as diffusers' Z-Image training example
-computes it. See tests/data/zimage/README.md for every file and tensor.
+LoRA forward + backward computed with PEFT (on the base and on the base with float8 block Linears as wick quantizes
+them), that LoRA as diffusers' training example saves it, and a flow-matching training loss as diffusers' Z-Image
+training example computes it. See tests/data/zimage/README.md for every file and tensor.
 
 Made with (pip, CPU only): torch 2.15.0, diffusers 0.42.1, peft 0.21.2, safetensors 0.8.0, numpy; the authors'
 repository Tongyi-MAI/Z-Image at commit c7ec135. Run from the repository root:
@@ -43,12 +44,13 @@ from safetensors.torch import save_file
 import diffusers
 import peft
 from diffusers import ZImageTransformer2DModel
+from diffusers.loaders import ZImageLoraLoaderMixin
 from diffusers.loaders.single_file_utils import convert_z_image_transformer_checkpoint_to_diffusers
 from peft import LoraConfig
 
 from reference_common import REPO, data_dir, print_total_size, sort_metadata
-from reference_torch import (adapted_modules, deterministic_torch, generator_metadata, peft_layer, rel_err,
-                             save_sharded_diffusers, write_f32)
+from reference_torch import (adapted_modules, deterministic_torch, generator_metadata, peft_layer, quantize_linears,
+                             rel_err, save_peft_lora, save_sharded_diffusers, write_f32)
 
 OUT_DIR = data_dir("zimage")
 AUTHORS_COMMIT = "c7ec135"
@@ -212,6 +214,48 @@ def lora_targets():
     return sorted(names)
 
 
+def flat(samples):
+    """The samples' tensors flattened and concatenated, as the losses take them."""
+    return torch.cat([x.flatten() for x in samples])
+
+
+def input_tensors(latents, captions, t):
+    """The inputs as case.safetensors holds them: latents_i [16, H, W], caption_i [L, 32], timestep [2]."""
+    out = {"timestep": t}
+    for i in range(len(latents)):
+        out[f"latents_{i}"] = latents[i][:, 0]
+        out[f"caption_{i}"] = captions[i]
+    return out
+
+
+def float8_lora_case(base, lora_case, latents, captions, t):
+    """lora_case's adapters (factors and target) on the base whose block Linears are float8 as wick's model.quantize
+    makes them (reference_torch.quantize_e4m3, per-row scales): the output (flattened, concatenated), the loss and
+    the adapter gradients."""
+    model = copy.deepcopy(base)
+    n = quantize_linears(model, ("layers.", "noise_refiner.", "context_refiner."))
+    assert n == 31, n  # 4 blocks x (to_q, to_k, to_v, to_out.0, w1, w2, w3) + 3 modulated blocks' adaLN_modulation.0
+    model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=lora_targets(),
+                                 init_lora_weights=True))
+    with torch.no_grad():
+        for m in lora_targets():
+            layer = peft_layer(model, m)
+            layer.lora_A["default"].weight.copy_(lora_case[f"lora.{m}.lora_down"])
+            layer.lora_B["default"].weight.copy_(lora_case[f"lora.{m}.lora_up"])
+    for name, p in model.named_parameters():
+        p.requires_grad_(".lora_" in name)
+    model.train()
+    outs = forward(model, latents, captions, t)
+    loss = F.mse_loss(flat(outs), lora_case["target"])
+    loss.backward()
+    case = {"output": flat(outs).detach(), "loss": loss.detach().reshape(())}
+    for m in lora_targets():
+        layer = peft_layer(model, m)
+        case[f"grad.lora.{m}.lora_down"] = layer.lora_A["default"].weight.grad
+        case[f"grad.lora.{m}.lora_up"] = layer.lora_B["default"].weight.grad
+    return case
+
+
 def make_lora_case(base, latents, captions, t, seed):
     model = copy.deepcopy(base)
     model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=lora_targets(),
@@ -234,6 +278,11 @@ def make_lora_case(base, latents, captions, t, seed):
     for i, (o, target) in enumerate(zip(outs, targets)):
         case[f"output_{i}"] = o.detach()[:, 0]
         case[f"target_{i}"] = target[:, 0]
+    # The case self-contained, for the tables that run a case file's inputs: the inputs, and the output and target
+    # as the loss takes them (flattened, concatenated).
+    case["output"] = flat(outs).detach()
+    case["target"] = flat(targets)
+    case.update(input_tensors(latents, captions, t))
     case["loss"] = loss.detach().reshape(())
     case["alpha"] = torch.tensor(ALPHA)
     case["rank"] = torch.tensor(RANK, dtype=torch.int64)
@@ -245,7 +294,7 @@ def make_lora_case(base, latents, captions, t, seed):
         case[f"lora.{m}.lora_up"] = b.detach()
         case[f"grad.lora.{m}.lora_down"] = a.grad
         case[f"grad.lora.{m}.lora_up"] = b.grad
-    return case, outs
+    return case, outs, model
 
 
 def exp_table_rounding():
@@ -366,6 +415,7 @@ def main():
         case[f"output_bf16_{i}"] = outs_bf16[i][:, 0]
         case[f"image_positions_{i}"] = x_pos[i].float()
         case[f"caption_positions_{i}"] = cap_pos[i].float()
+    case["output"] = flat(outs)
     case.update(full_gradients(model, latents, captions, t, 555))
     case_meta = dict(meta, model=json.dumps(KWARGS, sort_keys=True), bf16_rel_err=f"{bf16_err:.3e}",
                      batched_vs_single=f"{batch_vs_single:.3e}")
@@ -409,11 +459,27 @@ def main():
     else:
         print("notice: no --authors-src (or ZIMAGE_AUTHORS_SRC): the check against the authors' code is skipped")
 
-    lora_case, lora_outs = make_lora_case(model, latents, captions, t, 777)
+    lora_case, lora_outs, lora_model = make_lora_case(model, latents, captions, t, 777)
     print(f"  LoRA loss {float(lora_case['loss']):.6f}; output change vs base "
           f"{max(rel_err(a, b) for a, b in zip(lora_outs, outs)):.3f}")
     write_f32(lora_case, os.path.join(OUT_DIR, "lora_case.safetensors"),
               dict(meta, lora=json.dumps({"r": RANK, "lora_alpha": ALPHA, "targets": lora_targets()})))
+    # The case's LoRA as diffusers' Z-Image training example saves it (PEFT names, lora_alpha in the metadata), and
+    # diffusers' ZImagePipeline loading it back gives the case's output.
+    peft_path = os.path.join(OUT_DIR, "lora_peft.safetensors")
+    save_peft_lora(lora_model, peft_path, ZImageLoraLoaderMixin)
+    reloaded = copy.deepcopy(model)
+    state, alphas = ZImageLoraLoaderMixin.lora_state_dict(peft_path, return_lora_metadata=True)
+    ZImageLoraLoaderMixin.load_lora_into_transformer(state, reloaded, metadata=alphas)
+    with torch.no_grad():
+        peft_err = rel_err(flat(forward(reloaded, latents, captions, t)), lora_case["output"])
+    print(f"  lora_peft.safetensors loaded by diffusers vs the case's output: {peft_err:.3e}")
+    assert peft_err < 1e-6, peft_err
+    f8_lora = float8_lora_case(model, lora_case, latents, captions, t)
+    print(f"  float8 LoRA loss {float(f8_lora['loss']):.6f} (unquantized base: {float(lora_case['loss']):.6f}); "
+          f"output change vs the f32 case {rel_err(f8_lora['output'], lora_case['output']):.3e}")
+    write_f32(f8_lora, os.path.join(OUT_DIR, "float8_lora_case.safetensors"),
+              dict(meta, float8="e4m3fn per-row scales on every block Linear; base computes in f32 with codes * scale"))
     fm = flow_matching_case(model, 4321)
     print(f"  flow-matching loss (diffusers' training step) {float(fm['loss']):.6f}")
     write_f32(fm, os.path.join(OUT_DIR, "flow_matching_case.safetensors"), meta)
