@@ -2,7 +2,8 @@
 // LoRA (and DoRA) training on a base whose block Linears are e4m3 codes with f32 scales (per row, or one per tensor),
 // against PyTorch + PEFT on the same base dequantized the same way (tests/reference/make_<arch>_float8_fixtures.py,
 // Z-Image's make_zimage_fixtures.py: <cases>float8_lora_case and <cases>float8_dora_case, with the inputs, factors
-// and magnitudes of <cases>lora_case / <cases>dora_case). The embedders, the output head and every convolution stay f32.
+// and magnitudes of <cases>lora_case / <cases>dora_case). The embedders, the output head and every convolution stay
+// f32.
 //
 // Metric, per tensor: max_i |wick_i - ref_i| / max_i |ref_i|.
 //
