@@ -44,6 +44,7 @@ void run_inspect(const std::string& path) {
   if (!a.text_embeds_encoder.empty()) std::printf("  text/embeds from  %s\n", a.text_embeds_encoder.c_str());
   if (!a.text_pooled_encoder.empty()) std::printf("  text/pooled from  %s\n", a.text_pooled_encoder.c_str());
   if (a.text_max_length > 0) std::printf("  text_max_length   %lld\n", static_cast<long long>(a.text_max_length));
+  if (!a.trigger_word.empty()) std::printf("  trigger_word      %s\n", a.trigger_word.c_str());
   std::printf("  text              L=%lld D=%lld pooled P=%lld\n", static_cast<long long>(dataset->text_length()),
               static_cast<long long>(dataset->text_dim()), static_cast<long long>(dataset->pooled_dim()));
   std::printf("  labels            %s", dataset->has_labels() ? "yes" : "no");

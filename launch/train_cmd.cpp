@@ -6,6 +6,7 @@
 // preemption, or Ctrl-C) after a step, with a checkpoint there: requeue and continue with --resume auto. Under
 // mpirun a failing rank ends the whole job with its status (comm::exit_after_failure), so no rank
 // waits forever for it.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "comm/launch_env.h"
 #include "engine/config/train_config.h"
+#include "engine/data/latent_dataset.h"
 #include "engine/train/preemption.h"
 #include "launch/commands.h"
 #include "models/diffusion/train.h"
@@ -34,6 +36,43 @@ struct TrainArgs {
   bool dry_run = false;
 };
 
+// The trigger_word warning (train_config.h trigger_word_warning) is noise when every training dataset's captions were
+// encoded with the word (`wick dataset encode --config` / --trigger-word record it): a note then. A dataset that
+// records another word gets a warning naming both. Datasets that cannot be opened are left to the run to refuse.
+void check_trigger_word(const TrainConfig& config, std::vector<std::string>& notes,
+                        std::vector<std::string>& warnings) {
+  if (config.trigger_word.empty()) return;
+  std::vector<std::string> recorded;
+  for (const DatasetConfig& dataset : config.datasets) {
+    if (dataset.is_reg) continue;
+    try {
+      recorded.push_back(LatentDataset::open(dataset.path)->attributes().trigger_word);
+    } catch (const WickError&) {
+      return;
+    }
+  }
+  const std::string warning = trigger_word_warning(config.trigger_word);
+  auto generic = std::find_if(warnings.begin(), warnings.end(), [&](const std::string& w) {
+    return w.size() >= warning.size() && w.compare(w.size() - warning.size(), warning.size(), warning) == 0;
+  });
+  if (generic == warnings.end()) return;
+  std::vector<std::string> training;
+  for (const DatasetConfig& dataset : config.datasets)
+    if (!dataset.is_reg) training.push_back(dataset.path);
+  for (size_t i = 0; i < recorded.size(); ++i) {
+    if (recorded[i] == config.trigger_word) continue;
+    if (recorded[i].empty()) return;  // not recorded: the generic warning stands
+    *generic = "trigger_word '" + config.trigger_word + "' differs from '" + recorded[i] + "', the word the captions of " +
+               training[i] + " were encoded with (wick dataset encode --trigger-word): training sees '" +
+               recorded[i] + "'; sample prompts get '" + config.trigger_word + "'";
+    return;
+  }
+  warnings.erase(generic);
+  notes.push_back("trigger_word '" + config.trigger_word + "': the captions of " +
+                  (training.size() == 1 ? training.front() : std::to_string(training.size()) + " datasets") +
+                  " were encoded with it (wick dataset encode recorded the word)");
+}
+
 void run_train(const TrainArgs& args) {
   report_errors([&] {
     std::vector<std::string> overrides = args.sets;
@@ -41,6 +80,7 @@ void run_train(const TrainArgs& args) {
     if (!args.max_memory.empty()) overrides.push_back("train.max_memory=" + args.max_memory);
     std::vector<std::string> notes, warnings;
     TrainConfig config = parse_config_file(args.config, config_schema(), overrides, &notes, &warnings);
+    check_trigger_word(config, notes, warnings);
     // The config is the same on every rank, and so are its notes and warnings: rank 0 prints them, once per job.
     if (comm::detect_launch_env().rank == 0) {
       for (const std::string& note : notes) std::fprintf(stderr, "wick: note: %s\n", note.c_str());

@@ -247,13 +247,7 @@ void resolve_and_check(ConfigContext& ctx, TrainConfig& c) {
                           "(remove it; wick trains on one dataset per run)");
   }
 
-  if (!c.trigger_word.empty())
-    ctx.warn_key("trigger_word", "trigger_word '" + c.trigger_word +
-                                     "' replaces [trigger] in the prompts wick encodes when it samples (sample.prompts, "
-                                     "sample.negative_prompt, wick sample --prompt); the training captions were encoded "
-                                     "when the dataset was packed, so training cannot put the word into them as "
-                                     "ai-toolkit does: `wick dataset encode --config` with this file (or "
-                                     "--trigger-word) puts it into the captions and the stored sample prompts");
+  if (!c.trigger_word.empty()) ctx.warn_key("trigger_word", trigger_word_warning(c.trigger_word));
 }
 
 TrainConfig parse_with(ConfigContext& ctx, const YAML::Node& root, const std::vector<std::string>& overrides) {
@@ -315,6 +309,14 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
                                            std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
   return parse_with(ctx, root, overrides);
+}
+
+std::string trigger_word_warning(const std::string& trigger_word) {
+  return "trigger_word '" + trigger_word +
+         "' replaces [trigger] in the prompts wick encodes when it samples (sample.prompts, sample.negative_prompt, wick "
+         "sample --prompt); the training captions were encoded when the dataset was packed, so training cannot put the "
+         "word into them as ai-toolkit does: `wick dataset encode --config` with this file (or --trigger-word) puts it "
+         "into the captions and the stored sample prompts";
 }
 
 TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schema,

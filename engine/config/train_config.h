@@ -249,6 +249,10 @@ TrainConfig parse_config_string(const std::string& text, const std::string& sour
                                 const std::vector<std::string>& overrides = {},
                                 std::vector<std::string>* notes = nullptr,
                                 std::vector<std::string>* warnings = nullptr);
+// What the warning about a non-empty trigger_word says (parse_config_* adds it, after the key's location): training
+// cannot put the word into captions encoded ahead of time. `wick train` drops it when every training dataset
+// records that its captions were encoded with the same word (LatentDatasetAttributes::trigger_word).
+std::string trigger_word_warning(const std::string& trigger_word);
 // Reads and parses a file; a missing or unreadable file is a Config error naming the path.
 TrainConfig parse_config_file(const std::string& path, const ConfigSchema& schema,
                               const std::vector<std::string>& overrides = {},

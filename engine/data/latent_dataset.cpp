@@ -142,6 +142,8 @@ void LatentDataset::State::read_root_attributes(hid_t root) {
     WICK_CHECK_KIND(Data, s.attributes.text_max_length > 0, path, ": root attribute 'text_max_length' is ",
                     s.attributes.text_max_length);
   }
+  if (h5::has_attribute(root, "trigger_word"))
+    s.attributes.trigger_word = h5::read_string_attribute(root, "trigger_word", path);
   if (h5::exists(root, "label_names")) {
     H5Id names = h5::open_dataset(root, "label_names", path);
     auto shape = h5::dataset_shape(names.get(), path, "label_names");

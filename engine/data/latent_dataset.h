@@ -41,6 +41,9 @@ struct LatentDatasetAttributes {
   std::string text_embeds_encoder;
   std::string text_pooled_encoder;
   int64_t text_max_length = 0;
+  // Optional: the trigger word `wick dataset encode` put into the captions ([trigger] replaced, or prepended where
+  // absent); "" = none or not recorded.
+  std::string trigger_word;
   std::vector<std::string> label_names;  // optional (/label_names)
 };
 

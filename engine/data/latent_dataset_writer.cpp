@@ -94,6 +94,7 @@ LatentDatasetWriter::LatentDatasetWriter(const std::string& path, const LatentDa
   if (!attributes.text_pooled_encoder.empty())
     h5::write_string_attribute(root, "text_pooled_encoder", attributes.text_pooled_encoder, path);
   if (attributes.text_max_length > 0) h5::write_int_attribute(root, "text_max_length", attributes.text_max_length, path);
+  if (!attributes.trigger_word.empty()) h5::write_string_attribute(root, "trigger_word", attributes.trigger_word, path);
   H5Gclose(H5_CHECK(H5Gcreate2(root, "buckets", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, "/buckets",
                     "H5Gcreate2"));
 }

@@ -412,6 +412,7 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
       attributes.text_embeds_encoder = t->embeds_encoder;
       attributes.text_pooled_encoder = t->pooled_encoder;
       attributes.text_max_length = t->max_length;
+      attributes.trigger_word = job.options.captions.trigger_word;
       writer = std::make_unique<LatentDatasetWriter>(job.dir.merged_file(), attributes);
     }
     WICK_CHECK_KIND(Data, l->latent_channels == attributes.latent_channels &&

@@ -55,7 +55,8 @@ encode_sample_images() {
   expect 0 "wrote $work/$arch.h5: 4 samples" "$work/encode.log" dataset encode "$work/images" --model "$arch" "$@" \
     --resolution 32 --bucket-step 16 --config "$work/run.yaml" --no-progress --out "$work/$arch.h5"
   "$wick" dataset inspect "$work/$arch.h5" >"$work/inspect.log" 2>&1 || fail "wick dataset inspect refused $arch.h5"
-  for line in "model_family      $arch" "sample prompts    3, embeds $embeds" '"a photo of sks"' '"blurry"'; do
+  for line in "model_family      $arch" "sample prompts    3, embeds $embeds" '"a photo of sks"' '"blurry"' \
+    "trigger_word      $sample_trigger"; do
     grep -qF -- "$line" "$work/inspect.log" || fail "inspect lacks '$line'"
   done
 }
@@ -107,6 +108,15 @@ sample_prepare
 
 # (a) Training with sample grids at steps 3 and 6: the row's prompts in one row of its images, scaled by 2.
 expect 0 "samples $work/out/run/samples/step_6.png" "$work/train.log" train "$work/run.yaml" --no-progress
+# The dataset records the trigger word its captions were encoded with: the run's trigger_word is then a note, not
+# the warning that training cannot put it into the captions.
+if grep -qF "trigger_word      $sample_trigger" "$work/inspect.log" 2>/dev/null && [ -n "$sample_trigger" ]; then
+  grep -qF "note: trigger_word '$sample_trigger': the captions of $sample_dataset were encoded with it" \
+    "$work/train.log" || fail "the run does not note that the dataset's captions hold the trigger word"
+  grep -q "warning: .*trigger_word" "$work/train.log" && fail "the run warns about the trigger word the captions hold"
+  expect 0 "differs from 'sks'" "$work/other_trigger.log" train "$work/run.yaml" --no-progress --dry-run \
+    --set name=other_trigger --set trigger_word=ohwx
+fi
 grep -qF "$sample_title: VAE $sample_vae, ${sample_text_label:-CLIP-L}" "$work/train.log" ||
   fail "the log does not describe the $sample_title sampler"
 read -r width height <<<"$sample_size"
