@@ -29,6 +29,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "models/architecture.h"
@@ -36,6 +38,13 @@
 #include "models/zimage/zimage_sequence.h"
 
 namespace wick::zimage {
+
+// Where a model's weights were read from (zimage_weights.h): what export_transformer writes a full fine-tune back as.
+struct ZImageWeightOrigin {
+  std::string layout;              // "diffusers" or "comfyui"; "" = not loaded from a file
+  std::string prefix;              // the names' prefix in the file ("model.diffusion_model.", ...)
+  std::string path;                // the file or index opened
+};
 
 class ZImageTransformer : public DiffusionModel {
  public:
@@ -56,6 +65,8 @@ class ZImageTransformer : public DiffusionModel {
   Tensor forward_batch(const Tensor& latents, const Tensor& t, const Tensor& context, const Tensor& context_mask);
 
   const ZImageConfig& config() const { return config_; }
+  const ZImageWeightOrigin& weight_origin() const { return origin_; }
+  void set_weight_origin(ZImageWeightOrigin origin) { origin_ = std::move(origin); }
   // Gradient checkpointing per block (engine/autograd/checkpoint.h): each block keeps only its
   // inputs and runs again in backward. Same gradients as without it.
   void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
@@ -93,6 +104,7 @@ class ZImageTransformer : public DiffusionModel {
   int swap_index(size_t position) const { return position < swap_index_.size() ? swap_index_[position] : -1; }
 
   ZImageConfig config_;
+  ZImageWeightOrigin origin_;
   Tensor x_pad_token_, cap_pad_token_;  // [1, dim]
   std::shared_ptr<BlockSwapper> swapper_;
   std::vector<int> swap_index_;

@@ -49,12 +49,16 @@ class ZImageArchitecture : public Architecture {
                      .help = "the sampling schedule's shift; 0 = a pipeline folder's scheduler_config.json shift, "
                              "else 3.0 (Z-Image-Turbo's)"},
                     {.name = "keep_encoders_loaded", .type = OptionType::Bool, .default_value = false,
-                     .help = "keep Qwen3 and the VAE in memory between sample grids"}};
+                     .help = "keep Qwen3 and the VAE in memory between sample grids"},
+                    {.name = "axes_dims", .aliases = {"axes_dim"}, .type = OptionType::IntList,
+                     .default_value = std::vector<int64_t>{}, .range = ConfigRange::above(0),
+                     .help = "RoPE widths of the (caption, row, column) position axes, summing to the head width; "
+                             "empty = a diffusers folder's config.json axes_dims, else the released [32, 48, 48]"}};
     schema_.needs_base_weights = true;
     schema_.sample_size = true;
     schema_.default_sample_guidance = 1.0;  // Turbo: no classifier-free guidance (Base: set 4 to 5)
-    // PEFT's names (diffusers' to_q, to_k, to_v, ...): what diffusers' ZImagePipeline and ComfyUI both load (ComfyUI maps
-    // them onto slices of its fused qkv); save.format kohya writes musubi-tuner's names, which ComfyUI does not map.
+    // PEFT's names (diffusers' to_q, to_k, to_v, ...): what diffusers' ZImagePipeline and ComfyUI both load (ComfyUI
+    // maps them onto slices of its fused qkv); save.format kohya writes musubi-tuner's names, which ComfyUI does not map.
     schema_.default_lora_format = LoraFormat::Peft;
   }
 
@@ -64,7 +68,13 @@ class ZImageArchitecture : public Architecture {
     const std::string& path = request.model.name_or_path;
     WICK_CHECK_KIND(Config, !path.empty(), "model.arch zimage needs model.name_or_path (the base weights)");
     WeightSource source = WeightSource::open(path, "transformer");
-    zimage::LoadedZImage loaded = zimage::load_transformer(source, {.dtype = request.dtype, .device = request.device});
+    // The RoPE layout no tensor gives: config.json beside the weights, else the released model's; model.axes_dims
+    // replaces its widths (a single file of another layout).
+    zimage::ZImageRope rope = zimage::rope_from_config_json(source.path());
+    const std::vector<int64_t>& axes = request.model.options.get_int_list("axes_dims");
+    if (!axes.empty()) rope.axes_dims = axes;
+    zimage::LoadedZImage loaded =
+        zimage::load_transformer(source, {.dtype = request.dtype, .device = request.device, .rope = rope});
     check_data(loaded.model->config(), request.data, path);
     loaded.model->set_gradient_checkpointing(request.gradient_checkpointing);
     return loaded.model;
@@ -91,6 +101,13 @@ class ZImageArchitecture : public Architecture {
 
   std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const override {
     return zimage::make_zimage_prompt_encoder(request);
+  }
+
+  std::filesystem::path export_model(const DiffusionModel& model, const std::filesystem::path& directory,
+                                     const std::string& name, DType dtype,
+                                     const std::map<std::string, std::string>& metadata) const override {
+    return zimage::export_transformer(dynamic_cast<const zimage::ZImageTransformer&>(model), directory, name, dtype,
+                                      metadata);
   }
 
  private:

@@ -8,7 +8,8 @@
 //
 // Keys (model.*): vae_path, text_encoder_path, tokenizer_path — what sample images need, by default from a diffusers
 // pipeline folder given as name_or_path; max_length — Qwen3 tokens of a caption (512); sample_shift — the sampling
-// schedule's shift (0: the pipeline's scheduler_config.json, else 3.0); keep_encoders_loaded. sample.guidance
+// schedule's shift (0: the pipeline's scheduler_config.json, else 3.0); keep_encoders_loaded; axes_dims — the RoPE
+// widths (empty: config.json beside the weights, else the released [32, 48, 48]). sample.guidance
 // defaults to 1 (Turbo: no classifier-free guidance); Base samples with 4 to 5. docs/models.md ("Z-Image").
 #pragma once
 

@@ -85,8 +85,8 @@ ZImageSamplingFiles sampling_files(const ModelConfig& model) {
 std::vector<double> zimage_sigmas(int64_t steps, double shift) {
   WICK_CHECK_KIND(Config, steps >= 1, "Z-Image sampler: steps must be >= 1, got ", steps);
   WICK_CHECK_KIND(Config, shift > 0, "Z-Image sampler: the shift must be positive, got ", shift);
-  // In float32 as the pipeline computes them: torch.linspace (start + i·step for the first half, end − (n − 1 − i)·step
-  // for the rest), then the scheduler's shift in numpy float32.
+  // In float32 as the pipeline computes them: torch.linspace (start + i·step for the first half,
+  // end − (n − 1 − i)·step for the rest), then the scheduler's shift in numpy float32.
   const float start = 1.0f, end = 1.0f / static_cast<float>(steps), s = static_cast<float>(shift);
   const float step = steps == 1 ? 0.0f : (end - start) / static_cast<float>(steps - 1);
   std::vector<double> sigmas;

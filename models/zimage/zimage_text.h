@@ -1,6 +1,7 @@
-// What Z-Image takes from its text encoder (diffusers' ZImagePipeline._encode_prompt, the authors' pipeline): Qwen3-4B's
-// hidden_states[-2] (layer 35 of 36, no final norm) over the prompt's chat template, the padding rows dropped, so each
-// caption is as long as its tokens (models/llm/llm_prompts.h zimage_prompt_embeds). Z-Image has no pooled vector.
+// What Z-Image takes from its text encoder (diffusers' ZImagePipeline._encode_prompt, the authors' pipeline):
+// Qwen3-4B's hidden_states[-2] (layer 35 of 36, no final norm) over the prompt's chat template, the padding rows
+// dropped, so each caption is as long as its tokens (models/llm/llm_prompts.h zimage_prompt_embeds). Z-Image has no
+// pooled vector.
 //
 //   auto te = zimage::ZImageTextEncoder::from_pipeline("Z-Image-Turbo", {.device = Device::cuda()});   // headers only
 //   text::PromptEmbeddings e = zimage::encode_zimage_prompts(te, {"A cat", ""}, {.max_length = 512});

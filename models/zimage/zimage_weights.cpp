@@ -1,11 +1,19 @@
 #include "models/zimage/zimage_weights.h"
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <utility>
 
+#include "engine/autograd/node.h"
 #include "models/nn/linear.h"
 #include "models/weights/float8_weights.h"
 #include "runtime/error.h"
+#include "runtime/atomic_file.h"
 #include "runtime/ops/creation.h"
+#include "runtime/ops/join.h"
+#include "runtime/safetensors.h"
 
 namespace wick::zimage {
 namespace {
@@ -236,7 +244,70 @@ LoadedZImage load_transformer(const WeightSource& source, const LoadOptions& opt
   out.report =
       load_mapped(*out.model, source, f8.format, LoadMappedOptions{.trainable = false, .prefilled = f8.prefilled});
   out.float8_layers = f8.layers;
+  out.model->set_weight_origin({.layout = out.format.format.name, .prefix = out.format.prefix, .path = source.path()});
   return out;
+}
+
+namespace {
+
+// ComfyUI's tensors of `model`: for every tensor of the base file, the model's parameter its rule reads it into
+// (renamed), the parameters split from it concatenated back (qkv), or the base's own tensor when no rule reads it.
+std::vector<std::pair<std::string, Tensor>> comfyui_tensors(const ZImageTransformer& model, DType dtype,
+                                                            const WeightSource& base, const DetectedFormat& format) {
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> from_source;  // base name -> (part, parameter)
+  for (const KeyRule& rule : expand_rules(base, format)) {
+    WICK_CHECK(rule.kind == KeyRuleKind::Rename || rule.kind == KeyRuleKind::SplitRows,
+               "export_transformer: a ComfyUI rule that is neither a rename nor a row split (", rule.target, ")");
+    from_source[format.prefix + rule.sources.at(0)].emplace_back(rule.part, rule.target);
+  }
+  std::map<std::string, Tensor> parameters;
+  for (const auto& [parameter, tensor] : model.named_parameters()) parameters.emplace(parameter, tensor);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const std::string& name : base.names()) {
+    auto found = from_source.find(name);
+    if (found == from_source.end()) {
+      out.emplace_back(name, base.get(name));  // not the model's (norm_final)
+      continue;
+    }
+    std::sort(found->second.begin(), found->second.end());
+    std::vector<Tensor> parts;
+    for (const auto& [part, parameter] : found->second)
+      parts.push_back(autograd::detach(parameters.at(parameter)).to(dtype).to(Device::cpu()));
+    out.emplace_back(name, parts.size() == 1 ? parts.front() : concat(parts, 0));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::filesystem::path export_transformer(const ZImageTransformer& model, const std::filesystem::path& directory,
+                                         const std::string& name, DType dtype,
+                                         const std::map<std::string, std::string>& metadata) {
+  for (const auto& [parameter, tensor] : model.named_parameters())
+    WICK_CHECK_KIND(Config, is_floating(tensor.dtype()), "export_transformer: ",
+                    parameter, " is ", dtype_name(tensor.dtype()), "; a full fine-tune exports a model without float8");
+  const ZImageWeightOrigin& origin = model.weight_origin();
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  if (origin.layout == "comfyui") {
+    const WeightSource base = WeightSource::open(origin.path);
+    const std::filesystem::path file = directory / (name + ".safetensors");
+    save_safetensors(file.string(), comfyui_tensors(model, dtype, base, detect_weight_format(base)), metadata);
+    return file;
+  }
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [parameter, tensor] : model.named_parameters())
+    tensors.emplace_back(parameter, autograd::detach(tensor).to(dtype));
+  const std::filesystem::path folder = directory / name;
+  std::filesystem::create_directories(folder, ec);
+  if (!origin.path.empty()) {
+    const std::filesystem::path config = std::filesystem::path(origin.path).parent_path() / "config.json";
+    if (std::ifstream in{config}; in)
+      write_file_atomically(folder / "config.json",
+                            std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  save_safetensors((folder / "diffusion_pytorch_model.safetensors").string(), tensors, metadata);
+  return folder;
 }
 
 }  // namespace wick::zimage

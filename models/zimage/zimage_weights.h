@@ -21,7 +21,10 @@
 // fused F8 attention.qkv is split by rows into the float8 to_q, to_k, to_v, each with its rows' scale.
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -51,6 +54,17 @@ struct LoadedZImage {
   LoadMappedReport report;
   std::vector<std::string> float8_layers;  // module paths of the Linears loaded as float8
 };
+
+// Writes a trained transformer (a full fine-tune) in `dtype` the way its weights were read (model.weight_origin()), so
+// that it loads where the base does:
+//   comfyui: <directory>/<name>.safetensors with ComfyUI's names under the base's prefix (to_q | to_k | to_v fused
+//     back into attention.qkv, the renames undone) and every other tensor of the base file (norm_final) unchanged;
+//   diffusers (or no origin): the folder <directory>/<name>/ with one diffusion_pytorch_model.safetensors in the
+//     model's (= diffusers') names and the base's config.json (none when the base had none).
+// Returns the file or folder written. WickError (Config) for float8 Linears (a full fine-tune trains no float8 base).
+std::filesystem::path export_transformer(const ZImageTransformer& model, const std::filesystem::path& directory,
+                                         const std::string& name, DType dtype,
+                                         const std::map<std::string, std::string>& metadata);
 
 // Reads the sizes from the source's shapes (config_from_shapes, after the format's renames; float8
 // scales left aside), builds the model uninitialized and fills every parameter, frozen. Errors:

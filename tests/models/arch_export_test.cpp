@@ -2,7 +2,8 @@
 // and base layout (tests/models/tiny_arch.h): the written file has exactly the base's tensor names, carries the
 // trained values, keeps the other tensors unchanged, and trains again as a base with the same output. SDXL writes
 // the LDM single file (sgm names under model.diffusion_model., the VAE tensor beside them) and the diffusers folder;
-// Flux and SD3 write their own (BFL's, SAI's) names, the layout of their single files.
+// Flux and SD3 write their own (BFL's, SAI's) names, the layout of their single files; Z-Image writes ComfyUI's single
+// file (the fused qkv, its norm_final kept) from a ComfyUI base (its diffusers folder: zimage_weights_test.cpp).
 //
 // A new architecture adds a row to kRows for each base layout it writes back.
 #include <gtest/gtest.h>
@@ -49,8 +50,9 @@ const ExportRow kRows[] = {
     {.arch = &tiny_arch("sdxl"), .layout = "diffusers", .base = "tiny_diffusers",
      .base_file = "tiny_diffusers/diffusion_pytorch_model.safetensors", .trained = "out.2.bias",
      .trained_name = "conv_out.bias", .written = "diffusers/diffusion_pytorch_model.safetensors"},
-    // Z-Image has none: its export_model is the default (one file of the model's, diffusers', names, no config.json),
-    // which is neither layout its bases come in (the sharded transformer/ folder, ComfyUI's fused single file).
+    {.arch = &tiny_arch("zimage"), .layout = "comfyui", .base = "comfyui_bf16.safetensors",
+     .base_file = "comfyui_bf16.safetensors", .trained = "all_final_layer.2-1.linear.bias",
+     .trained_name = "model.diffusion_model.final_layer.linear.bias", .written = "comfyui.safetensors"},
 };
 
 struct ExportRowName {

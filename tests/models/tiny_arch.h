@@ -133,10 +133,10 @@ inline const std::vector<TinyArch>& tiny_archs() {
                     .text_dim = 32, .pooled_dim = 16},
        .cases = "", .factors = "ldm", .locon = ", conv: 2, conv_alpha: 1", .output = "output_square",
        .outside_blocks = {"time_embed", "label_emb", "out"}, .forward = sdxl_forward, .as_target = unchanged},
-      // The model's names are diffusers': its "original" is the transformer/ folder (the ComfyUI file records no RoPE
-      // layout and no model key sets one), its "diffusers" the pipeline folder around it.
-      {.name = "zimage", .base = "diffusers/transformer", .diffusers = "diffusers", .model_keys = "",
-       .diffusers_keys = "",
+      // The model's names are diffusers': its "original" is the transformer/ folder, its "diffusers" the pipeline
+      // folder around it; model.axes_dims gives the ComfyUI file (which records no RoPE layout) the tiny layout.
+      {.name = "zimage", .base = "diffusers/transformer", .diffusers = "diffusers",
+       .model_keys = "axes_dims: [8, 12, 12]", .diffusers_keys = "axes_dims: [8, 12, 12]",
        .geometry = {.model_family = "zimage", .latent_channels = 16, .latent_sizes = {{6, 10}, {8, 4}},
                     .text_length = 40, .text_dim = 32, .pooled_dim = 0},
        .cases = "", .factors = "lora", .locon = "", .case_target = ", target: [attention_mlp]", .output = "output",

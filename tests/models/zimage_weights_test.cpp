@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -211,6 +212,34 @@ TEST(ZImageWeights, Float8PerRowScalesAndDiffusersNames) {
         loaded.model->parameter(std::string("layers.1.attention.") + parts[part] + ".weight_scale").to_vector<float>(),
         std::vector<float>(64, scale * static_cast<float>(part + 1)))
         << parts[part];
+}
+
+// A full fine-tune of a diffusers-folder base (the sharded transformer/ with its config.json) is written back as a
+// diffusers folder: one file of the model's names beside the base's config.json, which loads as a base again with
+// every tensor as written. (The ComfyUI layout: Z-Image's row of arch_export_test.cpp.)
+TEST(ZImageWeights, DiffusersBaseExportsADiffusersFolder) {
+  const fs::path dir = scratch_dir("zimage_export_diffusers");
+  LoadedZImage base = load_transformer(WeightSource::open(data_path("zimage/diffusers/transformer")),
+                                       {.dtype = DType::F32});
+  EXPECT_EQ(base.model->weight_origin().layout, "diffusers");
+  const fs::path written = export_transformer(*base.model, dir, "run", DType::F32, {{"wick_step", "7"}});
+  EXPECT_EQ(written, dir / "run");
+  std::ifstream a(written / "config.json"), b(data_path("zimage/diffusers/transformer/config.json"));
+  const std::string written_config((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  const std::string base_config((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written_config, base_config);
+  const SafetensorsFile file = SafetensorsFile::open((written / "diffusion_pytorch_model.safetensors").string());
+  EXPECT_EQ(file.metadata().at("wick_step"), "7");
+  LoadedZImage again = load_transformer(WeightSource::open(written.string()), {.dtype = DType::F32});
+  EXPECT_EQ(again.format.format.name, "diffusers");
+  EXPECT_EQ(again.model->named_parameters().size(), base.model->named_parameters().size());
+  for (const auto& [name, tensor] : base.model->named_parameters())
+    EXPECT_EQ(again.model->parameter(name).to_vector<float>(), tensor.to_vector<float>()) << name;
+  // A float8 model is no full fine-tune: refused.
+  LoadedZImage f8 = load_transformer(WeightSource::open(data_path("zimage/comfyui_fp8_scaled.safetensors")),
+                                     {.dtype = DType::F32, .rope = kTinyRope});
+  EXPECT_THAT(error_of([&] { export_transformer(*f8.model, dir, "f8", DType::F32, {}); }),
+              HasSubstr("a full fine-tune exports a model without float8"));
 }
 
 TEST(ZImageWeights, RopeLayoutFromConfigJson) {
