@@ -30,15 +30,18 @@ train_cli_row() {
   train dropout --set train.caption_dropout=0.5
   falls dropout 0.95 || fail "the caption-dropout run's loss did not fall (or was not finite)"
   first_losses_differ lora dropout || fail "caption dropout made no difference"
-  # A full fine-tune (2 steps) writes the whole model in the authors' / diffusers' names, which loads as a base again.
+  # A full fine-tune (2 steps) writes the whole model back in its base's layout, ComfyUI's single file (the fused qkv
+  # under "model.diffusion_model."), which loads as a base again.
   train full --set network.type=full --set train.steps=2 --set train.optimizer=adamw
-  python3 - "$work/out/full/model/full.safetensors" <<'PY' || fail "the full run's model file is not Z-Image in diffusers' names"
+  python3 - "$work/out/full/model/full.safetensors" "$model" <<'PY' || fail "the full run's model file is not its base's layout"
 import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    (n,) = struct.unpack("<Q", f.read(8))
-    keys = set(json.loads(f.read(n))) - {"__metadata__"}
-ok = "layers.0.attention.to_q.weight" in keys and "all_x_embedder.2-1.weight" in keys and "cap_pad_token" in keys
-print(f"full run: {len(keys)} tensors in diffusers' names")
+def keys(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return set(json.loads(f.read(n))) - {"__metadata__"}
+written, base = keys(sys.argv[1]), keys(sys.argv[2])
+ok = written == base and "model.diffusion_model.layers.0.attention.qkv.weight" in written
+print(f"full run: {len(written)} tensors, the base's names: {written == base}")
 sys.exit(0 if ok else 1)
 PY
   "$wick" train "$work/run.yaml" --no-progress --set name=again --set train.steps=1 \
