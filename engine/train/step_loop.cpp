@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -362,6 +363,29 @@ void StepLoop::announce(int64_t last) {
                setup_.device.str().c_str(), group_->size(), group_->size() == 1 ? "" : "s",
                static_cast<long long>(start_step_ + 1), static_cast<long long>(last),
                static_cast<long long>(global_batch() * t_.gradient_accumulation), estimate.c_str());
+  // Batches are bucket-pure and a bucket's last batch is filled by wrapping around it (DistributedSampler): a bucket
+  // smaller than the global batch repeats samples in every batch it gives. Said once.
+  {
+    std::map<int64_t, int64_t> sizes;
+    for (int64_t b : setup_.bucket_of) ++sizes[b];
+    const int64_t training_batch = global_batch() - (setup_.reg_per_batch > 0 ? setup_.reg_per_batch *
+                                                     (t_.global_batch_size > 0 ? 1 : group_->size()) : 0);
+    std::string small;
+    int64_t n_small = 0;
+    for (const auto& [bucket, n] : sizes) {
+      if (n >= training_batch) continue;
+      if (++n_small <= 3) {
+        const auto& info = setup_.dataset->buckets().at(static_cast<size_t>(bucket));
+        small += (small.empty() ? "" : ", ") + info.name + " (" + std::to_string(n) + ")";
+      }
+    }
+    if (n_small > 0)
+      std::fprintf(stderr,
+                   "wick: note: %lld of %zu buckets hold fewer samples than a global batch of %lld: %s%s; their "
+                   "batches repeat samples (a bucket's batches are filled by wrapping around it)\n",
+                   static_cast<long long>(n_small), sizes.size(), static_cast<long long>(training_batch),
+                   small.c_str(), n_small > 3 ? ", ..." : "");
+  }
   if (t_.global_batch_size > 0 || setup_.share_splits > 1) {
     const int64_t world = group_->size(), most = rank_share(global_batch(), 0, world),
                   fewest = rank_share(global_batch(), world - 1, world);

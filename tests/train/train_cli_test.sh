@@ -43,6 +43,11 @@ expect 3 "non-finite" --set name=nan --set dataset.path="$work/data/nan.h5"
 expect 2 "did you mean 'lr'" --set name=key --set train.lrr=1
 expect 2 "valid values: adamw8bit, adamw, sgd" --set name=opt --set train.optimizer=adam
 expect 2 "model.in_channels is 16 but the latents have 4 channels" --set name=shape --set model.in_channels=16
+# A batch larger than a bucket repeats samples: said once, before the first step; a batch that fits says nothing.
+expect 0 "note: 1 of 1 buckets hold fewer samples than a global batch of 128: 8x8 (96); their batches repeat" \
+  --set name=big_batch --set train.batch_size=128 --set train.steps=1
+out=$("$wick" train "$work/run.yaml" --no-progress --set name=fits --set train.steps=1 2>&1)
+grep -q "fewer samples than a global batch" <<<"$out" && fail "a batch of 8 in a bucket of 96 was said to repeat samples"
 expect 2 "registered: dit, flux" --set name=arch --set model.arch=unet
 expect 3 "synthetic.h5" --set name=arch --set model.arch=flux --set model.name_or_path="$work/data/synthetic.h5"
 expect 2 "dataset.weight is 2, but the run has one dataset" --set name=weight --set dataset.weight=2
