@@ -12,9 +12,10 @@ namespace {
 
 // The checks of a dataset against the model its weights describe (Config errors naming both sides).
 void check_data(const zimage::ZImageConfig& c, const DataGeometry& data, const std::string& weights) {
-  WICK_CHECK_KIND(Config, data.model_family.empty() || data.model_family == "zimage" || data.model_family == "flux",
+  WICK_CHECK_KIND(Config, data.model_family.empty() || data.model_family == "zimage",
                   "the dataset's latents are of model_family '", data.model_family, "', but Z-Image trains on "
-                  "latents of the Flux VAE (model_family 'zimage', or 'flux': the same VAE and normalization)");
+                  "its own (model_family 'zimage': the Flux VAE's latents with Qwen3's caption features; `wick "
+                  "dataset encode --model zimage` makes them)");
   WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels == c.in_channels, "the dataset has ",
                   data.latent_channels, "-channel latents but the Z-Image weights ", weights, " take ",
                   c.in_channels, " (all_x_embedder.2-1 has ", c.patch_features(), " inputs = channels x 2 x 2)");
