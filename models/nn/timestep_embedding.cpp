@@ -48,4 +48,15 @@ Tensor timestep_features(const Tensor& values, double scale, DType dtype, int64_
   return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);        // cos first
 }
 
+Tensor timestep_features_scaled_after(const Tensor& values, double scale, DType dtype, int64_t dim) {
+  WICK_CHECK(values.defined() && values.dim() == 1 && is_floating(values.dtype()), "timestep_features: ",
+             values.defined() ? values.describe() : std::string("(none)"), " is not a floating [B] vector");
+  WICK_CHECK(dim > 0 && dim % 2 == 0, "timestep_features: the width ", dim, " must be even and positive");
+  const int64_t half = dim / 2;
+  Tensor f = Tensor::from_vector<float>(frequencies(half), {1, half}).to(values.device());
+  Tensor products = wick::mul(autograd::detach(values).to(DType::F32).unsqueeze(1), f);  // [B, half] in f32
+  Tensor args = wick::mul(products, scale);
+  return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);  // cos first
+}
+
 }  // namespace wick::nn
