@@ -11,6 +11,16 @@
 namespace wick::nn {
 namespace {
 
+// exp(f32(-ln 10000) · f32(i) / half) for i < half, correctly rounded to f32.
+std::vector<float> exact_frequencies(int64_t half) {
+  std::vector<float> f;
+  for (int64_t i = 0; i < half; ++i) {
+    float exponent = static_cast<float>(-std::log(10000.0)) * static_cast<float>(i) / static_cast<float>(half);
+    f.push_back(static_cast<float>(std::exp(static_cast<double>(exponent))));
+  }
+  return f;
+}
+
 // The `half` constants torch computes on the CPU (whatever the device): exponent (f32(-ln 10000) · f32(i))
 // / half in f32, then torch's vectorized expf (SLEEF, 1 ulp), which for half = 128 rounds entries 13, 44
 // and 119, and for half = 160 (SDXL's 320-wide time features) entries 2 and 55, one ulp above the
@@ -19,11 +29,7 @@ namespace {
 // moves an angle by 1e-4, so the same constants are used here (Flux's f32 parity test drops from 7e-6 to
 // 5e-7 with them).
 std::vector<float> frequencies(int64_t half) {
-  std::vector<float> f;
-  for (int64_t i = 0; i < half; ++i) {
-    float exponent = static_cast<float>(-std::log(10000.0)) * static_cast<float>(i) / static_cast<float>(half);
-    f.push_back(static_cast<float>(std::exp(static_cast<double>(exponent))));  // correctly rounded
-  }
+  std::vector<float> f = exact_frequencies(half);
   std::vector<int64_t> above;
   if (half == 128) above = {13, 44, 119};
   if (half == 160) above = {2, 55};
@@ -53,7 +59,7 @@ Tensor timestep_features_scaled_after(const Tensor& values, double scale, DType 
              values.defined() ? values.describe() : std::string("(none)"), " is not a floating [B] vector");
   WICK_CHECK(dim > 0 && dim % 2 == 0, "timestep_features: the width ", dim, " must be even and positive");
   const int64_t half = dim / 2;
-  Tensor f = Tensor::from_vector<float>(frequencies(half), {1, half}).to(values.device());
+  Tensor f = Tensor::from_vector<float>(exact_frequencies(half), {1, half}).to(values.device());
   Tensor products = wick::mul(autograd::detach(values).to(DType::F32).unsqueeze(1), f);  // [B, half] in f32
   Tensor args = wick::mul(products, scale);
   return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);  // cos first

@@ -22,7 +22,11 @@ Tensor timestep_features(const Tensor& values, double scale, DType dtype, int64_
 // diffusers' get_timestep_embedding order (Qwen-Image's Timesteps(256, flip_sin_to_cos=True,
 // downscale_freq_shift=0, scale=1000)): [cos((v · f_i) · scale), sin((v · f_i) · scale)], the product
 // v · f_i rounded to f32 before the scale is applied (timestep_features rounds scale · v first; with
-// angles of hundreds of radians the two orders differ by an ulp of the angle, ~6e-5).
+// angles of hundreds of radians the two orders differ by an ulp of the angle, ~6e-5). The frequencies
+// are the correctly rounded ones, not timestep_features' copy of one machine's SLEEF rounding: torch's
+// f32 exp differs between CPUs (the machine that made tests/data/qwenimage rounds entries 12 and 106
+// off, moving the tiny Qwen-Image's output by 5e-7; the entries 13, 44, 119 of timestep_features would
+// move it by 1.6e-5).
 Tensor timestep_features_scaled_after(const Tensor& values, double scale, DType dtype, int64_t dim = 256);
 
 }  // namespace wick::nn

@@ -41,7 +41,7 @@ LoadedQwenImage load_transformer(const WeightSource& source, const LoadOptions& 
   LoadedQwenImage out;
   out.format = detect_weight_format(source);
   QwenImageJson json = options.json ? *options.json : config_json_of(source.path());
-  if (!options.json && source.contains(out.format.prefix + kTimestepZeroMarker)) json.zero_cond_t = true;
+  if (source.contains(out.format.prefix + kTimestepZeroMarker)) json.zero_cond_t = true;
   QwenImageConfig config = config_from_shapes(mapped_shapes(source, out.format), json);
   config.dtype = options.dtype;
   config.device = options.device;

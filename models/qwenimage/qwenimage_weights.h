@@ -34,8 +34,8 @@ struct LoadOptions {
   DType dtype = DType::BF16;
   Device device = Device::cpu();
   // What shapes do not give (RoPE axes, patch size, zero_cond_t); unset: config_json_of(source.path())
-  // (the config.json beside the weights, else the released model's), with zero_cond_t also turned on
-  // by Edit-2511's marker tensor.
+  // (the config.json beside the weights, else the released model's). Edit-2511's marker tensor turns
+  // zero_cond_t on either way.
   std::optional<QwenImageJson> json;
 };
 

@@ -17,6 +17,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_loss.h"
 #include "models/nn/adapters.h"
+#include "models/nn/timestep_embedding.h"
 #include "models/qwenimage/qwenimage.h"
 #include "models/qwenimage/qwenimage_weights.h"
 #include "runtime/ops/creation.h"
@@ -169,19 +170,40 @@ TEST(QwenImageLayout, PackingAndRopeAsDiffusers) {
   EXPECT_LE(wick::testing::max_abs_difference(angles(text_positions(grids, 9)), edit.get("rope_text_angles")), 1e-5);
 }
 
+// The sinusoid of sigma x 1000 ([cos, sin], diffusers' rounding order) and the timestep embedding. The "_exact"
+// references are diffusers' with its frequency table correctly rounded: torch's f32 exp rounds some of the 128
+// constants differently on different CPUs (entries 12 and 106 on the machine that made the fixtures), and with
+// angles of hundreds of radians one ulp there moves a feature by ~2e-5 and the tiny model's output by ~1.2e-5.
+TEST(QwenImageForward, TimestepEmbeddingAsDiffusers) {
+  SafetensorsFile file = open_fixture("case.safetensors");
+  const Tensor features = nn::timestep_features_scaled_after(file.get("sigma"), 1000.0, DType::F32);
+  const double exact = wick::testing::max_abs_difference(features, file.get("timestep_features_exact"));
+  const double torch_table = wick::testing::max_abs_difference(features, file.get("timestep_features"));
+  autograd::NoGradGuard no_grad;
+  const double temb = relative_to_max(load_tiny()->child("time_text_embed")->forward(features), file.get("temb_exact"));
+  std::printf("Qwen-Image timestep features vs diffusers: %.3g (correctly rounded table), %.3g (this torch's table); "
+              "embedding %.3g\n", exact, torch_table, temb);
+  EXPECT_LE(exact, 1e-6);
+  EXPECT_LE(torch_table, 1e-4);
+  EXPECT_LE(temb, 1e-6);
+}
+
 TEST(QwenImageForward, F32MatchesDiffusersFromBothLayouts) {
   SafetensorsFile file = open_fixture("case.safetensors");
   const Inputs in = case_inputs();
-  const double from_diffusers = relative_to_max(run(*load_tiny(), in), file.get("output"));
+  const Tensor from_folder = run(*load_tiny(), in);
   WeightSource comfy = comfyui_source();
   LoadedQwenImage loaded = load_transformer(comfy, {.dtype = DType::F32, .json = kTinyJson});
   EXPECT_EQ(loaded.format.format.name, "comfyui");
   EXPECT_EQ(loaded.format.prefix, "model.diffusion_model.");
-  const double from_comfyui = relative_to_max(run(*loaded.model, in), file.get("output"));
-  std::printf("Qwen-Image f32 output vs diffusers: %.3g (diffusers folder), %.3g (ComfyUI file)\n", from_diffusers,
-              from_comfyui);
-  EXPECT_LE(from_diffusers, 1e-5);
-  EXPECT_LE(from_comfyui, 1e-5);
+  const Tensor from_comfyui = run(*loaded.model, in);
+  EXPECT_EQ(from_folder.to_vector<float>(), from_comfyui.to_vector<float>());
+  const double exact = relative_to_max(from_folder, file.get("output_exact"));
+  const double torch_table = relative_to_max(from_folder, file.get("output"));
+  std::printf("Qwen-Image f32 output vs diffusers (both layouts): %.3g (correctly rounded sinusoid table), %.3g "
+              "(this torch's table)\n", exact, torch_table);
+  EXPECT_LE(exact, 1e-5);
+  EXPECT_LE(torch_table, 3e-5);
 }
 
 TEST(QwenImageForward, Bf16NearDiffusersBf16) {
@@ -318,10 +340,17 @@ TEST(QwenImageLora, CheckpointingGivesBitwiseTheSameGradients) {
   ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
   for (const auto& [name, grad] : plain.grads) {
     const Tensor& other = checkpointed.grads.at(name);
-    ASSERT_EQ(grad.defined(), other.defined()) << name;
-    if (grad.defined()) {
+    if (grad.defined() && other.defined()) {
       EXPECT_TRUE(wick::testing::same_bits(grad, other)) << name;
+      continue;
     }
+    // The last block's text-only adapters reach nothing: no gradient, or zeros where the checkpoint's
+    // recomputation hands back a zero gradient for the block's unused text output.
+    EXPECT_THAT(name, HasSubstr("transformer_blocks.1."));
+    for (const Tensor& g : {grad, other})
+      if (g.defined()) {
+        EXPECT_EQ(wick::testing::max_abs_difference(g, zeros_like(g)), 0.0) << name;
+      }
   }
 }
 
@@ -329,16 +358,18 @@ TEST(QwenImageEdit, ReferenceTokensWithAndWithoutZeroCondT) {
   SafetensorsFile file = open_fixture("edit_case.safetensors");
   const Inputs in = case_inputs();
   const Tensor reference = file.get("reference");  // [2, 16, 8, 16]: 4 x 8 tokens at frame 1
-  const double edit = relative_to_max(run(*load_tiny(), in, {reference}), file.get("output"));
+  const double edit = relative_to_max(run(*load_tiny(), in, {reference}), file.get("output_exact"));
   QwenImageJson json = kTinyJson;
   json.zero_cond_t = true;
   auto zero_cond = load_transformer(diffusers_source(), {.dtype = DType::F32, .json = json}).model;
-  const double zero = relative_to_max(run(*zero_cond, in, {reference}), file.get("output_zero_cond_t"));
+  const Tensor zero_out = run(*zero_cond, in, {reference});
+  const double zero = relative_to_max(zero_out, file.get("output_zero_cond_t_exact"));
+  EXPECT_LE(relative_to_max(zero_out, file.get("output_zero_cond_t")), 3e-5);  // diffusers' own table
   std::printf("Qwen-Image Edit vs diffusers: %.3g, with zero_cond_t %.3g\n", edit, zero);
   EXPECT_LE(edit, 1e-5);
   EXPECT_LE(zero, 1e-5);
   // zero_cond_t without references is the plain model.
-  EXPECT_LE(relative_to_max(run(*zero_cond, in), open_fixture("case.safetensors").get("output")), 1e-5);
+  EXPECT_LE(relative_to_max(run(*zero_cond, in), open_fixture("case.safetensors").get("output_exact")), 1e-5);
 }
 
 // A copy of the tiny ComfyUI file with `edit` applied to its tensors, in a scratch folder.
@@ -393,7 +424,9 @@ TEST(QwenImageWeights, BadFilesAreDataErrorsNamingTheTensor) {
   const std::string marked = edited_comfyui("marked", [&](auto& tensors) {
     tensors.emplace_back(prefix + "__index_timestep_zero__", zeros({1}, DType::BF16));
   });
-  EXPECT_TRUE(load_transformer(WeightSource::open(marked, ""), {.dtype = DType::F32}).model->config().zero_cond_t);
+  LoadedQwenImage loaded = load_transformer(WeightSource::open(marked, ""), {.dtype = DType::F32, .json = kTinyJson});
+  EXPECT_TRUE(loaded.model->config().zero_cond_t);
+  EXPECT_EQ(loaded.report.n_ignored, 1);
 }
 
 TEST(QwenImageForward, BadInputsAreClearErrors) {

@@ -20,8 +20,10 @@ values).
 
 Measured (this script's last run; errors are max|a - b| / max|b|): see the printout, copied into the README.
 """
+import contextlib
 import copy
 import json
+import math
 import os
 
 import torch
@@ -109,6 +111,36 @@ def rope_positions(model, sizes, text_length):
     of its complex tables): wick's position layout is checked against these."""
     img, txt = model.pos_embed([shapes_of(*sizes)], max_txt_seq_len=text_length, device=torch.device("cpu"))
     return torch.angle(img).float(), torch.angle(txt).float()
+
+
+def torch_exp_rounding():
+    """The entries of the 128 timestep frequencies exp(-ln(10000) i / 128) where torch's f32 exp differs from the
+    correctly rounded value on this machine (it varies between CPUs); with angles sigma x 1000 of hundreds of radians
+    one ulp there moves a sinusoid feature by ~2e-5."""
+    e = -math.log(10000) * torch.arange(0, 128, dtype=torch.float32) / 128
+    return torch.nonzero(torch.exp(e) != torch.exp(e.double()).float()).flatten().tolist()
+
+
+@contextlib.contextmanager
+def correctly_rounded_sinusoid():
+    """diffusers' get_timestep_embedding with its frequency table correctly rounded (exp in float64, then float32) and
+    everything else as diffusers computes it: (t * f) * scale in float32, [cos, sin]. The reference outputs computed
+    under it differ from diffusers' own only by this machine's libm rounding of the table (torch_exp_rounding)."""
+    import diffusers.models.embeddings as embeddings
+    original = embeddings.get_timestep_embedding
+
+    def exact(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1, max_period=10000):
+        assert flip_sin_to_cos and downscale_freq_shift == 0 and embedding_dim % 2 == 0
+        half = embedding_dim // 2
+        exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / half
+        angles = scale * (timesteps[:, None].float() * torch.exp(exponent.double()).float()[None, :])
+        return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+    embeddings.get_timestep_embedding = exact
+    try:
+        yield
+    finally:
+        embeddings.get_timestep_embedding = original
 
 
 def block_linears():
@@ -233,6 +265,14 @@ def main():
     case = {"latents": latents, "context": context, "context_mask": mask, "sigma": sigma, "output": out,
             "output_bf16": out_bf16, "hidden_states": pack(latents), "rope_image_angles": img_angles,
             "rope_text_angles": txt_angles}
+    with torch.no_grad():
+        case["timestep_features"] = model.time_text_embed.time_proj(sigma)
+        with correctly_rounded_sinusoid():
+            case["timestep_features_exact"] = model.time_text_embed.time_proj(sigma)
+            case["temb_exact"] = model.time_text_embed(sigma, latents)
+            case["output_exact"] = run(model, *inputs)
+    print(f"  torch's f32 exp of the frequencies differs from the correctly rounded value at {torch_exp_rounding()}; "
+          f"the correctly rounded table moves the output by {rel_err(case['output_exact'], out):.3e}")
     case.update(full_gradients(model, inputs, 555))
     write_f32(case, os.path.join(OUT_DIR, "case.safetensors"),
               dict(meta, model=json.dumps(KWARGS, sort_keys=True), bf16_rel_err=f"{bf16_err:.3e}",
@@ -248,11 +288,15 @@ def main():
         edit = run(model, *inputs, references=[reference])
         edit_zero = run(zero_cond, *inputs, references=[reference])
         t2i_zero = run(zero_cond, *inputs)
+        with correctly_rounded_sinusoid():
+            edit_exact = run(model, *inputs, references=[reference])
+            edit_zero_exact = run(zero_cond, *inputs, references=[reference])
     print(f"  edit vs t2i {rel_err(edit, out):.3e}; zero_cond_t vs not {rel_err(edit_zero, edit):.3e}; "
           f"zero_cond_t without references vs t2i {rel_err(t2i_zero, out):.3e}")
     assert rel_err(t2i_zero, out) < 1e-6
     ref_angles, ref_txt_angles = rope_positions(model, [LATENT, REFERENCE], max(TEXT_LENGTHS))
-    write_f32({"reference": reference, "output": edit, "output_zero_cond_t": edit_zero,
+    write_f32({"reference": reference, "output": edit, "output_zero_cond_t": edit_zero, "output_exact": edit_exact,
+               "output_zero_cond_t_exact": edit_zero_exact,
                "rope_image_angles": ref_angles, "rope_text_angles": ref_txt_angles},
               os.path.join(OUT_DIR, "edit_case.safetensors"), meta)
 
