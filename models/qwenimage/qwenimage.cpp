@@ -9,6 +9,7 @@
 #include "models/nn/norm.h"
 #include "models/nn/timestep_embedding.h"
 #include "models/qwenimage/qwenimage_blocks.h"
+#include "models/qwenimage/qwenimage_memory.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/join.h"
 
@@ -148,6 +149,24 @@ Tensor QwenImageTransformer::forward(const Tensor& latents, const Tensor& t, con
   Tensor out = forward_packed(tokens, grids, t, context, context_mask);
   if (packed.size() > 1) out = autograd::narrow(out, 1, 0, grids[0].tokens());
   return unpack_latents(out, p, latents.size(2), latents.size(3));
+}
+
+Tensor QwenImageTransformer::predict(const Tensor& x_sigma, const Tensor& sigma, const diffusion::Conditioning& cond) {
+  WICK_CHECK(sigma.defined() && sigma.dim() == 1 && is_floating(sigma.dtype()), "Qwen-Image: sigma ", describe(sigma),
+             " must be a floating [B] vector");
+  // The pipelines' and trainers' timestep: the scheduler's timestep (sigma x 1000, f32) divided by 1000.
+  const Tensor t = autograd::div(autograd::mul(sigma.to(DType::F32), 1000.0), 1000.0);
+  return forward(x_sigma, t, cond.context, cond.context_mask);
+}
+
+std::string QwenImageTransformer::summary() const {
+  const QwenImageConfig& c = config_;
+  return "Qwen-Image (" + std::to_string(c.n_layers) + " blocks, dim " + std::to_string(c.dim) + ", " +
+         dtype_name(c.dtype) + (c.zero_cond_t ? ", zero_cond_t" : "") + ")";
+}
+
+ActivationProfile QwenImageTransformer::activation_profile(const ActivationShape& shape, bool checkpointing) const {
+  return qwenimage_activation_profile(config_, shape, checkpointing, layer_training_of(*this));
 }
 
 void QwenImageTransformer::check_latent_size(int64_t h, int64_t w) const {

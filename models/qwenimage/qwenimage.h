@@ -9,6 +9,7 @@
 //   Tensor e = model->forward(latents, sigma, context, mask, {reference});  // Edit: references' latents
 //   nn::apply_adapters(*model, {.patterns = {"transformer_blocks.*"}});    // LoRA on the blocks
 //   model->set_gradient_checkpointing(true);                               // recompute each block in backward
+//   Tensor p = model->predict(x_sigma, sigma, cond);                       // DiffusionModel: the same velocity
 //
 // Conventions (MODELS2 section 2.2, traps 11-14): t is the flow-matching sigma (1 = pure noise), as
 // diffusers' pipelines feed it (scheduler timestep / 1000); the model multiplies it by 1000 inside
@@ -21,14 +22,13 @@
 #include <memory>
 #include <vector>
 
-#include "engine/block_swap.h"
-#include "engine/module.h"
+#include "models/architecture.h"
 #include "models/qwenimage/qwenimage_config.h"
 #include "models/qwenimage/qwenimage_sequence.h"
 
 namespace wick::qwenimage {
 
-class QwenImageTransformer : public Module {
+class QwenImageTransformer : public DiffusionModel {
  public:
   // Checks the config (qwenimage_config.h validate) and builds randomly initialized layers (torch's
   // Linear init, norm weights 1) in config.dtype on config.device.
@@ -51,13 +51,27 @@ class QwenImageTransformer : public Module {
   const QwenImageConfig& config() const { return config_; }
   // Gradient checkpointing per block (engine/autograd/checkpoint.h): each block keeps only its inputs
   // and runs again in backward. Same gradients as without it.
-  void set_gradient_checkpointing(bool on) { config_.gradient_checkpointing = on; }
+  void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
+
+  // DiffusionModel: x_sigma [B, C, H, W], sigma F32 [B] (flow matching, 0 = clean), cond.context
+  // [B, L, text_dim] with cond.context_mask [B, L] (1 = text token; undefined = every token) ->
+  // forward(x_sigma, (1000 sigma) / 1000, ...), the velocity eps - x0: the timestep diffusers'
+  // pipelines and its LoRA trainer feed (the scheduler's timestep, sigma x 1000 in f32, over 1000).
+  Tensor predict(const Tensor& x_sigma, const Tensor& sigma, const diffusion::Conditioning& cond) override;
+  // "Qwen-Image (60 blocks, dim 3072, bf16)".
+  std::string summary() const override;
   // Config error when latents of h x w do not fit (not multiples of the patch size).
-  void check_latent_size(int64_t h, int64_t w) const;
+  void check_latent_size(int64_t h, int64_t w) const override;
+  DType dtype() const override { return config_.dtype; }
+  std::string arch_name() const override { return "qwenimage"; }
+  // models/qwenimage/qwenimage_memory.h with this model's adapters and trainable parameters.
+  ActivationProfile activation_profile(const ActivationShape& shape, bool checkpointing) const override;
   // qwenimage_config.h block_paths: the transformer blocks in execution order.
-  std::vector<std::string> block_paths() const { return qwenimage::block_paths(config_); }
-  // Streams the frozen weights of some of block_paths around each block's run (engine/block_swap.h).
-  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper);
+  std::vector<std::string> block_paths() const override { return qwenimage::block_paths(config_); }
+  // Streams the frozen weights of some of block_paths around each block's run (engine/block_swap.h), in
+  // forward and in its checkpoint's recomputation.
+  void set_block_swapper(std::shared_ptr<BlockSwapper> swapper) override;
+  const BlockSwapper* block_swapper() const override { return swapper_.get(); }
 
  private:
   // Checks forward_packed's arguments (WickError naming the argument and the expected shape).

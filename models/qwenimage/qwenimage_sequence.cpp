@@ -58,6 +58,7 @@ Tensor joint_key_mask(const Tensor& context_mask, int64_t n_image, Device device
   WICK_CHECK(context_mask.dim() == 2, "Qwen-Image: context_mask ", context_mask.describe(), " is not [B, L]");
   const int64_t batch = context_mask.size(0), length = context_mask.size(1);
   const std::vector<float> text = context_mask.to(DType::F32).to(Device::cpu()).contiguous().to_vector<float>();
+  if (std::all_of(text.begin(), text.end(), [](float v) { return v != 0.0f; })) return Tensor();
   std::vector<uint8_t> keep;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t k = 0; k < length; ++k) keep.push_back(text[static_cast<size_t>(b * length + k)] != 0.0f ? 1 : 0);

@@ -5,7 +5,7 @@
 //   Tensor tokens = pack_latents(latents, 2);                    // [B, 16, H, W] -> [B, H/2 · W/2, 64]
 //   std::vector<TokenGrid> grids = {{3, 5}, {4, 8}};             // the target's grid, then each reference's
 //   Tensor img = image_positions(grids), txt = text_positions(grids, 9);   // F32 [N, 3], [9, 3]
-//   Tensor mask = joint_key_mask(context_mask, n_image_tokens);  // U8 [B, 1, 1, L + N] or undefined
+//   Tensor mask = joint_key_mask(context_mask, n, device);       // U8 [B, 1, 1, L + N] or undefined
 //
 // Positions (frame, row, column), MODELS2 section 2.2 step 4 and trap 11: image i of the list has frame
 // i; its rows run -(h - h/2) ... h/2 - 1 and its columns -(w - w/2) ... w/2 - 1 (centred, the extra
@@ -38,8 +38,8 @@ Tensor image_positions(const std::vector<TokenGrid>& grids);
 Tensor text_positions(const std::vector<TokenGrid>& grids, int64_t text_length);
 
 // context_mask [B, L] (nonzero = a text token, any pattern; any dtype, any device) -> U8
-// [B, 1, 1, L + n_image] on `device`: the text mask, then ones for every image token. Undefined in,
-// undefined out (every key attended).
+// [B, 1, 1, L + n_image] on `device`: the text mask, then ones for every image token. Undefined when
+// context_mask is undefined or every entry is nonzero (every key attended, as diffusers' mask=None).
 Tensor joint_key_mask(const Tensor& context_mask, int64_t n_image, Device device);
 
 }  // namespace wick::qwenimage

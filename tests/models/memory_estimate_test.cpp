@@ -1,7 +1,8 @@
 // The memory estimate (models/memory/memory_estimate.h) against the measured peak of one real training
 // step on the CPU: a tiny Flux (hidden 128, 2 double + 2 single blocks, context 256, pooled 64), a
 // tiny MMDiT (SD3: hidden 128, 2 heads of 64, 3 joint blocks with attn2 in the first, QK norm), a tiny Z-Image
-// (dim 128, 2 heads of 64, 2 layers + 1 + 1 refiners, SwiGLU 256) and a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
+// (dim 128, 2 heads of 64, 2 layers + 1 + 1 refiners, SwiGLU 256), a tiny Qwen-Image (dim 128, 2 heads of 64, 2
+// dual-stream blocks, MLP 512, text 256) and a tiny DiT (hidden 128, depth 3, 4 heads), LoRA (rank 4), DoRA and full training, with and
 // without gradient checkpointing, adamw and adamw8bit, f32 and bf16, at two or three latent sizes.
 // The step is the recipe's: the objective's noisy latents and target, predict, the flow-matching
 // loss, backward into a gradient store, the optimizer step through engine/optim. memory_stats(cpu)
@@ -55,6 +56,13 @@
 //   zimage bf16 H2 lora ckpt adamw8bit 32 8501148      8799920  1.035
 //   zimage f32 H2 full adamw 16          28832932     28850208  1.001
 //   zimage f32 H2 full ckpt adamw8bit 32 25292428     25948320  1.026
+//   qwenimage f32 H2 lora adamw 16       10368396     10324384  0.996
+//   qwenimage f32 H2 lora adamw 32       20834700     20692384  0.993
+//   qwenimage f32 H2 lora ckpt adamw 32  15532876     15630176  1.006
+//   qwenimage bf16 H2 lora adamw8bit 32  12810700     12284896  0.959
+//   qwenimage bf16 H2 lora ckpt adamw8bit 32 9972908   9616064  0.964
+//   qwenimage f32 H2 full adamw 16       36615396     37220384  1.017
+//   qwenimage f32 H2 full ckpt adamw8bit 32 30242956  29825440  0.986
 //   wick train, DiT full (batch 4)       57282660     57361120  1.001
 //   wick train, DiT full ckpt            38001764     38291436  1.008
 //   wick train, DiT lora                 36298788     36061408  0.993
@@ -62,8 +70,8 @@
 // What the nodes keep for backward is counted exactly (the activations left at the end of the
 // forward match to a few bytes, printed beside each case); the rest of the error is the workspace of
 // backward, measured per block kind (models/flux/flux_memory.cpp, models/dit/dit_memory.cpp,
-// models/sd3/sd3_memory.cpp, models/zimage/zimage_memory.cpp). Every case lies within -4.8% .. +4.0% (Z-Image's
-// -3.6% .. +7.4%): the tolerance is 10%.
+// models/sd3/sd3_memory.cpp, models/zimage/zimage_memory.cpp, models/qwenimage/qwenimage_memory.cpp). Every case
+// lies within -4.8% .. +4.0% (Z-Image's -3.6% .. +7.4%, Qwen-Image's -4.1% .. +1.7%): the tolerance is 10%.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -95,6 +103,7 @@
 #include "models/sd3/sd3.h"
 #include "models/sd3/sd3_memory.h"
 #include "models/sdxl/sdxl_unet.h"
+#include "models/qwenimage/qwenimage.h"
 #include "models/zimage/zimage.h"
 #include "runtime/memory.h"
 #include "runtime/ops/random.h"
@@ -185,8 +194,14 @@ zimage::ZImageConfig tiny_zimage(DType dtype) {
                               .dtype = dtype};
 }
 
+// The tiny Qwen-Image: dim 128 in heads of 64, 2 dual-stream blocks, MLP 512, text of 256 features.
+qwenimage::QwenImageConfig tiny_qwenimage(DType dtype) {
+  return qwenimage::QwenImageConfig{.dim = 128, .n_heads = 2, .n_layers = 2, .mlp_hidden = 512, .text_dim = 256,
+                                    .axes_dims = {16, 24, 24}, .dtype = dtype};
+}
+
 struct Case {
-  std::string arch;     // flux | dit | sd3 | zimage
+  std::string arch;     // flux | dit | sd3 | zimage | qwenimage
   std::string network;  // lora | dora | full
   bool checkpointing;
   std::string optimizer;
@@ -209,6 +224,9 @@ std::shared_ptr<DiffusionModel> build_case(const Case& c) {
   } else if (c.arch == "zimage") {
     model = std::make_shared<zimage::ZImageTransformer>(tiny_zimage(c.dtype));
     targets = {"layers.*"};  // every Linear of the main layers (Z-Image's default preset "all")
+  } else if (c.arch == "qwenimage") {
+    model = std::make_shared<qwenimage::QwenImageTransformer>(tiny_qwenimage(c.dtype));
+    targets = {"transformer_blocks.*"};  // every Linear of the blocks
   } else if (c.arch == "sd3") {
     model = std::make_shared<sd3::MMDiT>(tiny_sd3(c.dtype));
     targets = {"joint_blocks.*"};  // every Linear of the blocks (sd3's default preset "all")
@@ -276,6 +294,14 @@ TEST(MemoryEstimate, MatchesTheMeasuredPeak) {
       {"zimage", "lora", true, "adamw8bit", bf16, 2, 32},
       {"zimage", "full", false, "adamw", f32, 2, 16},
       {"zimage", "full", true, "adamw8bit", f32, 2, 32},
+      // Qwen-Image (two streams, joint attention over [text; image], three q/k/v Linears per stream).
+      {"qwenimage", "lora", false, "adamw", f32, 2, 16},
+      {"qwenimage", "lora", false, "adamw", f32, 2, 32},
+      {"qwenimage", "lora", true, "adamw", f32, 2, 32},
+      {"qwenimage", "lora", false, "adamw8bit", bf16, 2, 32},
+      {"qwenimage", "lora", true, "adamw8bit", bf16, 2, 32},
+      {"qwenimage", "full", false, "adamw", f32, 2, 16},
+      {"qwenimage", "full", true, "adamw8bit", f32, 2, 32},
   };
   std::printf("  %-34s %12s %12s %6s | kept by the forward: measured, counted\n", "case", "measured", "estimate",
               "ratio");
