@@ -16,6 +16,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops_loss.h"
+#include "models/diffusion/flow_matching.h"
 #include "models/nn/adapters.h"
 #include "models/nn/timestep_embedding.h"
 #include "models/qwenimage/qwenimage.h"
@@ -370,6 +371,37 @@ TEST(QwenImageEdit, ReferenceTokensWithAndWithoutZeroCondT) {
   EXPECT_LE(zero, 1e-5);
   // zero_cond_t without references is the plain model.
   EXPECT_LE(relative_to_max(run(*zero_cond, in), open_fixture("case.safetensors").get("output_exact")), 1e-5);
+}
+
+// diffusers' training step (train_dreambooth_lora_qwen_image.py, make_qwenimage_fixtures.py flow_matching_case): the
+// noisy latents through predict() (sigma in, the velocity out, no sign change) and wick's flow-matching loss against
+// eps - x0 give diffusers' prediction and loss.
+TEST(QwenImageDiffusion, FlowMatchingStepMatchesDiffusersTrainingStep) {
+  SafetensorsFile file = open_fixture("flow_matching_case.safetensors");
+  const Tensor x0 = file.get("x0"), noise = file.get("noise"), sigma = file.get("sigma");
+  const std::vector<float> x0_values = x0.to_vector<float>(), noise_values = noise.to_vector<float>(),
+                           sigmas = sigma.to_vector<float>();
+  std::vector<float> noisy(x0_values.size()), target(x0_values.size());
+  const size_t per_sample = x0_values.size() / sigmas.size();
+  for (size_t i = 0; i < noisy.size(); ++i) {
+    const float s = sigmas[i / per_sample];
+    noisy[i] = (1.0f - s) * x0_values[i] + s * noise_values[i];
+    target[i] = noise_values[i] - x0_values[i];
+  }
+  auto model = load_tiny();
+  const Inputs in = case_inputs();
+  const diffusion::Conditioning cond{.context = in.context, .context_mask = in.mask};
+  autograd::NoGradGuard no_grad;
+  const Tensor pred = model->predict(Tensor::from_vector<float>(noisy, x0.shape()), sigma, cond);
+  const Tensor loss = diffusion::flow_matching_loss(pred, Tensor::from_vector<float>(target, x0.shape()));
+  const double pred_error = relative_to_max(pred, file.get("prediction"));
+  const double loss_error = std::fabs(loss.item() - file.get("loss").item()) / file.get("loss").item();
+  std::printf("Qwen-Image flow-matching step vs diffusers: prediction %.3g, loss %.3g (loss %.6f)\n", pred_error,
+              loss_error, loss.item());
+  EXPECT_LE(pred_error, 1e-5);
+  EXPECT_LE(loss_error, 1e-5);
+  EXPECT_EQ(model->arch_name(), "qwenimage");
+  EXPECT_EQ(model->summary(), "Qwen-Image (2 blocks, dim 64, f32)");
 }
 
 // A copy of the tiny ComfyUI file with `edit` applied to its tensors, in a scratch folder.

@@ -234,6 +234,26 @@ def full_gradients(base, inputs, seed):
     return out
 
 
+def flow_matching_case(model, inputs, seed):
+    """A training step's prediction and loss as diffusers' examples/dreambooth/train_dreambooth_lora_qwen_image.py
+    computes them (weighting scheme none): x_sigma = (1 - sigma) x0 + sigma eps, the model at timestep T / 1000 with
+    T = 1000 sigma the scheduler's timestep, the packed prediction unpacked, MSE against eps - x0 (the network's output
+    is the velocity; no sign change). sigma = (0.25, 0.875): T and T / 1000 exact in f32. The text and mask of `case`.
+    The reference uses the correctly rounded sinusoid table (see correctly_rounded_sinusoid)."""
+    _, context, mask, _ = inputs
+    gen = torch.Generator().manual_seed(seed)
+    x0 = torch.randn((2, 16) + LATENT, generator=gen)
+    noise = torch.randn((2, 16) + LATENT, generator=gen)
+    timesteps = torch.tensor([250.0, 875.0])
+    sigmas = (timesteps / 1000).view(-1, 1, 1, 1)
+    noisy = (1.0 - sigmas) * x0 + sigmas * noise
+    with torch.no_grad(), correctly_rounded_sinusoid():
+        pred = run(model, noisy, context, mask, timesteps / 1000)
+    target = noise - x0
+    loss = torch.mean(((pred.float() - target.float()) ** 2).reshape(target.shape[0], -1), 1).mean()
+    return {"x0": x0, "noise": noise, "sigma": timesteps / 1000, "prediction": pred, "loss": loss}
+
+
 def main():
     deterministic_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
@@ -313,6 +333,9 @@ def main():
     print(f"  LoRA loss {float(lora_case['loss']):.6f}; output change vs base {rel_err(lora_out, out):.3f}")
     write_f32(lora_case, os.path.join(OUT_DIR, "lora_case.safetensors"),
               dict(meta, lora=json.dumps({"r": RANK, "lora_alpha": ALPHA, "targets": block_linears()})))
+    fm = flow_matching_case(model, inputs, 4321)
+    print(f"  flow-matching loss (diffusers' training step) {float(fm['loss']):.6f}")
+    write_f32(fm, os.path.join(OUT_DIR, "flow_matching_case.safetensors"), meta)
     print_total_size(OUT_DIR)
 
 
