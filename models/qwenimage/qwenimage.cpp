@@ -60,17 +60,17 @@ void QwenImageTransformer::check_inputs(const Tensor& tokens, const std::vector<
   int64_t n = 0;
   for (const TokenGrid& g : grids) n += g.tokens();
   WICK_CHECK(!grids.empty() && n == tokens.size(1), "Qwen-Image: ", grids.size(), " token grids hold ", n,
-             " tokens but the packed latents hold ", tokens.size(1), " (the target's grid first, then each reference's)");
-  WICK_CHECK(t.defined() && t.dim() == 1 && t.size(0) == batch && is_floating(t.dtype()) &&
-                 t.device() == tokens.device(),
-             "Qwen-Image: t ", describe(t), " must be a floating [", batch, "] vector (sigma) on ",
-             tokens.device().str());
+             " tokens but the packed latents hold ", tokens.size(1),
+             " (the target's grid first, then each reference's)");
+  WICK_CHECK(
+      t.defined() && t.dim() == 1 && t.size(0) == batch && is_floating(t.dtype()) && t.device() == tokens.device(),
+      "Qwen-Image: t ", describe(t), " must be a floating [", batch, "] vector (sigma) on ", tokens.device().str());
   WICK_CHECK(context.defined() && context.dim() == 3 && context.size(0) == batch && context.size(1) > 0 &&
                  context.size(2) == c.text_dim && context.device() == tokens.device(),
              "Qwen-Image: context ", describe(context), " is not [", batch, ", L, ", c.text_dim, "] (L >= 1) on ",
              tokens.device().str());
-  WICK_CHECK(!context_mask.defined() || (context_mask.dim() == 2 && context_mask.size(0) == batch &&
-                                         context_mask.size(1) == context.size(1)),
+  WICK_CHECK(!context_mask.defined() ||
+                 (context_mask.dim() == 2 && context_mask.size(0) == batch && context_mask.size(1) == context.size(1)),
              "Qwen-Image: context_mask ", describe(context_mask), " is not [", batch, ", ", context.size(1), "]");
 }
 

@@ -146,8 +146,9 @@ std::pair<Tensor, Tensor> QwenImageBlock::run(const Tensor& img, const Tensor& t
   const int64_t n = time.n_target;
 
   auto* attn = static_cast<QwenImageAttention*>(child("attn").get());
-  auto [img_attended, txt_attended] = attn->run(modulate_split(layer_norm(img), img_mod, img_mod_zero, 0, n),
-                                                autograd::modulate(layer_norm(txt), txt_mod[0], txt_mod[1]), rope, mask);
+  auto [img_attended, txt_attended] =
+      attn->run(modulate_split(layer_norm(img), img_mod, img_mod_zero, 0, n),
+                autograd::modulate(layer_norm(txt), txt_mod[0], txt_mod[1]), rope, mask);
   Tensor x = gated_split(img, img_mod, img_mod_zero, 2, img_attended, n);
   Tensor t = autograd::gated_residual(txt, txt_mod[2], txt_attended);
   Tensor x_mlp = child("img_mlp")->forward(modulate_split(layer_norm(x), img_mod, img_mod_zero, 3, n));

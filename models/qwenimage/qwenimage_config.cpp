@@ -64,8 +64,8 @@ int64_t count_layers(const std::map<std::string, Shape>& shapes) {
     const std::string block = "transformer_blocks." + std::to_string(i) + ".";
     bool present = false;
     for (const std::string& name : names) present = present || name.rfind(block, 0) == 0;
-    WICK_CHECK_KIND(Data, present, "Qwen-Image config: transformer_blocks.", i, " has no tensors but transformer_blocks.",
-                    n - 1, " has: a block is missing");
+    WICK_CHECK_KIND(Data, present, "Qwen-Image config: transformer_blocks.", i,
+                    " has no tensors but transformer_blocks.", n - 1, " has: a block is missing");
   }
   return n;
 }
@@ -121,15 +121,16 @@ QwenImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, c
   c.text_dim = require(shapes, "txt_in.weight", 2, "the text width")[1];
   const int64_t out_features = require(shapes, "proj_out.weight", 2, "out_channels")[0];
   const int64_t patch_area = c.patch_size * c.patch_size;
-  WICK_CHECK_KIND(Data, out_features % patch_area == 0 && out_features == c.in_channels, "Qwen-Image config: proj_out.weight has ",
-                  out_features, " rows and img_in.weight ", c.in_channels, " columns; both must be channels x ",
-                  c.patch_size, " x ", c.patch_size, " (packed latents)");
+  WICK_CHECK_KIND(Data, out_features % patch_area == 0 && out_features == c.in_channels,
+                  "Qwen-Image config: proj_out.weight has ", out_features, " rows and img_in.weight ", c.in_channels,
+                  " columns; both must be channels x ", c.patch_size, " x ", c.patch_size, " (packed latents)");
   c.out_channels = out_features / patch_area;
   c.n_layers = count_layers(shapes);
   WICK_CHECK_KIND(Data, c.n_layers > 0, "Qwen-Image config: no transformer_blocks.N tensors", format_hint(shapes));
   const int64_t head = require(shapes, "transformer_blocks.0.attn.norm_q.weight", 1, "the head width")[0];
-  WICK_CHECK_KIND(Data, c.dim % head == 0, "Qwen-Image config: dim ", c.dim, " (img_in.weight) is not a multiple of the head width ",
-                  head, " (transformer_blocks.0.attn.norm_q.weight)");
+  WICK_CHECK_KIND(Data, c.dim % head == 0, "Qwen-Image config: dim ", c.dim,
+                  " (img_in.weight) is not a multiple of the head width ", head,
+                  " (transformer_blocks.0.attn.norm_q.weight)");
   c.n_heads = c.dim / head;
   c.mlp_hidden = require(shapes, "transformer_blocks.0.img_mlp.net.0.proj.weight", 2, "the MLP width")[0];
   const int64_t axes_sum = std::accumulate(c.axes_dims.begin(), c.axes_dims.end(), int64_t{0});
@@ -141,14 +142,15 @@ QwenImageConfig config_from_shapes(const std::map<std::string, Shape>& shapes, c
   const std::map<std::string, Shape> expected = parameter_shapes(c);
   for (const auto& [name, shape] : expected) {
     auto it = shapes.find(name);
-    WICK_CHECK_KIND(Data, it != shapes.end(), "Qwen-Image config: tensor '", name, "' is missing (expected shape ", shape,
-                    " for dim ", c.dim, ", ", c.n_heads, " heads, ", c.n_layers, " blocks)", format_hint(shapes));
+    WICK_CHECK_KIND(Data, it != shapes.end(), "Qwen-Image config: tensor '", name, "' is missing (expected shape ",
+                    shape, " for dim ", c.dim, ", ", c.n_heads, " heads, ", c.n_layers, " blocks)",
+                    format_hint(shapes));
     WICK_CHECK_KIND(Data, it->second == shape, "Qwen-Image config: tensor '", name, "' has shape ", it->second,
                     " but dim ", c.dim, ", head width ", head, ", MLP ", c.mlp_hidden, ", text_dim ", c.text_dim,
                     ", in_channels ", c.in_channels, " (read from img_in, norm_q, img_mlp, txt_in) require ", shape);
   }
-  static const char* kPrefixes[] = {"time_text_embed.", "txt_norm.", "img_in.", "txt_in.", "transformer_blocks.",
-                                    "norm_out.", "proj_out."};
+  static const char* kPrefixes[] = {"time_text_embed.",    "txt_norm.", "img_in.",  "txt_in.",
+                                    "transformer_blocks.", "norm_out.", "proj_out."};
   for (const auto& [name, shape] : shapes) {
     bool ours = false;
     for (const char* prefix : kPrefixes) ours = ours || name.rfind(prefix, 0) == 0;

@@ -31,7 +31,7 @@ struct QwenImageJson {
 
 // Defaults are Qwen-Image's transformer/config.json (Qwen-Image-2512, Edit, Edit-2509 share it).
 struct QwenImageConfig {
-  int64_t in_channels = 64;  // packed token features: out_channels x patch x patch, (c, ph, pw) order
+  int64_t in_channels = 64;   // packed token features: out_channels x patch x patch, (c, ph, pw) order
   int64_t out_channels = 16;  // latent channels (the Qwen-Image VAE's z_dim)
   int64_t patch_size = 2;
   int64_t dim = 3072;

@@ -48,7 +48,8 @@ Count block(const Sizes& z, Stream& img, Stream& txt, bool temb_grad, bool last,
   bool attention_grad = false;
   for (PerStream& ps : streams) {
     const Stream& s = *ps.s;
-    LinearActivations mod = linear_activations(of(p + ps.name + "mod.1"), z.batch, h, 6 * h, z.dtype, z.device, temb_grad);
+    LinearActivations mod =
+        linear_activations(of(p + ps.name + "mod.1"), z.batch, h, 6 * h, z.dtype, z.device, temb_grad);
     c.keep(mod.keeps_input, z.batch * h * e);  // SiLU(temb), kept by a modulation Linear that trains
     c.linear(mod);
     ps.mod_grad = mod.output_requires_grad;
@@ -90,10 +91,8 @@ Count block(const Sizes& z, Stream& img, Stream& txt, bool temb_grad, bool last,
   for (PerStream& ps : streams)
     out_keeps_input = out_keeps_input || ((!last || ps.s == &img) && of(p + "attn." + ps.attn[3]).trains());
   if (merge_copies) {
-    if (out_keeps_input)
-      c.keep(true, rows * h * e);
-    else
-      c.hold(rows * h * e);
+    if (out_keeps_input) c.keep(true, rows * h * e);
+    else c.hold(rows * h * e);
   } else {
     c.keep(out_keeps_input && !attention_grad, rows * h * e);
   }
@@ -112,7 +111,8 @@ Count block(const Sizes& z, Stream& img, Stream& txt, bool temb_grad, bool last,
     c.keep(fc1.keeps_input, s.rows * h * e);
     c.linear(fc1);
     c.keep(fc1.output_requires_grad, s.rows * m * e);  // kept by GELU
-    LinearActivations fc2 = linear_activations(of(mlp + "2"), s.rows, m, h, z.dtype, z.device, fc1.output_requires_grad);
+    LinearActivations fc2 =
+        linear_activations(of(mlp + "2"), s.rows, m, h, z.dtype, z.device, fc1.output_requires_grad);
     c.note(s.rows * m * e);  // GELU's output
     c.keep(fc2.keeps_input, s.rows * m * e);
     c.linear(fc2);
@@ -146,12 +146,13 @@ ActivationProfile qwenimage_activation_profile(const QwenImageConfig& config, co
   // when it requires a gradient, and by every checkpoint), txt_norm on the text cast to the compute dtype (the
   // batch's own tensor in f32) and txt_in.
   Count embed;
-  LinearActivations img_in = linear_activations(of("img_in"), z.img_rows, config.in_channels, h, z.dtype, z.device, false);
+  LinearActivations img_in =
+      linear_activations(of("img_in"), z.img_rows, config.in_channels, h, z.dtype, z.device, false);
   embed.keep(img_in.keeps_input, z.img_rows * config.in_channels * e);
   embed.linear(img_in);
-  const bool temb_grad = count_embedder_mlp(embed, of("time_text_embed.timestep_embedder.linear_1"),
-                                            of("time_text_embed.timestep_embedder.linear_2"), z.batch, 256, h, z.dtype,
-                                            z.device);
+  const bool temb_grad =
+      count_embedder_mlp(embed, of("time_text_embed.timestep_embedder.linear_1"),
+                         of("time_text_embed.timestep_embedder.linear_2"), z.batch, 256, h, z.dtype, z.device);
   embed.keep(temb_grad || checkpointing, z.batch * h * e);
   const bool text_norm = of("txt_norm").trainable;
   embed.keep(text_norm, (e != 4 ? z.txt_rows * config.text_dim * e : 0) + 4 * z.txt_rows);
@@ -198,8 +199,8 @@ ActivationProfile qwenimage_activation_profile(const QwenImageConfig& config, co
   final_layer.keep(img.requires_grad, z.img_rows * h * e + 2 * 4 * z.img_rows);
   final_layer.keep(img.requires_grad || ada.output_requires_grad, z.batch * 2 * h * e);
   final_layer.keep(ada.output_requires_grad, z.img_rows * h * e);  // LayerNorm output, kept by modulate
-  LinearActivations proj = linear_activations(of("proj_out"), z.img_rows, h, config.patch_features(), z.dtype,
-                                              z.device, img.requires_grad || ada.output_requires_grad);
+  LinearActivations proj = linear_activations(of("proj_out"), z.img_rows, h, config.patch_features(), z.dtype, z.device,
+                                              img.requires_grad || ada.output_requires_grad);
   final_layer.keep(proj.keeps_input, z.img_rows * h * e);
   final_layer.linear(proj);
   const int64_t prediction = z.img_rows * config.patch_features();

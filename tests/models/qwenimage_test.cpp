@@ -138,7 +138,8 @@ TEST(QwenImageConfig, BrokenShapeMapsAreDataErrors) {
   EXPECT_THAT(message(with("transformer_blocks.3.attn.to_q.weight", {64, 64})), HasSubstr("a block is missing"));
   EXPECT_THAT(message(with("transformer_blocks.0.attn.extra.weight", {64, 64})),
               HasSubstr("'transformer_blocks.0.attn.extra.weight' [64, 64] is not a parameter"));
-  EXPECT_THAT(message(good, QwenImageJson{}), HasSubstr("axes_dims_rope [16, 56, 56] sums to 128 but the head width is 32"));
+  EXPECT_THAT(message(good, QwenImageJson{}),
+              HasSubstr("axes_dims_rope [16, 56, 56] sums to 128 but the head width is 32"));
   std::map<std::string, Shape> comfy;
   for (auto& [name, shape] : good) comfy["model.diffusion_model." + name] = shape;
   EXPECT_THAT(message(comfy), HasSubstr("ComfyUI's prefix"));
@@ -182,8 +183,10 @@ TEST(QwenImageForward, TimestepEmbeddingAsDiffusers) {
   const double torch_table = wick::testing::max_abs_difference(features, file.get("timestep_features"));
   autograd::NoGradGuard no_grad;
   const double temb = relative_to_max(load_tiny()->child("time_text_embed")->forward(features), file.get("temb_exact"));
-  std::printf("Qwen-Image timestep features vs diffusers: %.3g (correctly rounded table), %.3g (this torch's table); "
-              "embedding %.3g\n", exact, torch_table, temb);
+  std::printf(
+      "Qwen-Image timestep features vs diffusers: %.3g (correctly rounded table), %.3g (this torch's table); "
+      "embedding %.3g\n",
+      exact, torch_table, temb);
   EXPECT_LE(exact, 1e-6);
   EXPECT_LE(torch_table, 1e-4);
   EXPECT_LE(temb, 1e-6);
@@ -201,8 +204,10 @@ TEST(QwenImageForward, F32MatchesDiffusersFromBothLayouts) {
   EXPECT_EQ(from_folder.to_vector<float>(), from_comfyui.to_vector<float>());
   const double exact = relative_to_max(from_folder, file.get("output_exact"));
   const double torch_table = relative_to_max(from_folder, file.get("output"));
-  std::printf("Qwen-Image f32 output vs diffusers (both layouts): %.3g (correctly rounded sinusoid table), %.3g "
-              "(this torch's table)\n", exact, torch_table);
+  std::printf(
+      "Qwen-Image f32 output vs diffusers (both layouts): %.3g (correctly rounded sinusoid table), %.3g "
+      "(this torch's table)\n",
+      exact, torch_table);
   EXPECT_LE(exact, 1e-5);
   EXPECT_LE(torch_table, 3e-5);
 }
@@ -273,8 +278,9 @@ struct LoraResult {
   std::map<std::string, Tensor> grads;  // "<path>.lora_down" / ".lora_up"
 };
 
-// PEFT's adapters (r 4, alpha 8) on every Linear of the blocks, from lora_case.safetensors.
-LoraResult run_lora(bool checkpointing) {
+// PEFT's adapters (r 4, alpha 8) on every Linear of the blocks, from lora_case.safetensors; with `swapper`, both
+// blocks' frozen weights streamed by it.
+LoraResult run_lora(bool checkpointing, std::shared_ptr<BlockSwapper> swapper = nullptr) {
   SafetensorsFile file = open_fixture("lora_case.safetensors");
   auto model = load_tiny();
   const std::vector<std::string> paths = wick::testing::lora_paths(file, "lora.");
@@ -288,6 +294,11 @@ LoraResult run_lora(bool checkpointing) {
     copy_into_slot(adapter->up_weight(), file.get("lora." + path + ".lora_up"));
   }
   model->set_gradient_checkpointing(checkpointing);
+  if (swapper) {
+    for (const std::string& block : model->block_paths())
+      swapper->add_block(block, *model->child("transformer_blocks")->child(block.substr(block.rfind('.') + 1)));
+    model->set_block_swapper(swapper);
+  }
   const Inputs in = case_inputs();
   LoraResult r;
   r.output = model->forward(in.latents, in.sigma, in.context, in.mask);
@@ -353,6 +364,20 @@ TEST(QwenImageLora, CheckpointingGivesBitwiseTheSameGradients) {
         EXPECT_EQ(wick::testing::max_abs_difference(g, zeros_like(g)), 0.0) << name;
       }
   }
+}
+
+// Block swapping (engine/block_swap.h; on the CPU the device copies are host copies): bitwise the same training step.
+TEST(QwenImageLora, BlockSwappingGivesBitwiseTheSameStep) {
+  LoraResult plain = run_lora(true);
+  auto swapper = std::make_shared<BlockSwapper>(Device::cpu());
+  LoraResult swapped = run_lora(true, swapper);
+  EXPECT_TRUE(wick::testing::same_bits(autograd::detach(plain.output), autograd::detach(swapped.output)));
+  for (const auto& [name, grad] : plain.grads)
+    if (grad.defined()) {
+      EXPECT_TRUE(wick::testing::same_bits(grad, swapped.grads.at(name))) << name;
+    }
+  // Each block copied in forward and again for its checkpoint's recomputation.
+  EXPECT_GE(swapper->stats().n_block_copies, 4);
 }
 
 TEST(QwenImageEdit, ReferenceTokensWithAndWithoutZeroCondT) {
