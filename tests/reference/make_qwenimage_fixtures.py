@@ -2,7 +2,8 @@
 """Generates tests/data/qwenimage/: a tiny random Qwen-Image transformer (diffusers' QwenImageTransformer2DModel) as a
 diffusers folder and as a ComfyUI-prefixed single file, its outputs on a padded batch of two samples with a non-square
 odd token grid, a LoRA forward + backward computed with PEFT, full-training gradients, and Edit-style cases (reference
-image tokens after the target, with and without Edit-2511's zero_cond_t). See tests/data/qwenimage/README.md for every
+image tokens after the target, with and without Edit-2511's zero_cond_t), and a flow-matching training step as
+diffusers' Qwen-Image LoRA example computes it. See tests/data/qwenimage/README.md for every
 file and tensor.
 
 Made with (pip, CPU only): torch 2.15.0, diffusers 0.42.1, peft 0.21.2, safetensors, numpy. Run from the repository
