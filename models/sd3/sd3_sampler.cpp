@@ -1,11 +1,7 @@
 #include "models/sd3/sd3_sampler.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/captions.h"
@@ -19,7 +15,6 @@
 #include "runtime/ops/index.h"
 #include "runtime/ops/join.h"
 
-namespace fs = std::filesystem;
 
 namespace wick::sd3 {
 
@@ -92,21 +87,6 @@ std::optional<Sd3TextEncoders> open_encoders(const Sd3SamplerSetup& setup) {
 
 double sigma_shift(double t, double shift) { return shift * t / (1.0 + (shift - 1.0) * t); }
 
-// scheduler/scheduler_config.json's "shift" of a pipeline folder, when it has one.
-std::optional<double> pipeline_shift(const std::string& pipeline) {
-  if (pipeline.empty()) return std::nullopt;
-  const fs::path path = fs::path(pipeline) / "scheduler" / "scheduler_config.json";
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), path.string(), " is not a JSON object");
-  if (!json.contains("shift")) return std::nullopt;
-  WICK_CHECK_KIND(Data, json["shift"].is_number() && json["shift"].get<double>() > 0, path.string(),
-                  ": shift is not a positive number");
-  WICK_CHECK_KIND(Config, !json.value("use_dynamic_shifting", false), path.string(), ": use_dynamic_shifting is on, "
-                  "which SD3.5's scheduler does not use (set model.sample_shift to sample with a constant shift)");
-  return json["shift"].get<double>();
-}
 
 }  // namespace
 
@@ -308,7 +288,7 @@ std::unique_ptr<ImageSampler> make_sd3_sampler(const SamplerRequest& request) {
   double shift = 3.0;
   if (configured_shift > 0) {
     shift = configured_shift;
-  } else if (std::optional<double> from_pipeline = pipeline_shift(files.pipeline)) {
+  } else if (std::optional<double> from_pipeline = pipeline_shift(files.pipeline, "SD3.5's")) {
     shift = *from_pipeline;
   }
   auto sampler = make_naming_text_parts<Sd3ImageSampler>("SD3", text, [&] {

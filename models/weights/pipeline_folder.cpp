@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "models/weights/weight_source.h"
 #include "runtime/error.h"
@@ -44,6 +46,21 @@ bool file_has_prefix(const std::string& path, const std::string& prefix) {
   } catch (const WickError&) {
     return false;  // not safetensors: the loaders that open it name the problem
   }
+}
+
+std::optional<double> pipeline_shift(const std::string& pipeline, const std::string& model) {
+  if (pipeline.empty()) return std::nullopt;
+  const std::filesystem::path path = std::filesystem::path(pipeline) / "scheduler" / "scheduler_config.json";
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), path.string(), " is not a JSON object");
+  if (!json.contains("shift")) return std::nullopt;
+  WICK_CHECK_KIND(Data, json["shift"].is_number() && json["shift"].get<double>() > 0, path.string(),
+                  ": shift is not a positive number");
+  WICK_CHECK_KIND(Config, !json.value("use_dynamic_shifting", false), path.string(), ": use_dynamic_shifting is on, "
+                  "which ", model, " scheduler does not use (set model.sample_shift to sample with a constant shift)");
+  return json["shift"].get<double>();
 }
 
 }  // namespace wick

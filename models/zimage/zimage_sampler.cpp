@@ -2,16 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/data/captions.h"
 #include "models/diffusion/generate.h"
 #include "models/diffusion/samplers.h"
 #include "models/text/stored_prompts.h"
+#include "models/weights/pipeline_folder.h"
 #include "runtime/error.h"
 #include "runtime/ops/join.h"
 
@@ -19,8 +17,6 @@ namespace wick::zimage {
 
 using text::prompt_text;
 namespace {
-
-namespace fs = std::filesystem;
 
 const SamplerFile kVae{.label = "the VAE",
                        .key = "vae_path",
@@ -53,21 +49,6 @@ std::optional<ZImageTextEncoder> open_encoder(const ZImageSamplerSetup& setup) {
                                        {.device = setup.device, .keep_loaded = setup.keep_loaded});
 }
 
-// scheduler/scheduler_config.json's "shift" of a pipeline folder, when it has one.
-std::optional<double> pipeline_shift(const std::string& pipeline) {
-  if (pipeline.empty()) return std::nullopt;
-  const fs::path path = fs::path(pipeline) / "scheduler" / "scheduler_config.json";
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), path.string(), " is not a JSON object");
-  if (!json.contains("shift")) return std::nullopt;
-  WICK_CHECK_KIND(Data, json["shift"].is_number() && json["shift"].get<double>() > 0, path.string(),
-                  ": shift is not a positive number");
-  WICK_CHECK_KIND(Config, !json.value("use_dynamic_shifting", false), path.string(), ": use_dynamic_shifting is on, "
-                  "which Z-Image's scheduler does not use (set model.sample_shift to sample with a constant shift)");
-  return json["shift"].get<double>();
-}
 
 }  // namespace
 
@@ -240,7 +221,7 @@ std::unique_ptr<ImageSampler> make_zimage_sampler(const SamplerRequest& request)
   double shift = 3.0;
   if (configured_shift > 0) {
     shift = configured_shift;
-  } else if (std::optional<double> from_pipeline = pipeline_shift(files.pipeline)) {
+  } else if (std::optional<double> from_pipeline = pipeline_shift(files.pipeline, "Z-Image's")) {
     shift = *from_pipeline;
   }
   auto sampler = make_naming_text_parts<ZImageImageSampler>("Z-Image", text, [&] {

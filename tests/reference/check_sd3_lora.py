@@ -34,8 +34,7 @@ try:
     from diffusers import SD3Transformer2DModel
     from diffusers.loaders import SD3LoraLoaderMixin
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from reference_torch import (captured_warnings, deterministic_torch, lora_key_warnings, reconcile_lora_keys,
-                                 rel_err)
+    from reference_torch import deterministic_torch, load_lora_reported, rel_err
 except Exception as e:  # noqa: BLE001
     print(f"check_sd3_lora: skipped, cannot import torch/diffusers/peft/safetensors ({e})")
     sys.exit(77)
@@ -57,32 +56,7 @@ def main():
     deterministic_torch()
     model = SD3Transformer2DModel.from_pretrained(args.weights, torch_dtype=torch.float32).eval()
 
-    adapter = "wick_check"
-    with captured_warnings() as messages:
-        try:
-            state_dict, metadata = SD3LoraLoaderMixin.lora_state_dict(args.lora, return_lora_metadata=True)
-            file_tensors = dict(state_dict)
-            SD3LoraLoaderMixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata,
-                                                          adapter_name=adapter)
-        except Exception as e:  # noqa: BLE001
-            print(f"check_sd3_lora: diffusers failed to load {args.lora}: {type(e).__name__}: {e}")
-            return 1
-
-    params, missing, unexpected = reconcile_lora_keys(file_tensors, model, adapter)
-    warned = lora_key_warnings(messages)
-    scale = None
-    if metadata:
-        r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
-        scale = f"lora_alpha {a} / r {r}" if r is not None else None
-    print(f"check_sd3_lora: {len(file_tensors)} LoRA tensors -> {len(params)} adapter parameters; "
-          f"{len(missing)} missing, {len(unexpected)} unexpected; scale from metadata: {scale or 'none (alpha = r)'}")
-    for k in missing:
-        print(f"  missing: {k}")
-    for k in unexpected:
-        print(f"  unexpected: {k}")
-    for m in warned:
-        print(f"  diffusers warning: {m}")
-    if missing or unexpected or warned or not params:
+    if not load_lora_reported("check_sd3_lora", SD3LoraLoaderMixin, model, args.lora):
         return 1
 
     # Fresh (aligned) copies: torch's kernels may round differently for tensors at another offset of the file.

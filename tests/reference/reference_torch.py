@@ -228,6 +228,36 @@ def reconcile_lora_keys(file_tensors, model, adapter):
     return params, sorted(set(params) - matched), unexpected
 
 
+def load_lora_reported(who, mixin, model, lora_path, adapter="wick_check"):
+    """Loads a PEFT-format LoRA file into `model` the way a pipeline's load_lora_weights does (mixin.lora_state_dict
+    with its metadata, then mixin.load_lora_into_transformer) and prints what check_<arch>_lora.py reports: the file's
+    tensors, the adapter parameters they became, the missing and unexpected keys (reconcile_lora_keys and diffusers' own
+    warnings) and the scale the metadata gives. True when every tensor landed and none is missing."""
+    with captured_warnings() as messages:
+        try:
+            state_dict, metadata = mixin.lora_state_dict(lora_path, return_lora_metadata=True)
+            file_tensors = dict(state_dict)
+            mixin.load_lora_into_transformer(state_dict, transformer=model, metadata=metadata, adapter_name=adapter)
+        except Exception as e:  # noqa: BLE001
+            print(f"{who}: diffusers failed to load {lora_path}: {type(e).__name__}: {e}")
+            return False
+    params, missing, unexpected = reconcile_lora_keys(file_tensors, model, adapter)
+    warned = lora_key_warnings(messages)
+    scale = None
+    if metadata:
+        r, a = metadata.get("transformer.r"), metadata.get("transformer.lora_alpha")
+        scale = f"lora_alpha {a} / r {r}" if r is not None else None
+    print(f"{who}: {len(file_tensors)} LoRA tensors -> {len(params)} adapter parameters; "
+          f"{len(missing)} missing, {len(unexpected)} unexpected; scale from metadata: {scale or 'none (alpha = r)'}")
+    for k in missing:
+        print(f"  missing: {k}")
+    for k in unexpected:
+        print(f"  unexpected: {k}")
+    for m in warned:
+        print(f"  diffusers warning: {m}")
+    return bool(params) and not (missing or unexpected or warned)
+
+
 def save_peft_lora(model, path, loader):
     """Writes the model's adapters the way diffusers' training scripts do: get_peft_model_state_dict ->
     loader.save_lora_weights(transformer_lora_layers=..., transformer_lora_adapter_metadata=config), `loader` being
