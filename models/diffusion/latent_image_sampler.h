@@ -178,13 +178,12 @@ class LatentImageSampler : public ImageSampler {
 
   // ---- what sample() uses ----
   // The rows of `texts` (trigger word put in): the stored row where `usable(stored_length)` and the stored prompts
-  // hold the text, else `encode`d (each distinct text once): context [N, L, D] and pooled [N, P] f32 on the CPU. A
-  // text to encode without encoders is a Config error naming it ("the negative prompt" when it is `negative`), the
-  // stored captions, `length_note` and the missing parts.
+  // hold the text, else `encode`d (each distinct text once): context [N, L, D], pooled [N, P] and mask [N, L] (1 on
+  // tokens) f32 on the CPU. A text to encode without encoders is a Config error naming it ("the negative prompt" when
+  // it is `negative`), the stored captions, `length_note` and the missing parts.
   text::PromptRows embed(const std::vector<std::string>& texts, const std::function<bool(int64_t)>& usable,
-                                  const std::function<text::PromptEmbeddings(const std::vector<std::string>&)>& encode,
-                                  const std::optional<std::string>& negative = std::nullopt,
-                                  const std::string& length_note = "");
+                         const std::function<text::PromptEmbeddings(const std::vector<std::string>&)>& encode,
+                         const std::optional<std::string>& negative = std::nullopt, const std::string& length_note = "");
   // Whether the stored prompts hold `prompt` (trigger word put in).
   bool holds(const std::string& prompt) const;
   // latents f32 [N, C, h, w] -> images in [0, 1] through the VAE (loaded now, kept when keep_loaded).
