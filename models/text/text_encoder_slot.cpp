@@ -53,6 +53,48 @@ std::string t5_subfolder_hint(const std::string& path) {
   return fs::is_directory(fs::path(path) / "text_encoder_3", ec) ? "text_encoder_3" : "text_encoder_2";
 }
 
+// What a slot holds: its encoder while loaded, in which dtype and on which device, behind the slot's lock.
+template <typename Model>
+struct HeldEncoder {
+  std::mutex mutex;
+  std::shared_ptr<Model> model;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+
+  bool loaded() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return model != nullptr;
+  }
+  void unload() {
+    std::lock_guard<std::mutex> lock(mutex);
+    model.reset();
+  }
+  // With the lock held: `load()` unless the encoder is loaded in `dtype` on `device` (the old one goes before the new
+  // one arrives); the seconds it took.
+  template <typename Load>
+  double ensure(DType wanted, Device on, const Load& load) {
+    const Clock::time_point start = Clock::now();
+    if (!model || dtype != wanted || device != on) {
+      model.reset();
+      model = load();
+      dtype = wanted;
+      device = on;
+      finish(on);
+    }
+    return seconds_since(start);
+  }
+};
+
+// Frees the held encoder when a call ends (also by an exception) unless it is to be kept.
+template <typename Model>
+struct FreeUnlessKept {
+  HeldEncoder<Model>& held;
+  bool keep;
+  ~FreeUnlessKept() {
+    if (!keep) held.model.reset();
+  }
+};
+
 }  // namespace
 
 DType EncoderLoading::compute_dtype() const {
@@ -76,12 +118,7 @@ clip::ClipTokenizer load_clip_tokenizer(const std::string& path, const std::opti
 
 // ---- CLIP ----
 
-struct ClipEncoderSlot::Held {
-  std::mutex mutex;
-  std::shared_ptr<clip::ClipTextModel> model;
-  DType dtype = DType::F32;
-  Device device = Device::cpu();
-};
+struct ClipEncoderSlot::Held : HeldEncoder<clip::ClipTextModel> {};
 
 ClipEncoderSlot::ClipEncoderSlot(std::string path, clip::ClipKind kind)
     : kind_(kind), path_(std::move(path)), held_(std::make_shared<Held>()) {
@@ -111,42 +148,21 @@ void ClipEncoderSlot::check_tokenizer(const clip::ClipTokenizer& tokenizer, cons
                   " has ", positions_, " positions");
 }
 
-bool ClipEncoderSlot::loaded() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  return held_->model != nullptr;
-}
+bool ClipEncoderSlot::loaded() const { return held_->loaded(); }
 
-void ClipEncoderSlot::unload() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  held_->model.reset();
-}
+void ClipEncoderSlot::unload() const { held_->unload(); }
 
 ClipRun ClipEncoderSlot::encode(const Tensor& ids, const EncoderLoading& loading, int64_t batch_size) const {
   check_ids(ids, batch_size, clip::kind_name(kind_));
   const DType dtype = loading.compute_dtype();
   std::lock_guard<std::mutex> lock(held_->mutex);
-  // Frees the encoder when the call ends (also by an exception) unless it is to be kept.
-  struct Release {
-    Held& held;
-    bool keep;
-    ~Release() {
-      if (!keep) held.model.reset();
-    }
-  } release{*held_, loading.keep_loaded};
-
+  FreeUnlessKept<clip::ClipTextModel> release{*held_, loading.keep_loaded};
   ClipRun run;
-  Clock::time_point start = Clock::now();
-  if (!held_->model || held_->dtype != dtype || held_->device != loading.device) {
-    held_->model.reset();  // the old one goes before the new one arrives
-    held_->model =
-        clip::load_clip_text(path_, {.kind = kind_, .dtype = dtype, .device = loading.device}).model;
-    held_->dtype = dtype;
-    held_->device = loading.device;
-    finish(loading.device);
-  }
-  run.load_seconds = seconds_since(start);
+  run.load_seconds = held_->ensure(dtype, loading.device, [&] {
+    return clip::load_clip_text(path_, {.kind = kind_, .dtype = dtype, .device = loading.device}).model;
+  });
 
-  start = Clock::now();
+  const Clock::time_point start = Clock::now();
   std::vector<Tensor> penultimate, pooled, text_embeds;
   const int64_t n = ids.size(0);
   for (int64_t first = 0; first < n; first += batch_size) {
@@ -165,12 +181,7 @@ ClipRun ClipEncoderSlot::encode(const Tensor& ids, const EncoderLoading& loading
 
 // ---- T5 ----
 
-struct T5EncoderSlot::Held {
-  std::mutex mutex;
-  std::shared_ptr<t5::T5Encoder> model;
-  DType dtype = DType::F32;
-  Device device = Device::cpu();
-};
+struct T5EncoderSlot::Held : HeldEncoder<t5::T5Encoder> {};
 
 T5EncoderSlot::T5EncoderSlot(std::string path) : path_(std::move(path)), held_(std::make_shared<Held>()) {
   WeightSource source = WeightSource::open(path_, t5_subfolder_hint(path_));
@@ -187,40 +198,21 @@ void T5EncoderSlot::check_tokenizer(const t5::T5Tokenizer& tokenizer) const {
                   vocab_rows_, " rows: the tokenizer does not belong to this encoder");
 }
 
-bool T5EncoderSlot::loaded() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  return held_->model != nullptr;
-}
+bool T5EncoderSlot::loaded() const { return held_->loaded(); }
 
-void T5EncoderSlot::unload() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  held_->model.reset();
-}
+void T5EncoderSlot::unload() const { held_->unload(); }
 
 T5Run T5EncoderSlot::encode(const Tensor& ids, const EncoderLoading& loading, int64_t batch_size) const {
   check_ids(ids, batch_size, "T5");
   const DType dtype = loading.compute_dtype();
   std::lock_guard<std::mutex> lock(held_->mutex);
-  struct Release {
-    Held& held;
-    bool keep;
-    ~Release() {
-      if (!keep) held.model.reset();
-    }
-  } release{*held_, loading.keep_loaded};
-
+  FreeUnlessKept<t5::T5Encoder> release{*held_, loading.keep_loaded};
   T5Run run;
-  Clock::time_point start = Clock::now();
-  if (!held_->model || held_->dtype != dtype || held_->device != loading.device) {
-    held_->model.reset();
-    held_->model = t5::T5Encoder::load(path_, {.dtype = dtype, .device = loading.device});
-    held_->dtype = dtype;
-    held_->device = loading.device;
-    finish(loading.device);
-  }
-  run.load_seconds = seconds_since(start);
+  run.load_seconds = held_->ensure(dtype, loading.device, [&] {
+    return t5::T5Encoder::load(path_, {.dtype = dtype, .device = loading.device});
+  });
 
-  start = Clock::now();
+  const Clock::time_point start = Clock::now();
   autograd::NoGradGuard no_grad;
   std::vector<Tensor> parts;
   const int64_t n = ids.size(0);
@@ -232,12 +224,7 @@ T5Run T5EncoderSlot::encode(const Tensor& ids, const EncoderLoading& loading, in
   return run;
 }
 
-struct LlmEncoderSlot::Held {
-  std::mutex mutex;
-  std::shared_ptr<llm::LlmEncoder> model;
-  DType dtype = DType::F32;
-  Device device = Device::cpu();
-};
+struct LlmEncoderSlot::Held : HeldEncoder<llm::LlmEncoder> {};
 
 LlmEncoderSlot::LlmEncoderSlot(std::string path, llm::LlmLoadOptions options)
     : path_(std::move(path)), options_(std::move(options)), held_(std::make_shared<Held>()) {
@@ -259,42 +246,23 @@ LlmEncoderSlot::LlmEncoderSlot(std::string path, llm::LlmLoadOptions options)
   path_ = weights;
 }
 
-bool LlmEncoderSlot::loaded() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  return held_->model != nullptr;
-}
+bool LlmEncoderSlot::loaded() const { return held_->loaded(); }
 
-void LlmEncoderSlot::unload() const {
-  std::lock_guard<std::mutex> lock(held_->mutex);
-  held_->model.reset();
-}
+void LlmEncoderSlot::unload() const { held_->unload(); }
 
 LlmRun LlmEncoderSlot::run(const EncoderLoading& loading,
                            const std::function<std::vector<Tensor>(llm::LlmEncoder&)>& fn) const {
   const DType dtype = loading.compute_dtype();
   std::lock_guard<std::mutex> lock(held_->mutex);
-  struct Release {
-    Held& held;
-    bool keep;
-    ~Release() {
-      if (!keep) held.model.reset();
-    }
-  } release{*held_, loading.keep_loaded};
-
+  FreeUnlessKept<llm::LlmEncoder> release{*held_, loading.keep_loaded};
   LlmRun out;
-  Clock::time_point start = Clock::now();
-  if (!held_->model || held_->dtype != dtype || held_->device != loading.device) {
-    held_->model.reset();
+  out.load_seconds = held_->ensure(dtype, loading.device, [&] {
     llm::LlmLoadOptions options = options_;
     options.dtype = dtype;
     options.device = loading.device;
-    held_->model = llm::LlmEncoder::load(path_, options);
-    held_->dtype = dtype;
-    held_->device = loading.device;
-    finish(loading.device);
-  }
-  out.load_seconds = seconds_since(start);
-  start = Clock::now();
+    return llm::LlmEncoder::load(path_, options);
+  });
+  const Clock::time_point start = Clock::now();
   autograd::NoGradGuard no_grad;
   out.outputs = fn(*held_->model);
   finish(loading.device);
