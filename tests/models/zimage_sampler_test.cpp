@@ -53,6 +53,14 @@ TEST(ZImageSampler, PromptRowsArePaddedWithTheirMask) {
   const auto prompts =
       nlohmann::json::parse(sample_case().metadata().at("prompts")).get<std::vector<std::string>>();
   const text::PromptEmbeddings e = zimage::encode_zimage_prompts(te, prompts, {.max_length = 40});
+  EXPECT_FALSE(te.qwen3.loaded());  // freed after the call
+  const auto kept = zimage::ZImageTextEncoder::from_files(row.tiny_files.at("text_encoder_path"),
+                                                          row.tiny_files.at("tokenizer_path"), {.keep_loaded = true});
+  EXPECT_EQ(zimage::encode_zimage_prompts(kept, prompts, {.max_length = 40}).context.to_vector<float>(),
+            e.context.to_vector<float>());
+  EXPECT_TRUE(kept.qwen3.loaded());
+  kept.unload();
+  EXPECT_FALSE(kept.qwen3.loaded());
   ASSERT_EQ(e.context.shape(), (Shape{2, 40, 16}));
   EXPECT_EQ(e.pooled.shape(), (Shape{2, 0}));
   EXPECT_EQ(e.info.embeds_encoder, zimage::kTextEmbedsEncoder);
