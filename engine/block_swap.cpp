@@ -1,6 +1,7 @@
 #include "engine/block_swap.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/node.h"
@@ -19,15 +20,39 @@ Tensor pinned_copy(const Tensor& t) {
   return host;
 }
 
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+Stream stream_for(Device device) { return device.is_cuda() ? current_stream(device) : Stream{}; }
+
+// A tensor of t's shape and dtype on `device` holding one element of all-ones bits (NaN in every floating
+// dtype), broadcast: what a sharded slot holds between runs.
+Tensor placeholder_of(const Tensor& t, Device device) {
+  Tensor one = Tensor::empty({1}, t.dtype(), device);
+  std::vector<unsigned char> ones(dtype_size(t.dtype()), 0xFF);
+  copy_bytes(one.data(), device, ones.data(), Device::cpu(), ones.size(), stream_for(device));
+  if (t.dim() == 0) return one.view({});
+  return one.view(Shape(static_cast<size_t>(t.dim()), 1)).expand(t.shape());
+}
+
 }  // namespace
 
-BlockSwapper::BlockSwapper(Device device) : device_(device) {
+BlockSwapper::BlockSwapper(Device device, std::shared_ptr<comm::ProcessGroup> shard_group)
+    : device_(device), shard_group_(std::move(shard_group)) {
+  if (shard_group_)
+    WICK_CHECK(shard_group_->device() == device, "BlockSwapper: the shard group's collectives take ",
+               shard_group_->device().str(), " memory, the blocks run on ", device.str());
   if (device.is_cuda()) copy_stream_ = create_stream(device);
 }
 
 BlockSwapper::~BlockSwapper() {
   // Copies in flight write into memory the allocator may hand out again: let them finish.
-  if (prefetched_) prefetched_->ready.synchronize();
+  if (prefetched_) {
+    try {
+      if (prefetched_->gather) prefetched_->gather->wait();
+    } catch (...) {
+    }
+    prefetched_->ready.synchronize();
+  }
   prefetched_.reset();
   if (device_.is_cuda()) {
     try {
@@ -39,7 +64,8 @@ BlockSwapper::~BlockSwapper() {
 }
 
 int BlockSwapper::add_block(const std::string& name, Module& block) {
-  Block b{.name = name, .slots = {}, .bytes = 0};
+  Block b{.name = name, .slots = {}, .bytes = 0, .offsets = {}, .shard = Tensor()};
+  std::vector<std::pair<Tensor*, Tensor>> frozen;
   for (auto& [param_name, slot] : parameter_slots(block)) {
     if (!slot->defined()) continue;
     if (autograd::requires_grad(*slot)) {
@@ -50,13 +76,48 @@ int BlockSwapper::add_block(const std::string& name, Module& block) {
       continue;
     }
     WICK_CHECK(!manages(slot), "BlockSwapper: ", name, ".", param_name, " is managed by another block already");
+    if (sharded()) {
+      frozen.emplace_back(slot, autograd::detach(*slot).contiguous());
+      continue;
+    }
     Tensor host = device_.is_cuda() ? pinned_copy(*slot) : autograd::detach(*slot);
     *slot = host;
     b.bytes += static_cast<int64_t>(host.nbytes());
     b.slots.push_back({slot, host});
   }
+  if (sharded()) add_sharded(b, std::move(frozen));
   blocks_.push_back(std::move(b));
   return n_blocks() - 1;
+}
+
+void BlockSwapper::add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen) {
+  const int64_t n = shard_group_->size(), rank = shard_group_->rank();
+  int64_t end = 0;
+  for (const auto& [slot, t] : frozen) {
+    end = round_up(end, 256);
+    b.offsets.push_back(end);
+    end += static_cast<int64_t>(t.nbytes());
+  }
+  b.bytes = round_up(std::max<int64_t>(end, 1), 4 * n);
+  const int64_t per_rank = b.bytes / n, first = rank * per_rank, last = first + per_rank;
+  // This rank's bytes of the packed block, zero where the packing pads.
+  std::vector<unsigned char> mine(static_cast<size_t>(per_rank), 0);
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    const Tensor& t = frozen[i].second;
+    const int64_t lo = std::max(first, b.offsets[i]), hi = std::min(last, b.offsets[i] + static_cast<int64_t>(t.nbytes()));
+    if (lo < hi)
+      copy_bytes(mine.data() + (lo - first), Device::cpu(), static_cast<const unsigned char*>(t.data()) + (lo - b.offsets[i]),
+                 t.device(), static_cast<size_t>(hi - lo), stream_for(t.device()));
+  }
+  b.shard = Tensor::empty({per_rank / 4}, DType::F32, device_);
+  copy_bytes(b.shard.data(), device_, mine.data(), Device::cpu(), mine.size(), stream_for(device_));
+  // The whole tensors go (the slots held the last references the swapper knows of).
+  for (auto& [slot, t] : frozen) {
+    Tensor placeholder = placeholder_of(t, device_);
+    t = Tensor();
+    *slot = placeholder;
+    b.slots.push_back({slot, placeholder});
+  }
 }
 
 bool BlockSwapper::manages(const Tensor* slot) const {
@@ -68,9 +129,39 @@ bool BlockSwapper::manages(const Tensor* slot) const {
 
 void BlockSwapper::begin_forward(bool backward_follows) { backward_follows_ = backward_follows; }
 
-BlockSwapper::Copy BlockSwapper::copy_block(int k) {
+BlockSwapper::Copy BlockSwapper::gather_block(int k) {
   const Block& b = blocks_.at(static_cast<size_t>(k));
-  Copy copy{.block = k, .tensors = {}, .ready = Event(device_)};
+  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr};
+  // Allocated on the compute stream; the group orders its collective after the work queued there.
+  Tensor packed = Tensor::empty({b.shard.numel() * shard_group_->size()}, DType::F32, device_);
+  copy.gather = shard_group_->all_gather_async(b.shard, packed);
+  for (size_t i = 0; i < b.slots.size(); ++i) {
+    const Tensor& like = b.slots[i].host;
+    copy.tensors.push_back(Tensor::from_storage(packed.storage(), like.shape(), contiguous_strides(like.shape()),
+                                                b.offsets[i] / static_cast<int64_t>(dtype_size(like.dtype())),
+                                                like.dtype()));
+  }
+  live_.emplace_back(packed.storage(), static_cast<int64_t>(packed.nbytes()));
+  stats_.bytes_copied += b.bytes - static_cast<int64_t>(b.shard.nbytes());
+  ++stats_.n_block_copies;
+  stats_.peak_resident_bytes = std::max(stats_.peak_resident_bytes, resident_now());
+  return copy;
+}
+
+void BlockSwapper::wait_for(Copy& copy, bool count_wait) {
+  if (copy.gather) {
+    const auto start = std::chrono::steady_clock::now();
+    copy.gather->wait();
+    if (count_wait) stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return;
+  }
+  copy.ready.wait(current_stream(device_));
+}
+
+BlockSwapper::Copy BlockSwapper::copy_block(int k) {
+  if (sharded()) return gather_block(k);
+  const Block& b = blocks_.at(static_cast<size_t>(k));
+  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr};
   if (device_.is_cpu()) {
     for (const SlotEntry& e : b.slots) copy.tensors.push_back(e.host.clone());
   } else {
@@ -98,7 +189,7 @@ BlockSwapper::Copy BlockSwapper::copy_block(int k) {
 void BlockSwapper::drop_prefetch() {
   if (!prefetched_) return;
   // Its memory goes back to the compute stream's pool: order that after the copy into it.
-  prefetched_->ready.wait(current_stream(device_));
+  wait_for(*prefetched_, /*count_wait=*/false);
   prefetched_.reset();
 }
 
@@ -112,13 +203,13 @@ BlockSwapper::Copy BlockSwapper::take(int k) {
   if (prefetched_ && prefetched_->block == k) {
     Copy copy = std::move(*prefetched_);
     prefetched_.reset();
-    copy.ready.wait(current_stream(device_));
+    wait_for(copy, /*count_wait=*/true);
     ++stats_.n_prefetch_hits;
     return copy;
   }
   drop_prefetch();
   Copy copy = copy_block(k);
-  copy.ready.wait(current_stream(device_));
+  wait_for(copy, /*count_wait=*/true);
   return copy;
 }
 
@@ -136,10 +227,11 @@ void BlockSwapper::release(int k) {
   Block& b = blocks_[static_cast<size_t>(k)];
   for (SlotEntry& e : b.slots) *e.slot = e.host;
   // The forward leaves its last block: the recomputation in backward starts there. Backward leaves the
-  // first block: the next step's forward starts there.
+  // first block: the next step's forward starts there (not when sharded: a gather left in flight past the
+  // step would outlive the work every rank is sure to do next).
   const bool recomputing = autograd::recomputing();
   if (!recomputing && backward_follows_ && k == n_blocks() - 1) prefetch(k);
-  if (recomputing && k == 0) prefetch(k);
+  if (recomputing && k == 0 && !sharded()) prefetch(k);
 }
 
 int64_t BlockSwapper::resident_now() const {

@@ -22,6 +22,20 @@
 // compute stream (the stream current when acquire runs), filled on the swapper's own stream after
 // an event that orders them behind the compute work queued so far, and waited for by the compute
 // stream before use.
+//
+// Sharded (`distributed.shard: weights`, ZeRO-3 for the frozen weights; docs/distributed.md): constructed
+// with a process group of N ranks, the swapper keeps of each added block only this rank's 1/N of its
+// frozen bytes, on the device. The block's frozen tensors are packed in slot order (each at a 256-byte
+// boundary, the whole padded to a multiple of 4·N bytes) and rank r keeps bytes [r·S, (r+1)·S), S the
+// packed size / N. acquire(k) all-gathers the packed block from every rank's shard into one device
+// buffer whose views the slots then point at; the prefetch of the next block is that gather, started
+// asynchronously, so it overlaps the current block's compute wherever the backend progresses it. Between
+// runs a slot holds a placeholder of its shape and dtype (one element of all-ones bits, NaN in every
+// floating dtype, broadcast), so the module keeps its shapes and parameter counts while no rank holds
+// the whole block. Every rank must run the same sequence of acquire and release (the same forward and
+// backward passes): the gathers are collectives. Give the swapper a group of its own (the gathers
+// then never interleave with other collectives, e.g. gradient buckets in flight). Results are bitwise
+// those of the unsharded model: the gathered bytes are the weights'.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "engine/module.h"
 #include "runtime/device.h"
 
@@ -38,7 +53,8 @@ namespace wick {
 
 class BlockSwapper {
  public:
-  explicit BlockSwapper(Device device);
+  // Host swapping; with `shard_group` (its device the swapper's), sharding across its ranks instead.
+  explicit BlockSwapper(Device device, std::shared_ptr<comm::ProcessGroup> shard_group = nullptr);
   ~BlockSwapper();
   BlockSwapper(const BlockSwapper&) = delete;
   BlockSwapper& operator=(const BlockSwapper&) = delete;
@@ -49,8 +65,12 @@ class BlockSwapper {
   int add_block(const std::string& name, Module& block);
   int n_blocks() const { return static_cast<int>(blocks_.size()); }
   const std::string& block_name(int k) const { return blocks_.at(static_cast<size_t>(k)).name; }
-  // Bytes of block k's frozen tensors (what one copy takes on the device).
+  // Bytes of block k's frozen tensors (what one copy takes on the device; sharded: its packed size).
   int64_t block_bytes(int k) const { return blocks_.at(static_cast<size_t>(k)).bytes; }
+  // Sharded: the bytes of block k this rank keeps (packed size / N); 0 for host swapping.
+  int64_t shard_bytes(int k) const { return blocks_.at(static_cast<size_t>(k)).shard.nbytes(); }
+  bool sharded() const { return shard_group_ != nullptr; }
+  int shard_ranks() const { return shard_group_ ? shard_group_->size() : 1; }
   // True for a slot some added block manages (its caller moves every other parameter to the device).
   bool manages(const Tensor* slot) const;
   Device device() const { return device_; }
@@ -65,9 +85,10 @@ class BlockSwapper {
   struct Stats {
     int64_t resident_bytes = 0;       // device copies alive now
     int64_t peak_resident_bytes = 0;  // their high-water mark since construction or reset_peak
-    int64_t bytes_copied = 0;         // host -> device bytes
-    int64_t n_block_copies = 0;
+    int64_t bytes_copied = 0;         // host -> device bytes; sharded: bytes received from other ranks
+    int64_t n_block_copies = 0;       // blocks copied in (sharded: gathered)
     int64_t n_prefetch_hits = 0;      // acquires that found their block prefetched
+    double wait_s = 0;                // sharded: seconds acquire waited for gathers (the part not hidden)
   };
   Stats stats() const;
   void reset_peak();
@@ -79,17 +100,25 @@ class BlockSwapper {
   };
   struct Block {
     std::string name;
-    std::vector<SlotEntry> slots;
+    std::vector<SlotEntry> slots;  // sharded: `host` is the placeholder
     int64_t bytes = 0;
+    // Sharded: each slot's byte offset in the packed block, and this rank's part of it (f32 words).
+    std::vector<int64_t> offsets;
+    Tensor shard;
   };
   // Device copies of one block, ready once `ready` has passed.
   struct Copy {
     int block = -1;
     std::vector<Tensor> tensors;
     Event ready;
+    std::shared_ptr<comm::Work> gather;  // sharded: the all-gather filling `tensors`
   };
 
   Copy copy_block(int k);
+  Copy gather_block(int k);
+  void add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen);
+  // Waits for a copy's transfer on the compute stream (sharded: on the host, then the stream).
+  void wait_for(Copy& copy, bool count_wait);
   // Starts copying block k unless it is prefetched already; drops another prefetched copy.
   void prefetch(int k);
   // Block k's copy: the prefetched one (waited for on the compute stream) or a new one.
@@ -98,6 +127,7 @@ class BlockSwapper {
   int64_t resident_now() const;
 
   Device device_;
+  std::shared_ptr<comm::ProcessGroup> shard_group_;
   Stream copy_stream_;
   std::vector<Block> blocks_;
   std::optional<Copy> prefetched_;

@@ -82,6 +82,23 @@ std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_
   return swapper;
 }
 
+std::shared_ptr<BlockSwapper> attach_weight_shards(DiffusionModel& model, std::shared_ptr<comm::ProcessGroup> group,
+                                                   Device device) {
+  const std::vector<std::string> blocks = model.block_paths();
+  WICK_CHECK_KIND(Config, !blocks.empty(), "distributed.shard: weights shards the weights of a model's blocks; arch ",
+                  model.arch_name(), " has none (", pretrained_architecture_names(), " have)");
+  std::map<std::string, std::shared_ptr<Module>> modules;
+  for (const auto& [path, module] : model.named_modules()) modules[path] = module;
+  auto swapper = std::make_shared<BlockSwapper>(device, std::move(group));
+  for (const std::string& path : blocks) {
+    auto it = modules.find(path);
+    WICK_CHECK(it != modules.end(), "attach_weight_shards: the model has no module ", path);
+    swapper->add_block(path, *it->second);
+  }
+  model.set_block_swapper(swapper);
+  return swapper;
+}
+
 std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const NetworkConfig& network,
                                             const TrainSection& train, LoraFormat lora_format,
                                             const DataGeometry& data, Device device) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/process_group.h"
 #include "engine/config/train_config.h"
 #include "engine/data/latent_dataset.h"
 #include "models/architecture.h"
@@ -46,6 +47,13 @@ std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const Dat
 // n_blocks 0 detaches any swapper; more blocks than the model has, or a model without blocks, is a
 // Config error. build_model calls it for train.blocks_to_swap > 0 (which needs gradient checkpointing).
 std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_t n_blocks, Device device);
+
+// Weight sharding (distributed.shard: weights, engine/block_swap.h "Sharded"): every block of
+// model.block_paths() keeps only this rank's 1/N of its frozen weights, all-gathered over `group` (a group
+// of its own, on `device`) as each block runs. Needs gradient checkpointing and blocks; a Config error
+// names what is missing.
+std::shared_ptr<BlockSwapper> attach_weight_shards(DiffusionModel& model, std::shared_ptr<comm::ProcessGroup> group,
+                                                   Device device);
 
 // Writes `model` (a network.type full run's trained model) in config.save.dtype under `directory` as its
 // architecture exports it (Architecture::export_model: the layout of its base weights, so it loads back as

@@ -366,9 +366,33 @@ void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
 }
 
 void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedConfig& v) {
-  Section s(ctx, node, "distributed", {{"backend"}, {"shard_optimizer"}, {"bucket_mb"}, {"timeout_s"}});
+  Section s(ctx, node, "distributed", {{"backend"}, {"shard"}, {"shard_optimizer"}, {"bucket_mb"}, {"timeout_s"}});
   s.get_enum("backend", v.backend, backend_table);
-  s.get_bool("shard_optimizer", v.shard_optimizer);
+  // shard: none | optimizer (ZeRO-1) | weights (ZeRO-3 for the blocks' frozen weights); shard_optimizer: the
+  // older boolean (true = optimizer, false = none).
+  if (s.has("shard")) {
+    std::string text;
+    s.get_string("shard", text);
+    text = lowercase(text);
+    if (text == "none") {
+      v.shard_optimizer = false, v.shard_weights = false;
+    } else if (text == "optimizer") {
+      v.shard_optimizer = true, v.shard_weights = false;
+    } else if (text == "weights") {
+      v.shard_optimizer = true, v.shard_weights = true;
+    } else if (text == "gradients") {
+      ctx.fail(s.value("shard"), "distributed.shard: gradients (ZeRO-2) is not available yet; use optimizer (ZeRO-1: "
+                                 "the gradients are already reduce-scattered into the optimizer's shards) or weights");
+    } else {
+      ctx.fail(s.value("shard"), "distributed.shard: '" + text + "' is not a shard level; valid: none, optimizer, weights");
+    }
+    bool legacy = v.shard_optimizer;
+    if (s.get_bool("shard_optimizer", legacy) && legacy != v.shard_optimizer)
+      ctx.fail(s.value("shard_optimizer"), "distributed.shard_optimizer: " + std::string(legacy ? "true" : "false") +
+                                               " contradicts distributed.shard: " + text);
+  } else {
+    s.get_bool("shard_optimizer", v.shard_optimizer);
+  }
   s.get_int("bucket_mb", v.bucket_mb, Range::above(0));
   s.get_int("timeout_s", v.timeout_s, Range::above(0));
 }

@@ -213,7 +213,8 @@ struct SampleConfig {
 
 struct DistributedConfig {
   CommBackend backend = CommBackend::Auto;
-  bool shard_optimizer = true;         // ZeRO-1
+  bool shard_optimizer = true;         // ZeRO-1 (distributed.shard: optimizer or weights)
+  bool shard_weights = false;          // ZeRO-3 of the blocks' frozen weights (distributed.shard: weights)
   int64_t bucket_mb = 25;
   int64_t timeout_s = 600;
   bool operator==(const DistributedConfig&) const = default;

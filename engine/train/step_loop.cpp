@@ -199,11 +199,19 @@ bool StepLoop::train_step(int64_t step) {
   // reduction divides by the ranks. With equal shares in one piece that is 1 / accumulation.
   const int64_t accumulation = t_.gradient_accumulation, world = group_->size();
   double local_sum = 0.0, local_bad = 0.0;
+  const bool lockstep = setup_.distributed.shard_weights;
   for (int64_t micro = 0; micro < accumulation; ++micro) {
     Batch batch = loader_->next();
     check_batch_finite(batch.latents, batch.ids, setup_.dataset->path());
     const int64_t n = static_cast<int64_t>(batch.ids.size());
-    const int64_t pieces = std::min(setup_.share_splits, n);
+    // Sharded weights: every rank runs the same passes (each block's gather is a collective), so the
+    // pieces are as many as the smallest share allows on every rank.
+    int64_t pieces = std::min(setup_.share_splits, n);
+    if (lockstep && group_->size() > 1 && setup_.share_splits > 1) {
+      Tensor fewest = Tensor::from_vector<double>({-static_cast<double>(pieces)}, {1}, group_->device());
+      group_->all_reduce(fewest, comm::ReduceOp::Max);
+      pieces = -static_cast<int64_t>(fewest.to_vector<double>().at(0));
+    }
     for (int64_t piece = 0, begin = 0; piece < pieces; ++piece) {
       const int64_t count = n / pieces + (piece < n % pieces ? 1 : 0);
       // Only the last piece of the last micro-step sends.
@@ -216,9 +224,12 @@ bool StepLoop::train_step(int64_t step) {
       const double value = loss.item();
       if (!std::isfinite(value)) {
         local_bad += 1.0;  // keep drawing this step's batches: every rank's loader stays in step
-        continue;
+        // Sharded weights: backward still runs (its gathers are collectives); the step is skipped on every
+        // rank below, and its gradients are cleared.
+        if (!lockstep) continue;
+      } else {
+        local_sum += uniform_ ? value : value * static_cast<double>(count);
       }
-      local_sum += uniform_ ? value : value * static_cast<double>(count);
       const double weight =
           uniform_ ? 1.0 / static_cast<double>(accumulation)
                    : static_cast<double>(count * world) / static_cast<double>(global_batch() * accumulation);
@@ -406,10 +417,11 @@ void StepLoop::announce(int64_t last) {
     if (buckets_)
       gradients = std::string(buckets_->reduce_scatters() ? "gradients reduce-scattered" : "gradients all-reduced") +
                   " in " + std::to_string(buckets_->n_buckets()) + " bucket(s) overlapped with backward";
-    std::fprintf(stderr, "wick train: data parallel over %d rank%s (%s on %s): %s, optimizer state %s\n",
+    std::fprintf(stderr, "wick train: data parallel over %d rank%s (%s on %s): %s, optimizer state %s%s\n",
                  group_->size(), group_->size() == 1 ? "" : "s", group_->backend().c_str(),
                  group_->device().str().c_str(), gradients.c_str(),
-                 optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated");
+                 optimizer_->sharded() ? "sharded (ZeRO-1)" : "replicated",
+                 setup_.distributed.shard_weights ? ", the blocks' frozen weights sharded (ZeRO-3)" : "");
   }
   int64_t n_trainable = 0;
   for (const auto& [name, p] : trainable_) n_trainable += p.numel();

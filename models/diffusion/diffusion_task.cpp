@@ -58,7 +58,14 @@ void DiffusionTask::weigh_regularization(ObjectiveBatch& ob, const Batch& batch)
 std::string DiffusionTask::describe() const {
   const int64_t n_float8 = count_float8_layers(*model_);
   std::string swap_text;
-  if (const BlockSwapper* swapper = model_->block_swapper()) {
+  const BlockSwapper* swapper = model_->block_swapper();
+  if (swapper && swapper->sharded()) {
+    int64_t whole = 0, mine = 0;
+    for (int k = 0; k < swapper->n_blocks(); ++k) whole += swapper->block_bytes(k), mine += swapper->shard_bytes(k);
+    swap_text = ", the frozen weights of its " + std::to_string(swapper->n_blocks()) + " blocks sharded over " +
+                std::to_string(swapper->shard_ranks()) + " ranks (" + format_bytes(mine) + " of " + format_bytes(whole) +
+                " on this rank, all-gathered as each block runs)";
+  } else if (swapper) {
     int64_t host = 0;
     for (int k = 0; k < swapper->n_blocks(); ++k) host += swapper->block_bytes(k);
     swap_text = ", " + std::to_string(swapper->n_blocks()) + " blocks swapped (" + format_bytes(host) +

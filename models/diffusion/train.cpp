@@ -31,6 +31,19 @@ void check_supported(const TrainConfig& config) {
   WICK_CHECK_KIND(Config, config.save.format == LoraFormat::Kohya || config.network.type != NetworkType::Full,
                   "save.format ", lora_format_name(config.save.format), " names a LoRA file format, but network.type ",
                   "full trains the whole model (its file keeps the model's own names)");
+  if (config.distributed.shard_weights) {
+    WICK_CHECK_KIND(Config, config.network.type != NetworkType::Full, "distributed.shard: weights shards the frozen "
+                    "weights of the blocks; network.type full trains them all (use distributed.shard: optimizer, or "
+                    "train a lora or dora)");
+    WICK_CHECK_KIND(Config, config.train.blocks_to_swap <= 0, "distributed.shard: weights does not combine with "
+                    "train.blocks_to_swap ", config.train.blocks_to_swap, " yet (set train.blocks_to_swap: 0)");
+    WICK_CHECK_KIND(Config, config.train.gradient_checkpointing || config.train.gradient_checkpointing_auto,
+                    "distributed.shard: weights needs train.gradient_checkpointing: true (without it backward keeps "
+                    "every gathered block alive, so sharding saves nothing)");
+    WICK_CHECK_KIND(Config, config.sample.every <= 0, "distributed.shard: weights: sampling during training (sample.every ",
+                    config.sample.every, ") needs every rank in each block's gather, which wick does not do yet; set "
+                    "sample.every: 0 and sample the saved LoRA with `wick sample`");
+  }
 }
 
 // The SHA-256 of the base weights for the LoRA metadata: of a single file up to 4 GiB (hashing a
@@ -103,10 +116,11 @@ fs::path run_directory(const TrainConfig& config) { return fs::path(config.outpu
 TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   check_supported(requested);
   TrainConfig config = requested;
-  if (config.train.blocks_to_swap > 0 && config.train.gradient_checkpointing_auto) {
-    config.train.gradient_checkpointing = true;  // swapping needs it; auto is the only choice left
+  if ((config.train.blocks_to_swap > 0 || config.distributed.shard_weights) && config.train.gradient_checkpointing_auto) {
+    config.train.gradient_checkpointing = true;  // swapping and sharding need it; auto is the only choice left
     config.train.gradient_checkpointing_auto = false;
   }
+  if (config.distributed.shard_weights && config.train.blocks_to_swap < 0) config.train.blocks_to_swap = 0;
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
@@ -140,6 +154,12 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   const DataGeometry geometry = dataset_geometry(*data.dataset);
   std::shared_ptr<DiffusionModel> model = build_model(config, geometry, device);
   config = apply_memory_plan(config, model, geometry, *group, device);
+  // The gathers get a communicator of their own: they never interleave with the gradient buckets.
+  if (config.distributed.shard_weights)
+    attach_weight_shards(*model,
+                         comm::make_process_group(comm_backend_name(config.distributed.backend), device,
+                                                  static_cast<double>(config.distributed.timeout_s)),
+                         device);
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
   const TrainingMemory memory = check_training_memory(config, *model, geometry, *group, device);

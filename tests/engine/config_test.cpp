@@ -523,7 +523,7 @@ TEST(ConfigErrors, UnknownKeysNameLocationAndNearestKey) {
   // Nothing close: the valid keys are listed.
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  zzzzzzzzzzzz: 1\n"),
               StartsWith("cfg.yaml:5:3: unknown key 'distributed.zzzzzzzzzzzz'; valid keys under 'distributed': "
-                         "backend, shard_optimizer, bucket_mb, timeout_s"));
+                         "backend, shard, shard_optimizer, bucket_mb, timeout_s"));
   // Deep inside ai-toolkit's wrapper the location is still the file's.
   EXPECT_EQ(error_of("config:\n  name: x\n  process:\n    - type: sd_trainer\n      dataset:\n        path: a.h5\n"
                      "      network:\n        liner: 4\n"),
