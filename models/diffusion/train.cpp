@@ -15,6 +15,7 @@
 #include "models/memory/memory_check.h"
 #include "models/diffusion/sample_grid.h"
 #include "models/memory/memory_plan.h"
+#include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
 
@@ -199,6 +200,18 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   result.lora_file = task.lora_file();
   result.model_file = task.model_file();
   result.sample_grids = task.sample_grids();
+  const BlockSwapper* shards = model->block_swapper();
+  if (rank0 && shards && shards->sharded() && result.last_step >= result.first_step) {
+    const BlockSwapper::Stats s = shards->stats();
+    const double steps = static_cast<double>(result.last_step - result.first_step + 1);
+    std::fprintf(stderr,
+                 "wick train: weight gathers on rank 0: %.1f blocks and %s received per step (%lld prefetched of "
+                 "%lld); %.2f s waited for gathers in %lld steps\n",
+                 static_cast<double>(s.n_block_copies) / steps,
+                 format_bytes(static_cast<int64_t>(static_cast<double>(s.bytes_copied) / steps)).c_str(),
+                 static_cast<long long>(s.n_prefetch_hits), static_cast<long long>(s.n_block_copies), s.wait_s,
+                 static_cast<long long>(steps));
+  }
   if (rank0 && result.last_step >= result.first_step) {
     std::fprintf(stderr, "wick train: %s: outputs in %s", config.name.c_str(), run_dir.string().c_str());
     if (result.last_checkpoint) std::fprintf(stderr, " (checkpoint %s", result.last_checkpoint->string().c_str());

@@ -65,6 +65,7 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
     if (h * w > in.latent_height * in.latent_width) in.latent_height = h, in.latent_width = w;
   // engine/train/step_loop.cpp shards with a communicator on the parameters' device.
   in.shard_optimizer = config.distributed.shard_optimizer && group.backend() != "single" && group.device() == device;
+  in.shard_weights = config.distributed.shard_weights;
   return in;
 }
 

@@ -92,7 +92,8 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 }  // namespace
 
 std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& parameters, const MemoryInputs& in,
-                                              int64_t* swapped_bytes, int64_t* buffer_bytes) {
+                                              int64_t* swapped_bytes, int64_t* buffer_bytes,
+                                              int64_t* sharded_bytes) {
   const auto n_blocks = static_cast<int64_t>(in.block_paths.size());
   WICK_CHECK_KIND(Config, in.blocks_to_swap <= n_blocks, "train.blocks_to_swap ", in.blocks_to_swap,
                   " is more than the model's ", n_blocks, " blocks");
@@ -104,10 +105,15 @@ std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& 
     return -1;
   };
   const int64_t first_swapped = n_blocks - std::max<int64_t>(0, in.blocks_to_swap);
-  std::vector<int64_t> host_bytes(static_cast<size_t>(n_blocks), 0);
+  std::vector<int64_t> host_bytes(static_cast<size_t>(n_blocks), 0), packed(static_cast<size_t>(n_blocks), 0);
+  std::vector<std::map<DType, int64_t>> packed_dtypes(static_cast<size_t>(n_blocks));
   std::vector<ParameterInfo> out;
   auto place = [&](const ParameterInfo& p, int64_t block) {
-    if (block >= first_swapped && block >= 0 && !p.trainable)
+    if (in.shard_weights && block >= 0 && !p.trainable) {
+      int64_t& end = packed[static_cast<size_t>(block)];
+      end = (end + 255) / 256 * 256 + p.numel * dtype_size(p.dtype);  // each tensor at a 256-byte boundary
+      packed_dtypes[static_cast<size_t>(block)][p.dtype] += p.numel * dtype_size(p.dtype);
+    } else if (block >= first_swapped && block >= 0 && !p.trainable)
       host_bytes[static_cast<size_t>(block)] += p.numel * dtype_size(p.dtype);
     else
       out.push_back(p);
@@ -131,6 +137,23 @@ std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& 
   for (int64_t bytes : host_bytes) swapped += bytes, largest = std::max(largest, bytes);
   if (swapped_bytes) *swapped_bytes = swapped;
   if (buffer_bytes) *buffer_bytes = in.blocks_to_swap > 0 ? 2 * largest : 0;
+  if (in.shard_weights) {
+    const int64_t n = std::max(1, in.world_size);
+    int64_t whole = 0, largest_packed = 0;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int64_t bytes = packed[static_cast<size_t>(b)];
+      if (bytes == 0) continue;
+      bytes = (bytes + 4 * n - 1) / (4 * n) * (4 * n);
+      whole += bytes, largest_packed = std::max(largest_packed, bytes);
+      // Counted in the dtype most of the block's bytes are in (what the start-up line names).
+      const DType dtype = main_dtype(packed_dtypes[static_cast<size_t>(b)]);
+      const int64_t numel = (bytes / n + dtype_size(dtype) - 1) / dtype_size(dtype);
+      out.push_back({.name = in.block_paths[static_cast<size_t>(b)] + ".(shard)", .numel = numel, .dtype = dtype,
+                     .trainable = false, .shape = {numel}});
+    }
+    if (buffer_bytes) *buffer_bytes = 2 * largest_packed;
+    if (sharded_bytes) *sharded_bytes = whole;
+  }
   return out;
 }
 
@@ -163,12 +186,14 @@ MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& all_pa
   MemoryEstimate m;
   m.checkpointing = in.gradient_checkpointing;
   const std::vector<ParameterInfo> parameters =
-      planned_parameters(all_parameters, in, &m.swapped_weights, &m.swap_buffers);
+      planned_parameters(all_parameters, in, &m.swapped_weights, &m.swap_buffers, &m.sharded_weights);
+  if (in.shard_weights) m.shard_ranks = in.world_size;
   std::map<DType, int64_t> frozen_by_dtype, trainable_by_dtype;
   std::vector<int64_t> trainable_numels;
   // Float8 weights dequantize one at a time, swapped ones too (their device copy).
   MemoryInputs unswapped = in;
   unswapped.blocks_to_swap = 0;
+  unswapped.shard_weights = false;
   for (const ParameterInfo& p : planned_parameters(all_parameters, unswapped))
     if (p.dtype == DType::U8 && p.shape.size() == 2 && !p.trainable) {
       m.n_float8 += p.numel;
@@ -296,7 +321,10 @@ std::string describe(const MemoryEstimate& m) {
   line += " + activations " + format_bytes(m.activations) + " (checkpointing " + (m.checkpointing ? "on; " : "off; ") +
           format_bytes(m.activations_other) + (m.checkpointing ? " off)" : " on)");
   line += " + batches and workspace " + format_bytes(m.inputs + m.step_workspace);
-  if (m.swap_buffers > 0)
+  if (m.sharded_weights > 0)
+    line += " + gathered-block buffers " + format_bytes(m.swap_buffers) + " (the weights: this rank's 1/" +
+            std::to_string(m.shard_ranks) + " of " + format_bytes(m.sharded_weights) + " of block weights)";
+  else if (m.swap_buffers > 0)
     line += " + swapped-block buffers " + format_bytes(m.swap_buffers) + " (" + format_bytes(m.swapped_weights) +
             " of block weights in host memory)";
   if (m.dequantize_workspace > 0) line += " + float8 dequantization " + format_bytes(m.dequantize_workspace);

@@ -55,9 +55,12 @@ struct MemoryInputs {
   // per row, or one); weights already float8 stay. blocks_to_swap: the frozen parameters of the last N
   // of `block_paths` count in host memory, and two of those blocks' worth of device buffers are added
   // (engine/block_swap.h).
+  // shard_weights (distributed.shard: weights): every block's frozen parameters count as this rank's
+  // 1/world_size of the packed block (engine/block_swap.h "Sharded"), plus two gathered blocks' buffers.
   bool float8 = false;
   bool float8_per_row = true;
   int64_t blocks_to_swap = 0;
+  bool shard_weights = false;
   std::vector<std::string> block_paths = {};  // the blocks in execution order; a built model's estimate
                                               // takes its DiffusionModel::block_paths when empty
 };
@@ -87,7 +90,10 @@ struct MemoryEstimate {
   int64_t total = 0;                 // the step's high-water mark
   int64_t total_other = 0;           // ... with the other checkpointing setting
   int64_t swapped_weights = 0;       // frozen block weights in host memory (block swapping; not in total)
-  int64_t swap_buffers = 0;          // the device copies of two swapped blocks
+  int64_t swap_buffers = 0;          // the device copies of two swapped blocks (sharded: two gathered blocks)
+  int64_t sharded_weights = 0;       // weight sharding: the blocks' frozen bytes, packed, over all ranks (this
+                                     // rank's 1/N of them are in frozen_weights)
+  int shard_ranks = 1;
   int64_t dequantize_workspace = 0;  // the largest float8 weight dequantized to the compute dtype
   int64_t n_float8 = 0;              // float8 weights (elements)
   bool checkpointing = false;        // the setting `activations` and `total` are for
@@ -109,9 +115,13 @@ MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& parame
 
 // The parameters as `in` counts them: float8 and host placement applied (see MemoryInputs), every
 // swapped parameter's name under one of the last in.blocks_to_swap block paths. `swapped_bytes`
-// receives the host bytes, `buffer_bytes` the two blocks' device buffers.
+// receives the host bytes, `buffer_bytes` the two blocks' device buffers. With in.shard_weights each block's
+// frozen parameters become one parameter "<block>.(shard)" of its packed bytes / world_size (in the dtype most
+// of them are in), and
+// `sharded_bytes` receives the packed bytes of all blocks.
 std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& parameters, const MemoryInputs& in,
-                                              int64_t* swapped_bytes = nullptr, int64_t* buffer_bytes = nullptr);
+                                              int64_t* swapped_bytes = nullptr, int64_t* buffer_bytes = nullptr,
+                                              int64_t* sharded_bytes = nullptr);
 
 // Bytes of optimizer state `optimizer` allocates for these trainable parameter sizes (in the order
 // the optimizer receives them) on the rank holding the most of it: engine/optim's layout (8-bit

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "engine/block_swap.h"
 #include "engine/init.h"
 #include "models/nn/linear.h"
+#include "runtime/memory.h"
 #include "runtime/ops/random.h"
 #include "tests/comm/test_group.h"
 
@@ -85,9 +87,22 @@ TEST(WeightShards, BitwiseTheUnshardedBlocksAndTheDocumentedTraffic) {
     packed.push_back(round_up(end, 4 * world));
     weight_shapes.push_back(layer->parameter("weight").shape());
   }
+  int64_t whole = 0, shards = 0;
+  for (auto& layer : sharded.layers)
+    for (auto& [name, t] : layer->named_parameters()) whole += static_cast<int64_t>(t.nbytes());
+  // What the allocator holds for the weights before and after: the whole tensors go, this rank's shards
+  // (and one-element placeholders) come.
+  const int64_t held_before = memory_stats(g_group->device()).current_bytes;
   auto swapper = std::make_shared<BlockSwapper>(g_group->device(), g_group);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(swapper->add_block("blocks." + std::to_string(k), *sharded.layers[k]), k);
   ASSERT_TRUE(swapper->sharded());
+  for (int k = 0; k < 3; ++k) shards += swapper->shard_bytes(k);
+  const int64_t held_after = memory_stats(g_group->device()).current_bytes;
+  std::printf("  rank %d of %d: block weights %lld bytes whole, %lld held after sharding (allocator: %+lld)\n",
+              g_group->rank(), world, static_cast<long long>(whole), static_cast<long long>(shards),
+              static_cast<long long>(held_after - held_before));
+  EXPECT_NEAR(static_cast<double>(held_after - held_before), static_cast<double>(shards - whole), 1024.0);
+  EXPECT_LE(shards, whole / world + 3 * (256 + 4 * world));
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(swapper->block_bytes(k), packed[static_cast<size_t>(k)]) << k;
     EXPECT_EQ(swapper->shard_bytes(k) * world, packed[static_cast<size_t>(k)]) << k;

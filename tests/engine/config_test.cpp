@@ -776,5 +776,26 @@ TEST(Config, QuantizeSwapAndMemoryBudget) {
   EXPECT_EQ(parse_byte_size("GB"), std::nullopt);
 }
 
+// distributed.shard: none | optimizer | weights (the older shard_optimizer boolean still read); gradients is refused
+// with what to use, and a contradicting shard_optimizer names both keys. The resolved config writes shard.
+TEST(Config, DistributedShardLevels) {
+  EXPECT_TRUE(parse(kMinimal).distributed.shard_optimizer);
+  EXPECT_FALSE(parse(kMinimal).distributed.shard_weights);
+  const TrainConfig weights = parse(kMinimal + "distributed:\n  shard: weights\n");
+  EXPECT_TRUE(weights.distributed.shard_optimizer);
+  EXPECT_TRUE(weights.distributed.shard_weights);
+  EXPECT_THAT(to_yaml(weights), HasSubstr("shard: weights"));
+  const TrainConfig none = parse(kMinimal, {"distributed.shard=none"});
+  EXPECT_FALSE(none.distributed.shard_optimizer);
+  EXPECT_FALSE(none.distributed.shard_weights);
+  EXPECT_THAT(to_yaml(none), HasSubstr("shard: none"));
+  EXPECT_FALSE(parse(kMinimal + "distributed:\n  shard_optimizer: false\n").distributed.shard_optimizer);
+  EXPECT_EQ(parse(to_yaml(weights)).distributed, weights.distributed);
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: gradients\n"), HasSubstr("gradients (ZeRO-2) is not available yet"));
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: all\n"), HasSubstr("valid: none, optimizer, weights"));
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: weights\n  shard_optimizer: false\n"),
+              HasSubstr("distributed.shard_optimizer: false contradicts distributed.shard: weights"));
+}
+
 }  // namespace
 }  // namespace wick

@@ -85,6 +85,7 @@
 #include <vector>
 
 #include "comm/launch_env.h"
+#include "comm/single_group.h"
 #include "engine/autograd/backward.h"
 #include "engine/checkpoint/optimizer_shards.h"
 #include "engine/config/train_config.h"
@@ -133,7 +134,8 @@ Tensor random_tensor(const Shape& shape, uint64_t key) { return randn(shape, Rng
 
 // Builds the model, estimates, then runs one training step and measures.
 Measurement measure_step(const std::function<std::shared_ptr<DiffusionModel>()>& build, const StepShape& s,
-                         const std::string& optimizer_name, bool checkpointing, int64_t blocks_to_swap = 0) {
+                         const std::string& optimizer_name, bool checkpointing, int64_t blocks_to_swap = 0,
+                         bool shard_weights = false) {
   const Device cpu = Device::cpu();
   Measurement out;
   const int64_t before = memory_stats(cpu).current_bytes;
@@ -144,6 +146,7 @@ Measurement measure_step(const std::function<std::shared_ptr<DiffusionModel>()>&
                   .pooled_dim = s.pooled_dim, .gradient_checkpointing = checkpointing, .optimizer = optimizer_name,
                   .batches_in_flight = 1};
   in.blocks_to_swap = blocks_to_swap;
+  in.shard_weights = shard_weights;
   out.estimate = estimate_training_memory(*model, in);
   out.profile = model->activation_profile({.batch = s.batch, .latent_height = s.size, .latent_width = s.size,
                                            .text_length = s.text_length, .dtype = model->dtype()},
@@ -400,6 +403,33 @@ TEST(MemoryEstimate, Float8AndSwappingMatchTheMeasuredPeak) {
     EXPECT_NEAR(ratio, 1.0, kTolerance) << c.float8 << " " << c.swap << " " << c.size;
     EXPECT_EQ(m.estimate.dequantize_workspace > 0, c.float8);
     EXPECT_EQ(m.estimate.swap_buffers > 0, c.swap > 0) << m.estimate.swap_buffers << " " << c.swap << " " << c.size;
+  }
+}
+
+// distributed.shard: weights on one rank (the single group: each rank's part is the whole packed block) on the tiny
+// Flux, f32 and float8 bases, LoRA, checkpointing: the blocks' weights as shards plus two gathered blocks' buffers,
+// against the allocator's measured peak. (The 1/N of several ranks is tests/comm/weight_shards_test.cpp's count.)
+TEST(MemoryEstimate, WeightShardingMatchesTheMeasuredPeak) {
+  for (bool float8 : {false, true}) {
+    auto build = [&] {
+      auto model = std::make_shared<flux::FluxTransformer>(tiny_flux(1, DType::F32));
+      model->set_all_trainable(false);
+      if (float8) quantize_linears(*model, {"double_blocks.*", "single_blocks.*"}, Float8Scaling::PerRow);
+      nn::apply_adapters(*model, {.patterns = {"double_blocks.*", "single_blocks.*"}, .options = {.rank = 4}});
+      model->set_gradient_checkpointing(true);
+      attach_weight_shards(*model, std::make_shared<comm::SingleGroup>(), Device::cpu());
+      return std::shared_ptr<DiffusionModel>(model);
+    };
+    Measurement m = measure_step(build, {.size = 16}, "adamw", true, 0, /*shard_weights=*/true);
+    const double ratio = static_cast<double>(m.estimate.total) / static_cast<double>(m.peak);
+    std::printf("  flux lora ckpt %s base, weights sharded over 1 rank: measured %lld, estimate %lld (%.3f)\n",
+                float8 ? "float8" : "f32", static_cast<long long>(m.peak), static_cast<long long>(m.estimate.total),
+                ratio);
+    EXPECT_NEAR(ratio, 1.0, kTolerance) << float8;
+    EXPECT_GT(m.estimate.sharded_weights, 0);
+    EXPECT_GT(m.estimate.swap_buffers, 0);
+    EXPECT_THAT(describe(m.estimate), HasSubstr(float8 ? "(frozen float8)" : "(frozen f32)"));
+    EXPECT_THAT(describe(m.estimate), HasSubstr("gathered-block buffers"));
   }
 }
 

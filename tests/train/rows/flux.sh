@@ -22,6 +22,8 @@ train_quantize=true
 train_float8_line="(65536 trainable, lora), 26 frozen Linears in float8 e4m3"
 train_float8_what="the 26 block Linears"
 train_swap_blocks=3
+train_shard_weights=1     # the mpi part's distributed.shard: weights runs
+train_gathers_per_step=8  # 4 blocks, each gathered in forward and again for its recomputation in backward
 
 train_cli_row() {
   falls dora "$train_bound" || fail "the DoRA run's loss did not fall (or was not finite)"

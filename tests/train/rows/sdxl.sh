@@ -27,6 +27,9 @@ train_quantize=float8
 train_float8_line="trainable, lora), 84 frozen Linears in float8 e4m3"
 train_float8_what="the 84 block Linears"
 train_swap_blocks=13
+train_shard_weights=1      # the mpi part's distributed.shard: weights runs
+train_gathers_per_step=25  # 13 blocks in forward, 12 in backward: input_blocks.0 (conv_in: no adapter, no input
+                           # gradient) is not recomputed; backward's prefetch of it serves the next step's forward
 
 train_cli_row() {
   grep -q "noise_scheduler: ddpm" "$work/out/lora/config.yaml" && grep -q "prediction_type: epsilon" \
@@ -101,6 +104,11 @@ train_mpi_row() {
     --set distributed.shard_optimizer=true
   python3 "$here/compare_losses.py" "$work/out/full_one/metrics.jsonl" "$work/out/full_two/metrics.jsonl" 5 \
     --tolerance 1e-5 || fail "1-rank and 2-rank full fine-tune losses differ beyond 1e-5"
+  # Sharded weights are frozen weights: a full fine-tune with distributed.shard: weights is refused (status 2).
+  timeout 120 "$mpiexec" --oversubscribe -np 2 "$wick" train "$work/run.yaml" --no-progress --set name=full_sharded \
+    "${full[@]}" --set train.batch_size=1 --set distributed.shard=weights >"$work/full_sharded.log" 2>&1
+  [ $? = 2 ] && grep -q "network.type full trains them all" "$work/full_sharded.log" ||
+    fail "a full fine-tune with distributed.shard: weights was not refused with status 2"
 }
 
 # ---- arch_sample_test.sh sdxl: committed test images with captions -> `wick dataset encode --model sdxl --config`
