@@ -63,8 +63,9 @@ BlockSwapper::~BlockSwapper() {
   }
 }
 
-int BlockSwapper::add_block(const std::string& name, Module& block) {
-  Block b{.name = name, .slots = {}, .bytes = 0, .offsets = {}, .shard = Tensor()};
+int BlockSwapper::add_block(const std::string& name, Module& block, bool shard_in_host_memory) {
+  WICK_CHECK(sharded() || !shard_in_host_memory, "BlockSwapper: ", name, ": a host shard without a shard group");
+  Block b{.name = name, .slots = {}, .bytes = 0, .offsets = {}, .shard = Tensor(), .host_shard = false};
   std::vector<std::pair<Tensor*, Tensor>> frozen;
   for (auto& [param_name, slot] : parameter_slots(block)) {
     if (!slot->defined()) continue;
@@ -85,12 +86,12 @@ int BlockSwapper::add_block(const std::string& name, Module& block) {
     b.bytes += static_cast<int64_t>(host.nbytes());
     b.slots.push_back({slot, host});
   }
-  if (sharded()) add_sharded(b, std::move(frozen));
+  if (sharded()) add_sharded(b, std::move(frozen), shard_in_host_memory);
   blocks_.push_back(std::move(b));
   return n_blocks() - 1;
 }
 
-void BlockSwapper::add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen) {
+void BlockSwapper::add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen, bool host_shard) {
   const int64_t n = shard_group_->size(), rank = shard_group_->rank();
   int64_t end = 0;
   for (const auto& [slot, t] : frozen) {
@@ -109,8 +110,11 @@ void BlockSwapper::add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>>
       copy_bytes(mine.data() + (lo - first), Device::cpu(), static_cast<const unsigned char*>(t.data()) + (lo - b.offsets[i]),
                  t.device(), static_cast<size_t>(hi - lo), stream_for(t.device()));
   }
-  b.shard = Tensor::empty({per_rank / 4}, DType::F32, device_);
-  copy_bytes(b.shard.data(), device_, mine.data(), Device::cpu(), mine.size(), stream_for(device_));
+  const Device home = host_shard ? Device::cpu() : device_;
+  b.shard = Tensor::empty({per_rank / 4}, DType::F32, home);
+  copy_bytes(b.shard.data(), home, mine.data(), Device::cpu(), mine.size(), stream_for(home));
+  if (host_shard && device_.is_cuda()) b.shard = pinned_copy(b.shard);
+  b.host_shard = host_shard;
   // The whole tensors go (the slots held the last references the swapper knows of).
   for (auto& [slot, t] : frozen) {
     Tensor placeholder = placeholder_of(t, device_);
@@ -131,10 +135,30 @@ void BlockSwapper::begin_forward(bool backward_follows) { backward_follows_ = ba
 
 BlockSwapper::Copy BlockSwapper::gather_block(int k) {
   const Block& b = blocks_.at(static_cast<size_t>(k));
-  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr};
+  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr, .staging = Tensor()};
   // Allocated on the compute stream; the group orders its collective after the work queued there.
   Tensor packed = Tensor::empty({b.shard.numel() * shard_group_->size()}, DType::F32, device_);
-  copy.gather = shard_group_->all_gather_async(b.shard, packed);
+  if (!b.host_shard) {
+    copy.gather = shard_group_->all_gather_async(b.shard, packed);
+  } else if (device_.is_cpu()) {
+    // The GPU's path with a host clone standing in for the device copy (as host swapping does on the CPU).
+    copy.staging = b.shard.clone();
+    copy.gather = shard_group_->all_gather_async(copy.staging, packed);
+  } else {
+    // The shard's copy and the gather go on the swapper's stream, after the compute work queued so far
+    // (the memory's previous users); the group orders its collective after the copy.
+    copy.staging = Tensor::empty(b.shard.shape(), DType::F32, device_);
+    Event allocated(device_);
+    allocated.record(current_stream(device_));
+    allocated.wait(copy_stream_);
+    StreamGuard on_copy_stream(copy_stream_);
+    copy_bytes(copy.staging.data(), device_, b.shard.data(), Device::cpu(), b.shard.nbytes(), copy_stream_);
+    copy.gather = shard_group_->all_gather_async(copy.staging, packed);
+  }
+  if (copy.staging.defined()) {
+    live_.emplace_back(copy.staging.storage(), static_cast<int64_t>(copy.staging.nbytes()));
+    stats_.bytes_staged += static_cast<int64_t>(b.shard.nbytes());
+  }
   for (size_t i = 0; i < b.slots.size(); ++i) {
     const Tensor& like = b.slots[i].host;
     copy.tensors.push_back(Tensor::from_storage(packed.storage(), like.shape(), contiguous_strides(like.shape()),
@@ -152,6 +176,7 @@ void BlockSwapper::wait_for(Copy& copy, bool count_wait) {
   if (copy.gather) {
     const auto start = std::chrono::steady_clock::now();
     copy.gather->wait();
+    copy.staging = Tensor();  // the gather has read it
     if (count_wait) stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return;
   }
@@ -161,7 +186,7 @@ void BlockSwapper::wait_for(Copy& copy, bool count_wait) {
 BlockSwapper::Copy BlockSwapper::copy_block(int k) {
   if (sharded()) return gather_block(k);
   const Block& b = blocks_.at(static_cast<size_t>(k));
-  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr};
+  Copy copy{.block = k, .tensors = {}, .ready = Event(device_), .gather = nullptr, .staging = Tensor()};
   if (device_.is_cpu()) {
     for (const SlotEntry& e : b.slots) copy.tensors.push_back(e.host.clone());
   } else {

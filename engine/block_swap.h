@@ -32,7 +32,9 @@
 // asynchronously, so it overlaps the current block's compute wherever the backend progresses it. Between
 // runs a slot holds a placeholder of its shape and dtype (one element of all-ones bits, NaN in every
 // floating dtype, broadcast), so the module keeps its shapes and parameter counts while no rank holds
-// the whole block. Every rank must run the same sequence of acquire and release (the same forward and
+// the whole block. add_block(..., /*shard_in_host_memory=*/true) keeps the rank's shard of that block in
+// page-locked host memory instead (block swapping of the shards: host memory per rank is the swapped blocks / N);
+// its gather first copies the shard to the device on the swapper's stream. Every rank must run the same sequence of acquire and release (the same forward and
 // backward passes): the gathers are collectives. Give the swapper a group of its own (the gathers
 // then never interleave with other collectives, e.g. gradient buckets in flight). Results are bitwise
 // those of the unsharded model: the gathered bytes are the weights'.
@@ -62,13 +64,16 @@ class BlockSwapper {
   // Adds `block` as the next block in execution order and returns its index. Its frozen slots move to
   // host memory (pinned on CUDA; on the CPU they stay as they are, e.g. views of a mapped file), its
   // trainable ones to the device. The module must outlive the swapper's use.
-  int add_block(const std::string& name, Module& block);
+  // Sharded only: shard_in_host_memory keeps this rank's shard of the block in host memory (see above).
+  int add_block(const std::string& name, Module& block, bool shard_in_host_memory = false);
   int n_blocks() const { return static_cast<int>(blocks_.size()); }
   const std::string& block_name(int k) const { return blocks_.at(static_cast<size_t>(k)).name; }
   // Bytes of block k's frozen tensors (what one copy takes on the device; sharded: its packed size).
   int64_t block_bytes(int k) const { return blocks_.at(static_cast<size_t>(k)).bytes; }
   // Sharded: the bytes of block k this rank keeps (packed size / N); 0 for host swapping.
   int64_t shard_bytes(int k) const { return blocks_.at(static_cast<size_t>(k)).shard.nbytes(); }
+  // Sharded: whether block k's shard is in host memory.
+  bool shard_in_host_memory(int k) const { return blocks_.at(static_cast<size_t>(k)).host_shard; }
   bool sharded() const { return shard_group_ != nullptr; }
   int shard_ranks() const { return shard_group_ ? shard_group_->size() : 1; }
   // True for a slot some added block manages (its caller moves every other parameter to the device).
@@ -86,6 +91,7 @@ class BlockSwapper {
     int64_t resident_bytes = 0;       // device copies alive now
     int64_t peak_resident_bytes = 0;  // their high-water mark since construction or reset_peak
     int64_t bytes_copied = 0;         // host -> device bytes; sharded: bytes received from other ranks
+    int64_t bytes_staged = 0;         // sharded: host shards copied to the device
     int64_t n_block_copies = 0;       // blocks copied in (sharded: gathered)
     int64_t n_prefetch_hits = 0;      // acquires that found their block prefetched
     double wait_s = 0;                // sharded: seconds acquire waited for gathers (the part not hidden)
@@ -102,9 +108,11 @@ class BlockSwapper {
     std::string name;
     std::vector<SlotEntry> slots;  // sharded: `host` is the placeholder
     int64_t bytes = 0;
-    // Sharded: each slot's byte offset in the packed block, and this rank's part of it (f32 words).
+    // Sharded: each slot's byte offset in the packed block, and this rank's part of it (f32 words), on the
+    // device or (host_shard) in host memory.
     std::vector<int64_t> offsets;
     Tensor shard;
+    bool host_shard = false;
   };
   // Device copies of one block, ready once `ready` has passed.
   struct Copy {
@@ -112,11 +120,12 @@ class BlockSwapper {
     std::vector<Tensor> tensors;
     Event ready;
     std::shared_ptr<comm::Work> gather;  // sharded: the all-gather filling `tensors`
+    Tensor staging;                      // sharded, host shard: its device copy, the gather's input
   };
 
   Copy copy_block(int k);
   Copy gather_block(int k);
-  void add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen);
+  void add_sharded(Block& b, std::vector<std::pair<Tensor*, Tensor>> frozen, bool host_shard);
   // Waits for a copy's transfer on the compute stream (sharded: on the host, then the stream).
   void wait_for(Copy& copy, bool count_wait);
   // Starts copying block k unless it is prefetched already; drops another prefetched copy.

@@ -83,17 +83,20 @@ std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_
 }
 
 std::shared_ptr<BlockSwapper> attach_weight_shards(DiffusionModel& model, std::shared_ptr<comm::ProcessGroup> group,
-                                                   Device device) {
+                                                   Device device, int64_t n_host_blocks) {
   const std::vector<std::string> blocks = model.block_paths();
   WICK_CHECK_KIND(Config, !blocks.empty(), "distributed.shard: weights shards the weights of a model's blocks; arch ",
                   model.arch_name(), " has none (", pretrained_architecture_names(), " have)");
+  WICK_CHECK_KIND(Config, n_host_blocks <= static_cast<int64_t>(blocks.size()), "train.blocks_to_swap: ", n_host_blocks,
+                  " is more than the model's ", blocks.size(), " blocks");
+  const size_t first_host = blocks.size() - static_cast<size_t>(std::max<int64_t>(0, n_host_blocks));
   std::map<std::string, std::shared_ptr<Module>> modules;
   for (const auto& [path, module] : model.named_modules()) modules[path] = module;
   auto swapper = std::make_shared<BlockSwapper>(device, std::move(group));
-  for (const std::string& path : blocks) {
-    auto it = modules.find(path);
-    WICK_CHECK(it != modules.end(), "attach_weight_shards: the model has no module ", path);
-    swapper->add_block(path, *it->second);
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    auto it = modules.find(blocks[k]);
+    WICK_CHECK(it != modules.end(), "attach_weight_shards: the model has no module ", blocks[k]);
+    swapper->add_block(blocks[k], *it->second, /*shard_in_host_memory=*/k >= first_host);
   }
   model.set_block_swapper(swapper);
   return swapper;
@@ -154,6 +157,11 @@ std::shared_ptr<DiffusionModel> build_model(const ModelConfig& model, const Netw
 }
 
 std::shared_ptr<DiffusionModel> build_model(const TrainConfig& config, const DataGeometry& data, Device device) {
+  if (config.distributed.shard_weights) {  // the shards keep the swapped blocks in host memory (attach_weight_shards)
+    TrainSection train = config.train;
+    train.blocks_to_swap = 0;
+    return build_model(config.model, config.network, train, config.save.format, data, device);
+  }
   return build_model(config.model, config.network, config.train, config.save.format, data, device);
 }
 

@@ -50,10 +50,11 @@ std::shared_ptr<BlockSwapper> attach_block_swapper(DiffusionModel& model, int64_
 
 // Weight sharding (distributed.shard: weights, engine/block_swap.h "Sharded"): every block of
 // model.block_paths() keeps only this rank's 1/N of its frozen weights, all-gathered over `group` (a group
-// of its own, on `device`) as each block runs. Needs gradient checkpointing and blocks; a Config error
-// names what is missing.
+// of its own, on `device`) as each block runs; the shards of the last `n_host_blocks` blocks stay in host memory
+// (train.blocks_to_swap with sharding). Needs blocks; a Config error names what is missing. (build_model attaches
+// no host swapper when config.distributed.shard_weights: the shards take its place.)
 std::shared_ptr<BlockSwapper> attach_weight_shards(DiffusionModel& model, std::shared_ptr<comm::ProcessGroup> group,
-                                                   Device device);
+                                                   Device device, int64_t n_host_blocks = 0);
 
 // Writes `model` (a network.type full run's trained model) in config.save.dtype under `directory` as its
 // architecture exports it (Architecture::export_model: the layout of its base weights, so it loads back as

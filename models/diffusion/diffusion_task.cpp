@@ -60,11 +60,15 @@ std::string DiffusionTask::describe() const {
   std::string swap_text;
   const BlockSwapper* swapper = model_->block_swapper();
   if (swapper && swapper->sharded()) {
-    int64_t whole = 0, mine = 0;
-    for (int k = 0; k < swapper->n_blocks(); ++k) whole += swapper->block_bytes(k), mine += swapper->shard_bytes(k);
+    int64_t whole = 0, mine = 0, host = 0;
+    for (int k = 0; k < swapper->n_blocks(); ++k) {
+      whole += swapper->block_bytes(k), mine += swapper->shard_bytes(k);
+      if (swapper->shard_in_host_memory(k)) host += swapper->shard_bytes(k);
+    }
     swap_text = ", the frozen weights of its " + std::to_string(swapper->n_blocks()) + " blocks sharded over " +
                 std::to_string(swapper->shard_ranks()) + " ranks (" + format_bytes(mine) + " of " + format_bytes(whole) +
-                " on this rank, all-gathered as each block runs)";
+                " on this rank" + (host > 0 ? ", " + format_bytes(host) + " of it in host memory" : "") +
+                ", all-gathered as each block runs)";
   } else if (swapper) {
     int64_t host = 0;
     for (int k = 0; k < swapper->n_blocks(); ++k) host += swapper->block_bytes(k);

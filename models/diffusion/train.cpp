@@ -36,8 +36,6 @@ void check_supported(const TrainConfig& config) {
     WICK_CHECK_KIND(Config, config.network.type != NetworkType::Full, "distributed.shard: weights shards the frozen "
                     "weights of the blocks; network.type full trains them all (use distributed.shard: optimizer, or "
                     "train a lora or dora)");
-    WICK_CHECK_KIND(Config, config.train.blocks_to_swap <= 0, "distributed.shard: weights does not combine with "
-                    "train.blocks_to_swap ", config.train.blocks_to_swap, " yet (set train.blocks_to_swap: 0)");
     WICK_CHECK_KIND(Config, config.train.gradient_checkpointing || config.train.gradient_checkpointing_auto,
                     "distributed.shard: weights needs train.gradient_checkpointing: true (without it backward keeps "
                     "every gathered block alive, so sharding saves nothing)");
@@ -121,7 +119,6 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
     config.train.gradient_checkpointing = true;  // swapping and sharding need it; auto is the only choice left
     config.train.gradient_checkpointing_auto = false;
   }
-  if (config.distributed.shard_weights && config.train.blocks_to_swap < 0) config.train.blocks_to_swap = 0;
   Device device = select_device(config.device);
   std::shared_ptr<comm::ProcessGroup> group = comm::make_process_group(
       comm_backend_name(config.distributed.backend), device, static_cast<double>(config.distributed.timeout_s));
@@ -160,7 +157,7 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
     attach_weight_shards(*model,
                          comm::make_process_group(comm_backend_name(config.distributed.backend), device,
                                                   static_cast<double>(config.distributed.timeout_s)),
-                         device);
+                         device, std::max<int64_t>(0, config.train.blocks_to_swap));
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").
   const TrainingMemory memory = check_training_memory(config, *model, geometry, *group, device);

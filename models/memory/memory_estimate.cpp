@@ -113,10 +113,11 @@ std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& 
       int64_t& end = packed[static_cast<size_t>(block)];
       end = (end + 255) / 256 * 256 + p.numel * dtype_size(p.dtype);  // each tensor at a 256-byte boundary
       packed_dtypes[static_cast<size_t>(block)][p.dtype] += p.numel * dtype_size(p.dtype);
-    } else if (block >= first_swapped && block >= 0 && !p.trainable)
+    } else if (block >= first_swapped && block >= 0 && !p.trainable) {
       host_bytes[static_cast<size_t>(block)] += p.numel * dtype_size(p.dtype);
-    else
+    } else {
       out.push_back(p);
+    }
   };
   for (const ParameterInfo& p : parameters) {
     const int64_t block = block_of(p.name);
@@ -139,19 +140,24 @@ std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& 
   if (buffer_bytes) *buffer_bytes = in.blocks_to_swap > 0 ? 2 * largest : 0;
   if (in.shard_weights) {
     const int64_t n = std::max(1, in.world_size);
-    int64_t whole = 0, largest_packed = 0;
+    int64_t whole = 0, largest_packed = 0, host = 0, largest_host = 0;
     for (int64_t b = 0; b < n_blocks; ++b) {
       int64_t bytes = packed[static_cast<size_t>(b)];
       if (bytes == 0) continue;
       bytes = (bytes + 4 * n - 1) / (4 * n) * (4 * n);
       whole += bytes, largest_packed = std::max(largest_packed, bytes);
+      if (b >= first_swapped) {  // the shard in host memory; its device copy lives while its gather runs
+        host += bytes / n, largest_host = std::max(largest_host, bytes / n);
+        continue;
+      }
       // Counted in the dtype most of the block's bytes are in (what the start-up line names).
       const DType dtype = main_dtype(packed_dtypes[static_cast<size_t>(b)]);
       const int64_t numel = (bytes / n + dtype_size(dtype) - 1) / dtype_size(dtype);
       out.push_back({.name = in.block_paths[static_cast<size_t>(b)] + ".(shard)", .numel = numel, .dtype = dtype,
                      .trainable = false, .shape = {numel}});
     }
-    if (buffer_bytes) *buffer_bytes = 2 * largest_packed;
+    if (swapped_bytes) *swapped_bytes = host;
+    if (buffer_bytes) *buffer_bytes = 2 * largest_packed + largest_host;
     if (sharded_bytes) *sharded_bytes = whole;
   }
   return out;
@@ -323,7 +329,8 @@ std::string describe(const MemoryEstimate& m) {
   line += " + batches and workspace " + format_bytes(m.inputs + m.step_workspace);
   if (m.sharded_weights > 0)
     line += " + gathered-block buffers " + format_bytes(m.swap_buffers) + " (the weights: this rank's 1/" +
-            std::to_string(m.shard_ranks) + " of " + format_bytes(m.sharded_weights) + " of block weights)";
+            std::to_string(m.shard_ranks) + " of " + format_bytes(m.sharded_weights) + " of block weights" +
+            (m.swapped_weights > 0 ? ", " + format_bytes(m.swapped_weights) + " of it in host memory)" : ")");
   else if (m.swap_buffers > 0)
     line += " + swapped-block buffers " + format_bytes(m.swap_buffers) + " (" + format_bytes(m.swapped_weights) +
             " of block weights in host memory)";

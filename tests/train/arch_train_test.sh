@@ -23,7 +23,8 @@
 #     2 ranks with ZeRO-1 (batch 1 each, each drawing its samples' latents) log the losses of 1 rank with batch 2
 #     (1e-5, as tests/train/train_mpi_test.sh for 8-bit AdamW) and fall; a 2-rank run stopped and resumed repeats
 #     itself bitwise; where the row sets train_shard_weights=1, distributed.shard: weights repeats the ZeRO-1 run
-#     bitwise gathering each block twice per step, and its checkpoint at 10 resumes with shard: optimizer bitwise;
+#     bitwise gathering each block twice per step, also with the row's blocks_to_swap shards in host memory, and its
+#     checkpoint at 10 resumes with shard: optimizer bitwise;
 #     the 2-rank checkpoint at step 10 continues on 1 rank (1e-5); then train_mpi_row.
 set -u
 arch=$1 part=$2
@@ -294,6 +295,12 @@ if [ "$part" = mpi ]; then
     grep -m1 "weight gathers on rank 0: ${train_gathers_per_step:-}.0 blocks and .* received per step" "$work/sharded.log" ||
       fail "the sharded run did not gather ${train_gathers_per_step:-} blocks per step"
     same_run two sharded
+    # With train.blocks_to_swap the last blocks' shards stay in host memory: bitwise again.
+    train_ranks 2 "$work/sharded_swap.log" --set name=sharded_swap --set train.batch_size=1 \
+      --set distributed.shard=weights --set train.blocks_to_swap="$train_swap_blocks"
+    grep -m1 "blocks sharded over 2 ranks (.* on this rank, .* of it in host memory" "$work/sharded_swap.log" ||
+      fail "the sharded run with blocks_to_swap did not keep shards in host memory"
+    same_run two sharded_swap
     train_ranks 2 "$work/levels1.log" --set name=levels --set train.batch_size=1 --set distributed.shard=weights \
       --stop-after 10
     train_ranks 2 "$work/levels2.log" --set name=levels --set train.batch_size=1 --set distributed.shard=optimizer
