@@ -5,6 +5,7 @@
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/node.h"
+#include "runtime/error.h"
 #include "runtime/memory.h"
 
 namespace wick {
@@ -175,7 +176,15 @@ BlockSwapper::Copy BlockSwapper::gather_block(int k) {
 void BlockSwapper::wait_for(Copy& copy, bool count_wait) {
   if (copy.gather) {
     const auto start = std::chrono::steady_clock::now();
-    copy.gather->wait();
+    std::shared_ptr<comm::Work> gather = std::move(copy.gather);
+    copy.gather = nullptr;
+    try {
+      gather->wait();
+    } catch (const WickError& e) {
+      const Block& b = blocks_.at(static_cast<size_t>(copy.block));
+      WICK_FAIL(Training, "weight sharding: the all-gather of ", b.name, " (", b.bytes, " bytes) failed on ",
+                shard_group_->describe(), ": ", e.what());
+    }
     copy.staging = Tensor();  // the gather has read it
     if (count_wait) stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return;

@@ -7,9 +7,12 @@
 #  2. Launched plainly: Open MPI's mpirun ends the job at once (SIGTERM, then SIGKILL); rank 0, in
 #     training, prints that it got SIGTERM (the stop request of docs/distributed.md "Preemption",
 #     naming the launcher's reasons too), and mpirun's own message names rank 1.
-#   dead_rank_test.sh MPIEXEC WICK FIXTURE WORK_DIR
+#  3. With ARCH_FIXTURE: the tiny Flux with distributed.shard: weights (each step's forward and backward gather every
+#     block from both ranks), launched as recommended: rank 0 names the collective that did not complete (mostly a
+#     block's all_gather) and exits with status 4, no hang.
+#   dead_rank_test.sh MPIEXEC WICK FIXTURE WORK_DIR [ARCH_FIXTURE]
 set -u
-mpiexec=$1 wick=$2 fixture=$3 work=$4
+mpiexec=$1 wick=$2 fixture=$3 work=$4 arch_fixture=${5:-}
 rm -rf "$work" && mkdir -p "$work"
 "$fixture" "$work/data" >/dev/null || { echo "FAIL: the fixture program failed"; exit 1; }
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -43,14 +46,14 @@ run_and_kill() {
   local name=$1 log=$work/$1.log job pid killed=
   shift
   rm -rf "$work/out/run"
-  timeout 40 "$mpiexec" --oversubscribe -np 2 "$@" train "$work/run.yaml" --no-progress >"$log" 2>&1 &
+  timeout 40 "$mpiexec" --oversubscribe -np 2 "$@" train "$config" --no-progress >"$log" 2>&1 &
   job=$!
   for _ in $(seq 1 600); do
     [ "$(grep -c '"step"' "$work/out/run/metrics.jsonl" 2>/dev/null)" -ge 3 ] 2>/dev/null && break
     kill -0 $job 2>/dev/null || break
     sleep 0.05
   done
-  for pid in $(pgrep -f "^$wick train $work/run.yaml"); do
+  for pid in $(pgrep -f "^$wick train $config"); do
     if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
       kill -9 "$pid" && killed=$pid
     fi
@@ -66,6 +69,7 @@ run_and_kill() {
   [ -n "$killed" ] || fail "$name: no process of rank 1 to kill"
 }
 
+config=$work/run.yaml
 run_and_kill recommended --mca orte_abort_on_non_zero_status 0 "$work/report_status.sh" "$wick"
 grep -q "ranks that did not arrive: 1;" <<<"$output" || fail "recommended launch: rank 0 did not name rank 1 as lost"
 grep -q "wick: error: gradient buckets: .* did not complete on rank 0 of 2 within" <<<"$output" ||
@@ -83,6 +87,30 @@ grep -q "process rank 1 .* exited on signal 9" <<<"$output" || fail "plain launc
 [ "$status" -ne 0 ] || fail "plain launch: mpirun exited 0"
 python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 15 else 1)" "$after" ||
   fail "plain launch: the job took ${after}s after the kill"
+
+if [ -n "$arch_fixture" ]; then
+  "$arch_fixture" flux data "$work/flux" >/dev/null || fail "the arch fixture program failed"
+  config=$work/sharded.yaml
+  cat >"$config" <<YAML
+name: run
+output_dir: $work/out
+device: cpu
+model: {arch: flux, name_or_path: $work/flux/flux_tiny.safetensors}
+network: {type: lora, linear: 4, linear_alpha: 4}
+train: {batch_size: 1, steps: 100000, lr: 1.0e-3, optimizer: adamw8bit, log_every: 1, gradient_checkpointing: true,
+        noise_scheduler: flowmatch, timestep_sampling: flux_shift}
+dataset: {path: $work/flux/flux.h5}
+save: {every: 0, keep_last: 0}
+distributed: {timeout_s: 3, shard: weights}
+YAML
+  run_and_kill sharded --mca orte_abort_on_non_zero_status 0 "$work/report_status.sh" "$wick"
+  grep -q "ranks that did not arrive: 1;" <<<"$output" || fail "sharded: rank 0 did not name rank 1 as lost"
+  grep -q "wick: error: .* did not complete on rank 0 of 2 within" <<<"$output" ||
+    fail "sharded: no error naming the collective that timed out on rank 0"
+  grep -q "report_status: rank 0 exited with status 4" <<<"$output" || fail "sharded: rank 0 did not exit with status 4"
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$after" ||
+    fail "sharded: the job took ${after}s after the kill (timeout_s 3 + 3 s for answers expected)"
+fi
 
 echo "dead_rank_test.sh: $failures failure(s)"
 exit $((failures > 0))
