@@ -105,6 +105,7 @@
 #include "models/sd3/sd3_memory.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "models/qwenimage/qwenimage.h"
+#include "models/qwenimage/qwenimage_memory.h"
 #include "models/zimage/zimage.h"
 #include "runtime/memory.h"
 #include "runtime/ops/random.h"
@@ -703,6 +704,52 @@ TEST(MemoryEstimate, FullSizeFluxLoraFloat8AndSwapping) {
   EXPECT_GT(float8.frozen_weights, bf16.frozen_weights * 48 / 100);
   EXPECT_LT(float8.total, int64_t{24} * 1000 * 1000 * 1000);  // a 24 GB card, batch 1 at 1024²
   EXPECT_GT(bf16.total, int64_t{24} * 1000 * 1000 * 1000);
+}
+
+// docs/distributed.md "Sharded weights", the table on paper: full-size Flux.1-dev and Qwen-Image LoRA r16 at 1024²
+// (batch 1, bf16, adamw8bit, checkpointing, on GPUs) per rank with distributed.shard: weights on 1, 2, 4 and 8 ranks,
+// bf16 and float8 bases, and the bytes each rank receives per step for the blocks' gathers (2·(N−1)/N of the packed
+// block weights). The weights term falls as 1/N; what stays per rank is the embedders, the adapters and the
+// activations.
+TEST(MemoryEstimate, FullSizeShardedWeights) {
+  MemoryInputs flux_in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 512,
+                       .text_dim = 4096, .latent_channels = 16, .pooled_dim = 768, .compute_dtype = DType::BF16,
+                       .gradient_checkpointing = true, .optimizer = "adamw8bit", .device = Device::cuda(0)};
+  MemoryInputs qwen_in = flux_in;
+  qwen_in.text_dim = 3584, qwen_in.text_length = 256, qwen_in.pooled_dim = 0;
+  const TrainingPlan flux_lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const TrainingPlan qwen_lora{.network = "lora", .patterns = {"transformer_blocks.*"}, .rank = 16};
+  for (const std::string model : {"Flux.1-dev", "Qwen-Image"}) {
+    for (bool float8 : {false, true}) {
+      int64_t previous_weights = 0;
+      for (int world : {1, 2, 4, 8}) {
+        MemoryInputs in = model == "Flux.1-dev" ? flux_in : qwen_in;
+        in.float8 = float8, in.world_size = world, in.shard_weights = true, in.shard_optimizer = world > 1;
+        const MemoryEstimate m = model == "Flux.1-dev"
+                                     ? flux::estimate_flux_memory(flux::FluxConfig{}, flux_lora, in)
+                                     : qwenimage::estimate_qwenimage_memory(qwenimage::QwenImageConfig{}, qwen_lora, in);
+        const int64_t gathered = 2 * (m.sharded_weights - m.sharded_weights / world);
+        std::printf("%s LoRA r16 %s base, %d rank%s: %s per rank (weights %s + gathered-block buffers %s); %s of "
+                    "%s block weights received per step\n",
+                    model.c_str(), float8 ? "float8" : "bf16", world, world == 1 ? "" : "s",
+                    format_bytes(m.total).c_str(), format_bytes(m.frozen_weights).c_str(),
+                    format_bytes(m.swap_buffers).c_str(), format_bytes(gathered).c_str(),
+                    format_bytes(m.sharded_weights).c_str());
+        EXPECT_EQ(m.shard_ranks, world);
+        if (previous_weights > 0) {
+          EXPECT_LT(m.frozen_weights, previous_weights * 55 / 100) << model << " " << world;  // about half per doubling
+          EXPECT_GT(m.frozen_weights, previous_weights * 45 / 100) << model << " " << world;
+        }
+        previous_weights = m.frozen_weights;
+        if (model == "Flux.1-dev" && !float8 && world == 2) {
+          EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "Flux.1-dev LoRA, bf16, on 2 x 24 GB";
+        }
+        if (model == "Qwen-Image" && float8 && world == 2) {
+          EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "Qwen-Image LoRA, float8, on 2 x 24 GB";
+        }
+      }
+    }
+  }
 }
 
 // Full-size SD3.5 Large and Medium without weights (docs/training.md "Memory"): 1024² (4,096 image tokens) with
