@@ -109,7 +109,8 @@ void init_mpi() {
 #endif
 }
 
-std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Device device, double timeout_s) {
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Device device, double timeout_s,
+                                                 bool node_only) {
   if (backend != "auto" && backend != "nccl" && backend != "mpi" && backend != "none")
     WICK_FAIL(Config, "distributed.backend: unknown backend '", backend, "'; valid: auto, nccl, mpi, none");
   if (backend == "nccl" && !device.is_cuda())
@@ -126,8 +127,8 @@ std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Dev
     WICK_FAIL(Config, "distributed.backend: none, but ", launch.launcher, " started ", launch.world_size,
               " ranks; use auto, mpi or nccl");
   init_mpi();
-  auto mpi = std::make_shared<MpiGroup>(timeout_s);
-  install_termination_notice(mpi->rank(), mpi->size());
+  auto mpi = std::make_shared<MpiGroup>(timeout_s, node_only);
+  if (!node_only) install_termination_notice(mpi->rank(), mpi->size());
   bool use_nccl = backend == "nccl" || (backend == "auto" && device.is_cuda());
   if (!use_nccl) {
     WICK_CHECK_KIND(Config, device.is_cpu() || backend == "mpi", "distributed.backend: internal choice error");

@@ -46,8 +46,10 @@ int mpi_thread_level();
 // uninitialized and every backend gives a SingleGroup, except "nccl": an NcclGroup of one rank on
 // `device`, so the NCCL collectives, streams and watchdog run on a single GPU. With NCCL on
 // several ranks the GPU is the node-local rank (modulo the visible devices): the index of
-// `device` is ignored; group->device() says which GPU was taken.
-std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Device device, double timeout_s);
+// `device` is ignored; group->device() says which GPU was taken. node_only: a group of this rank's node
+// only (its ranks in world order; the world's group must exist already: it installs the launcher notices).
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend, Device device, double timeout_s,
+                                                 bool node_only = false);
 
 // Ends the process after a failure with `status` (4 for a lost peer) without hanging: flushes
 // stdout/stderr, then MPI_Abort(MPI_COMM_WORLD, status) when MPI is initialized with several ranks

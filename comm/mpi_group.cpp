@@ -23,7 +23,7 @@ namespace wick::comm {
 
 struct MpiGroup::State {};
 
-MpiGroup::MpiGroup(double timeout_s) : ProcessGroup(timeout_s) {
+MpiGroup::MpiGroup(double timeout_s, bool) : ProcessGroup(timeout_s) {
   WICK_FAIL(Config, "the mpi process group is not available: wick was built without MPI "
                     "(install libopenmpi-dev and openmpi-bin, see scripts/install_deps.sh, and rebuild)");
 }
@@ -233,7 +233,7 @@ std::shared_ptr<Work> launch(const std::shared_ptr<MpiGroup::State>& state, doub
 
 }  // namespace
 
-MpiGroup::MpiGroup(double timeout_s) : ProcessGroup(timeout_s), state_(std::make_shared<State>()) {
+MpiGroup::MpiGroup(double timeout_s, bool node_only) : ProcessGroup(timeout_s), state_(std::make_shared<State>()) {
   WICK_CHECK_KIND(Runtime, mpi_initialized(), "MpiGroup: MPI is not initialized (call comm::init_mpi first)");
   State& s = *state_;
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm));
@@ -257,6 +257,18 @@ MpiGroup::MpiGroup(double timeout_s) : ProcessGroup(timeout_s), state_(std::make
   first_ranks.erase(std::unique(first_ranks.begin(), first_ranks.end()), first_ranks.end());
   n_nodes_ = static_cast<int>(first_ranks.size());
   node_ = static_cast<int>(std::lower_bound(first_ranks.begin(), first_ranks.end(), first_rank) - first_ranks.begin());
+  if (node_only) {  // the node's ranks in world order replace the world
+    MPI_Comm node_comm = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(s.comm, node_, s.rank, &node_comm));
+    MPI_Comm_free(&s.diag_comm);
+    MPI_Comm_free(&s.comm);
+    s.comm = node_comm;
+    MPI_CHECK(MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_dup(s.comm, &s.diag_comm));
+    MPI_CHECK(MPI_Comm_set_errhandler(s.diag_comm, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(s.comm, &s.rank));
+    MPI_CHECK(MPI_Comm_size(s.comm, &s.size));
+  }
   rank_ = s.rank;
   size_ = s.size;
 }

@@ -30,8 +30,10 @@ namespace wick::comm {
 
 class MpiGroup : public ProcessGroup {
  public:
-  // Needs MPI initialized (init_mpi()); throws WickError(Config) in a build without MPI.
-  explicit MpiGroup(double timeout_s);
+  // Needs MPI initialized (init_mpi()); throws WickError(Config) in a build without MPI. node_only: the
+  // group of this rank's node only (MPI_Comm_split by node, ranks in world order): rank() and size() are
+  // then within the node (distributed.shard_group: node).
+  explicit MpiGroup(double timeout_s, bool node_only = false);
   ~MpiGroup() override;
 
   int rank() const override { return rank_; }

@@ -366,7 +366,8 @@ void parse_sample(ConfigContext& ctx, const YAML::Node& node, SampleConfig& v) {
 }
 
 void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedConfig& v) {
-  Section s(ctx, node, "distributed", {{"backend"}, {"shard"}, {"shard_optimizer"}, {"bucket_mb"}, {"timeout_s"}});
+  Section s(ctx, node, "distributed", {{"backend"}, {"shard"}, {"shard_optimizer"}, {"shard_group"}, {"bucket_mb"},
+                                                {"timeout_s"}});
   s.get_enum("backend", v.backend, backend_table);
   // shard: none | optimizer (ZeRO-1) | weights (ZeRO-3 for the blocks' frozen weights); shard_optimizer: the
   // older boolean (true = optimizer, false = none).
@@ -392,6 +393,16 @@ void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedCo
                                                " contradicts distributed.shard: " + text);
   } else {
     s.get_bool("shard_optimizer", v.shard_optimizer);
+  }
+  // shard_group: world (the weights' shards over every rank) | node (over the ranks of each node, every node
+  // holding the whole: gathers never leave a node).
+  if (s.has("shard_group")) {
+    std::string text;
+    s.get_string("shard_group", text);
+    text = lowercase(text);
+    if (text != "world" && text != "node")
+      ctx.fail(s.value("shard_group"), "distributed.shard_group: '" + text + "' is not a group; valid: world, node");
+    v.shard_within_node = text == "node";
   }
   s.get_int("bucket_mb", v.bucket_mb, Range::above(0));
   s.get_int("timeout_s", v.timeout_s, Range::above(0));

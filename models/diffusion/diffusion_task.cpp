@@ -66,7 +66,8 @@ std::string DiffusionTask::describe() const {
       if (swapper->shard_in_host_memory(k)) host += swapper->shard_bytes(k);
     }
     swap_text = ", the frozen weights of its " + std::to_string(swapper->n_blocks()) + " blocks sharded over " +
-                std::to_string(swapper->shard_ranks()) + " ranks (" + format_bytes(mine) + " of " + format_bytes(whole) +
+                std::to_string(swapper->shard_ranks()) + " ranks" +
+                (config_.distributed.shard_within_node ? " of each node" : "") + " (" + format_bytes(mine) + " of " + format_bytes(whole) +
                 " on this rank" + (host > 0 ? ", " + format_bytes(host) + " of it in host memory" : "") +
                 ", all-gathered as each block runs)";
   } else if (swapper) {

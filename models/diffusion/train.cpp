@@ -156,7 +156,8 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   if (config.distributed.shard_weights)
     attach_weight_shards(*model,
                          comm::make_process_group(comm_backend_name(config.distributed.backend), device,
-                                                  static_cast<double>(config.distributed.timeout_s)),
+                                                  static_cast<double>(config.distributed.timeout_s),
+                                                  config.distributed.shard_within_node),
                          device, std::max<int64_t>(0, config.train.blocks_to_swap));
   // Before anything else is allocated: the estimate (rank 0 prints it), and the refusal of a run
   // that cannot fit (docs/training.md "Memory").

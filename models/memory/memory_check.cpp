@@ -66,6 +66,7 @@ MemoryInputs memory_inputs(const TrainConfig& config, const DataGeometry& data, 
   // engine/train/step_loop.cpp shards with a communicator on the parameters' device.
   in.shard_optimizer = config.distributed.shard_optimizer && group.backend() != "single" && group.device() == device;
   in.shard_weights = config.distributed.shard_weights;
+  if (config.distributed.shard_within_node) in.weight_shard_ranks = group.local_size();
   return in;
 }
 

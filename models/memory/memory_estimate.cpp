@@ -139,7 +139,7 @@ std::vector<ParameterInfo> planned_parameters(const std::vector<ParameterInfo>& 
   if (swapped_bytes) *swapped_bytes = swapped;
   if (buffer_bytes) *buffer_bytes = in.blocks_to_swap > 0 ? 2 * largest : 0;
   if (in.shard_weights) {
-    const int64_t n = std::max(1, in.world_size);
+    const int64_t n = std::max(1, in.weight_shard_ranks > 0 ? in.weight_shard_ranks : in.world_size);
     int64_t whole = 0, largest_packed = 0, host = 0, largest_host = 0;
     for (int64_t b = 0; b < n_blocks; ++b) {
       int64_t bytes = packed[static_cast<size_t>(b)];
@@ -193,7 +193,7 @@ MemoryEstimate estimate_training_memory(const std::vector<ParameterInfo>& all_pa
   m.checkpointing = in.gradient_checkpointing;
   const std::vector<ParameterInfo> parameters =
       planned_parameters(all_parameters, in, &m.swapped_weights, &m.swap_buffers, &m.sharded_weights);
-  if (in.shard_weights) m.shard_ranks = in.world_size;
+  if (in.shard_weights) m.shard_ranks = in.weight_shard_ranks > 0 ? in.weight_shard_ranks : in.world_size;
   std::map<DType, int64_t> frozen_by_dtype, trainable_by_dtype;
   std::vector<int64_t> trainable_numels;
   // Float8 weights dequantize one at a time, swapped ones too (their device copy).

@@ -61,6 +61,8 @@ struct MemoryInputs {
   bool float8_per_row = true;
   int64_t blocks_to_swap = 0;
   bool shard_weights = false;
+  int weight_shard_ranks = 0;  // the ranks a block's weights are cut among (distributed.shard_group: node: a
+                               // node's); 0 = world_size
   std::vector<std::string> block_paths = {};  // the blocks in execution order; a built model's estimate
                                               // takes its DiffusionModel::block_paths when empty
 };

@@ -523,7 +523,7 @@ TEST(ConfigErrors, UnknownKeysNameLocationAndNearestKey) {
   // Nothing close: the valid keys are listed.
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  zzzzzzzzzzzz: 1\n"),
               StartsWith("cfg.yaml:5:3: unknown key 'distributed.zzzzzzzzzzzz'; valid keys under 'distributed': "
-                         "backend, shard, shard_optimizer, bucket_mb, timeout_s"));
+                         "backend, shard, shard_optimizer, shard_group, bucket_mb, timeout_s"));
   // Deep inside ai-toolkit's wrapper the location is still the file's.
   EXPECT_EQ(error_of("config:\n  name: x\n  process:\n    - type: sd_trainer\n      dataset:\n        path: a.h5\n"
                      "      network:\n        liner: 4\n"),
@@ -793,6 +793,12 @@ TEST(Config, DistributedShardLevels) {
   EXPECT_EQ(parse(to_yaml(weights)).distributed, weights.distributed);
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: gradients\n"), HasSubstr("gradients (ZeRO-2) is not available yet"));
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: all\n"), HasSubstr("valid: none, optimizer, weights"));
+  EXPECT_FALSE(weights.distributed.shard_within_node);
+  EXPECT_THAT(to_yaml(weights), HasSubstr("shard_group: world"));
+  const TrainConfig node = parse(kMinimal + "distributed:\n  shard: weights\n  shard_group: node\n");
+  EXPECT_TRUE(node.distributed.shard_within_node);
+  EXPECT_EQ(parse(to_yaml(node)).distributed, node.distributed);
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard_group: rack\n"), HasSubstr("valid: world, node"));
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: weights\n  shard_optimizer: false\n"),
               HasSubstr("distributed.shard_optimizer: false contradicts distributed.shard: weights"));
 }

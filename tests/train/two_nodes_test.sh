@@ -20,10 +20,12 @@
 #  - a run directory that nodeB's ranks do not see (a relative output_dir, another working
 #    directory there) is refused before step 1 with exit status 2, naming rank 2 on node 1;
 #  - SIGUSR1 to mpirun reaches the ranks of both nodes: all 4 stop after the same step with a
-#    checkpoint that verifies, and the job exits 75 (docs/distributed.md "Preemption").
-#   two_nodes_test.sh MPIEXEC WICK FIXTURE WORK_DIR
+#    checkpoint that verifies, and the job exits 75 (docs/distributed.md "Preemption");
+#  - with ARCH_FIXTURE, the tiny Flux LoRA on 2 x 2 ranks with distributed.shard: weights, the blocks sharded over
+#    the 2 ranks of each node (shard_group: node) and over all 4 (world): both repeat the ZeRO-1 run's losses bitwise.
+#   two_nodes_test.sh MPIEXEC WICK FIXTURE WORK_DIR [ARCH_FIXTURE]
 set -u
-mpiexec=$1 wick=$2 fixture=$3 work=$4
+mpiexec=$1 wick=$2 fixture=$3 work=$4 arch_fixture=${5:-}
 case $wick in */*) wick=$(cd "$(dirname "$wick")" && pwd)/$(basename "$wick") ;; esac  # ranks start elsewhere (-wdir)
 here=$(cd "$(dirname "$0")" && pwd)
 # The launch options are Open MPI 4's (an ssh agent for its daemons, the vader and tcp transports;
@@ -166,6 +168,36 @@ else
   grep -q "^wick train: 3 ranks on 1 node (mpi):$" "$work/resumed.log" || fail "the resumed run does not report 3 ranks on 1 node"
   python3 "$here/compare_losses.py" "$(metrics nodes2x2)" "$(metrics "$killed")" 30 --relative 1e-5 ||
     fail "the run killed on 2 x 2 and resumed on 1 x 3 left the uninterrupted 2 x 2 losses by more than 1e-5"
+fi
+
+# Sharded weights inside each node (distributed.shard_group: node: every node holds the whole model, its ranks a
+# half each, and the gathers stay inside the node) and over both nodes (world), against ZeRO-1: bitwise.
+if [ -n "$arch_fixture" ]; then
+  "$arch_fixture" flux data "$work/flux" >/dev/null || fail "the arch fixture program failed"
+  cat >"$work/flux.yaml" <<YAML
+name: flux
+output_dir: $work/out
+device: cpu
+model: {arch: flux, name_or_path: $work/flux/flux_tiny.safetensors}
+network: {type: lora, linear: 4, linear_alpha: 4}
+train: {global_batch_size: 4, steps: 8, lr: 1.0e-2, optimizer: adamw, log_every: 1, gradient_checkpointing: true,
+        noise_scheduler: flowmatch, timestep_sampling: flux_shift}
+dataset: {path: $work/flux/flux.h5}
+save: {every: 0, keep_last: 0}
+YAML
+  for level in zero1:optimizer:world node:weights:node world:weights:world; do
+    IFS=: read -r name shard group <<<"$level"
+    timeout 240 "$mpiexec" "${two_nodes[@]}" -np 4 "$wick" train "$work/flux.yaml" --no-progress \
+      --set name="flux_$name" --set distributed.shard="$shard" --set distributed.shard_group="$group" \
+      >"$work/flux_$name.log" 2>&1 || { fail "the 2 x 2 flux run with shard $shard over $group failed"; tail -20 "$work/flux_$name.log"; }
+  done
+  grep -m1 "blocks sharded over 2 ranks of each node" "$work/flux_node.log" ||
+    fail "shard_group node: the weights were not sharded over each node's 2 ranks"
+  grep -m1 "blocks sharded over 4 ranks (" "$work/flux_world.log" || fail "shard_group world: not sharded over 4 ranks"
+  python3 "$here/compare_losses.py" "$(metrics flux_zero1)" "$(metrics flux_node)" 8 ||
+    fail "weights sharded within each node differ from ZeRO-1"
+  python3 "$here/compare_losses.py" "$(metrics flux_zero1)" "$(metrics flux_world)" 8 ||
+    fail "weights sharded over both nodes differ from ZeRO-1"
 fi
 
 # A run directory the nodes do not share: a relative output_dir, and nodeB's ranks started in another
