@@ -462,7 +462,7 @@ LoopResult StepLoop::run() {
       preempted(step, stepped);
       break;
     }
-    if (rank0()) task_.after_step(step, step == t_.steps, log_.get());
+    if (rank0() || task_.after_step_on_every_rank()) task_.after_step(step, step == t_.steps, rank0() ? log_.get() : nullptr);
   }
   if (log_) log_->finish();
   result_.skipped_steps = skipped_;

@@ -39,8 +39,11 @@ class TrainingTask {
   virtual std::map<std::string, std::string> checkpoint_metadata() const { return {}; }
   // Rank 0, right after the checkpoint of `step` is committed (exports such as a LoRA file).
   virtual void after_checkpoint(int64_t step) {}
-  // Rank 0, at the end of every step (sample grids); `log` may be null.
+  // Rank 0, at the end of every step (sample grids); `log` may be null. Every rank when
+  // after_step_on_every_rank() (its work runs collectives, e.g. a model whose weights are sharded):
+  // the other ranks get a null `log` and write nothing.
   virtual void after_step(int64_t step, bool last, RunLog* log) {}
+  virtual bool after_step_on_every_rank() const { return false; }
 };
 
 }  // namespace wick

@@ -19,14 +19,20 @@ namespace wick {
 
 DiffusionTask::DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model,
                              const TrainingData& data, fs::path run_dir, std::string base_hash,
-                             std::shared_ptr<ImageSampler> sampler)
+                             std::shared_ptr<ImageSampler> sampler, int rank)
     : config_(config),
       model_(std::move(model)),
       data_(data),
       run_dir_(std::move(run_dir)),
       base_hash_(std::move(base_hash)),
       objective_(config.train),
-      sampler_(std::move(sampler)) {}
+      sampler_(std::move(sampler)),
+      rank_(rank) {}
+
+bool DiffusionTask::after_step_on_every_rank() const {
+  const BlockSwapper* swapper = model_->block_swapper();
+  return swapper != nullptr && swapper->sharded() && swapper->shard_ranks() > 1;
+}
 
 Tensor DiffusionTask::micro_batch_loss(const Batch& batch) {
   const int64_t epoch = batch_epoch(batch);
@@ -99,13 +105,20 @@ void DiffusionTask::after_checkpoint(int64_t step) {
 // steps: the stop's checkpoint does not wait for the images, and that step's grid is not written.
 void DiffusionTask::after_step(int64_t step, bool last, RunLog* log) {
   if (!sampler_ || config_.sample.every <= 0 || (step % config_.sample.every != 0 && !last)) return;
+  if (rank_ != 0) {  // the grid's gathers need this rank; rank 0 writes it
+    write_sample_grid(*model_, *sampler_, config_, data_, run_dir_, step, nullptr, /*write=*/false);
+    return;
+  }
+  // With the weights sharded the grid is finished whatever the stop signals say: a rank leaving a grid half
+  // way would leave the others waiting in a gather.
+  const bool stoppable = !after_step_on_every_rank();
   const bool terminal = ::isatty(::fileno(stderr));
   std::fprintf(stderr, "%swick train: sampling the grid of step %lld (%lld denoising steps per image)%s",
                terminal ? "\n" : "", static_cast<long long>(step), static_cast<long long>(config_.sample.steps),
                terminal ? "" : "\n");
   try {
     diffusion::SamplingWatchScope watch([&](int64_t k, int64_t steps) {
-      if (PreemptionWatch::requested()) throw diffusion::SamplingStopped();
+      if (stoppable && PreemptionWatch::requested()) throw diffusion::SamplingStopped();
       if (terminal) std::fprintf(stderr, "\rwick train: sampling the grid of step %lld: step %lld/%lld ",
                                  static_cast<long long>(step), static_cast<long long>(k),
                                  static_cast<long long>(steps));

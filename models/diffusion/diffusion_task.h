@@ -25,9 +25,12 @@ class DiffusionTask : public TrainingTask {
  public:
   // `model` built for `config` (models/model_factory.h); `data` the opened training data; base_hash
   // the SHA-256 of the base weights file for the LoRA metadata ("" when not known); `sampler` makes the
-  // sample grids (models/diffusion/sample_grid.h; null when sample.every is 0).
+  // sample grids (models/diffusion/sample_grid.h; null when sample.every is 0). `rank`: this process's
+  // rank; with the model's weights sharded every rank samples (each block's gather is a collective) and
+  // rank 0 writes and reports the grid.
   DiffusionTask(const TrainConfig& config, std::shared_ptr<DiffusionModel> model, const TrainingData& data,
-                std::filesystem::path run_dir, std::string base_hash, std::shared_ptr<ImageSampler> sampler);
+                std::filesystem::path run_dir, std::string base_hash, std::shared_ptr<ImageSampler> sampler,
+                int rank = 0);
 
   Module& model() override { return *model_; }
   Tensor micro_batch_loss(const Batch& batch) override;
@@ -35,6 +38,7 @@ class DiffusionTask : public TrainingTask {
   std::map<std::string, std::string> checkpoint_metadata() const override;
   void after_checkpoint(int64_t step) override;
   void after_step(int64_t step, bool last, RunLog* log) override;
+  bool after_step_on_every_rank() const override;
 
   const std::optional<std::filesystem::path>& lora_file() const { return lora_file_; }
   const std::optional<std::filesystem::path>& model_file() const { return model_file_; }
@@ -52,6 +56,7 @@ class DiffusionTask : public TrainingTask {
   std::string base_hash_;
   Objective objective_;
   std::shared_ptr<ImageSampler> sampler_;
+  int rank_ = 0;
   std::optional<std::filesystem::path> lora_file_, model_file_;
   std::vector<std::filesystem::path> sample_grids_;
 };

@@ -39,9 +39,10 @@ std::unique_ptr<ImageSampler> prepare_sampling(const TrainConfig& config, const 
 int64_t grid_scale(int64_t width) { return width < 128 ? 2 : 1; }
 
 fs::path write_sample_grid(DiffusionModel& model, ImageSampler& sampler, const TrainConfig& config,
-                           const TrainingData& data, const fs::path& run_dir, int64_t step, RunLog* log) {
+                           const TrainingData& data, const fs::path& run_dir, int64_t step, RunLog* log, bool write) {
   SampleLayout layout = sample_layout(config.sample, data.class_names);
   Tensor images = sampler.generate(model, layout.captions, sample_settings(config.sample));
+  if (!write) return {};
   std::vector<std::string> labels(layout.captions.size());
   for (size_t i = 0; i < labels.size(); ++i)
     if (static_cast<int64_t>(i) % layout.n_columns == 0 || i >= labels.size() - config.sample.prompts.size())

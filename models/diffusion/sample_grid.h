@@ -42,9 +42,10 @@ std::unique_ptr<ImageSampler> prepare_sampling(const TrainConfig& config, const 
 int64_t grid_scale(int64_t width);
 
 // Generates the grid for `step` with `sampler`, writes <run_dir>/samples/step_<N>.png (through a temporary
-// file and a rename) and, when `log` is given, the TensorBoard image. Returns the PNG's path.
+// file and a rename) and, when `log` is given, the TensorBoard image. Returns the PNG's path. write false:
+// only generates (a rank taking part in the collectives of a sharded model's grid) and returns an empty path.
 std::filesystem::path write_sample_grid(DiffusionModel& model, ImageSampler& sampler, const TrainConfig& config,
                                         const TrainingData& data, const std::filesystem::path& run_dir, int64_t step,
-                                        RunLog* log);
+                                        RunLog* log, bool write = true);
 
 }  // namespace wick

@@ -39,9 +39,6 @@ void check_supported(const TrainConfig& config) {
     WICK_CHECK_KIND(Config, config.train.gradient_checkpointing || config.train.gradient_checkpointing_auto,
                     "distributed.shard: weights needs train.gradient_checkpointing: true (without it backward keeps "
                     "every gathered block alive, so sharding saves nothing)");
-    WICK_CHECK_KIND(Config, config.sample.every <= 0, "distributed.shard: weights: sampling during training (sample.every ",
-                    config.sample.every, ") needs every rank in each block's gather, which wick does not do yet; set "
-                    "sample.every: 0 and sample the saved LoRA with `wick sample`");
   }
 }
 
@@ -175,7 +172,7 @@ TrainResult train(const TrainConfig& requested, const TrainOptions& options) {
   const std::string base_hash =
       rank0 && !config.model.name_or_path.empty() ? base_weights_hash(config.model.name_or_path) : "";
 
-  DiffusionTask task(config, model, data, run_dir, base_hash, sampler);
+  DiffusionTask task(config, model, data, run_dir, base_hash, sampler, group->rank());
   StepLoopSetup setup{.name = config.name,
                       .run_dir = run_dir,
                       .config_yaml = to_yaml(config),
