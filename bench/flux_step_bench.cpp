@@ -4,6 +4,14 @@
 //   build/bench/flux_step_bench --steps 5 --warmup 2 --json out.json [--no-checkpointing] [--rank 16]
 //   build/bench/flux_step_bench --depth 2 --depth-single 4          # a shallower model, same widths
 //   build/bench/flux_step_bench --device cpu                        # tiny smoke run (see tiny_defaults)
+//   mpirun -np 2 build/bench/flux_step_bench --shard-weights        # the blocks' weights sharded over the ranks
+//
+// --shard-weights (distributed.shard: weights, engine/block_swap.h "Sharded"): under a launcher the blocks' frozen
+// weights are cut among the ranks (NCCL on CUDA, MPI on the CPU; alone, one rank of the single group) and gathered
+// as each block runs; every rank runs the same step. Reported besides: the gathers per step, the bytes received, the
+// time one blocking all-gather of each block takes on its own (the gathers' cost if nothing hid them) and the time
+// the steps waited for gathers, so the share of the gathers hidden behind compute. The step time against the
+// unsharded run (the same command without --shard-weights) is the traffic's cost.
 //
 // The step, as a Flux LoRA trainer runs it: flux::FluxTransformer (models/flux/flux.h) in bf16 with
 // random weights (built with initialize = false, then every weight filled on the device with
@@ -43,12 +51,15 @@
 #include <string>
 #include <vector>
 
+#include "comm/launch_env.h"
 #include "engine/autograd/backward.h"
+#include "engine/block_swap.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/init.h"
 #include "engine/optim/optimizer.h"
 #include "models/diffusion/flow_matching.h"
 #include "models/flux/flux.h"
+#include "models/model_factory.h"
 #include "models/nn/adapters.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -83,6 +94,7 @@ struct Options {
   int64_t side = -1;            // latent side in pixels (128 on cuda: 1024² images)
   int64_t text_len = -1;        // T5 tokens (512 on cuda)
   int64_t depth = -1, depth_single = -1, hidden = -1, heads = -1;
+  bool shard_weights = false;
 };
 
 // --device cpu: hidden 128, 1 head of 128 (the RoPE axes 16 + 56 + 56), 1 + 1 blocks, 16 x 16
@@ -108,13 +120,17 @@ const char* kUsage =
     "usage: flux_step_bench [--device cuda|cpu] [--dtype bf16|f32] [--steps N] [--warmup N]\n"
     "         [--no-checkpointing] [--rank R] [--alpha A] [--optimizer adamw8bit|adamw]\n"
     "         [--tokens-side S] [--text-len L] [--depth N] [--depth-single N] [--hidden W] [--heads H]\n"
-    "         [--json PATH]\n";
+    "         [--json PATH] [--shard-weights]\n";
 
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--no-checkpointing") {
       o.checkpointing = false;
+      continue;
+    }
+    if (arg == "--shard-weights") {
+      o.shard_weights = true;
       continue;
     }
     if (arg == "--help" || arg == "-h") {
@@ -220,6 +236,36 @@ double median(std::vector<double> v) {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// --shard-weights: what the timed steps gathered, and each block's all-gather timed alone (blocking, 3 times,
+// the median) over the same group, for the part of the gathers the steps did not wait for.
+void report_gathers(const BlockSwapper& shards, comm::ProcessGroup& group, const BlockSwapper::Stats& before,
+                    int steps, Device device) {
+  const BlockSwapper::Stats after = shards.stats();
+  const double per_step = 1.0 / static_cast<double>(steps);
+  const double gathers = static_cast<double>(after.n_block_copies - before.n_block_copies) * per_step;
+  const double waited = (after.wait_s - before.wait_s) * per_step;
+  // A step gathers each block about gathers / n_blocks times.
+  double alone = 0;
+  for (int k = 0; k < shards.n_blocks(); ++k) {
+    Tensor mine = zeros({shards.shard_bytes(k) / 4}, DType::F32, device);
+    Tensor whole = Tensor::empty({shards.block_bytes(k) / 4}, DType::F32, device);
+    std::vector<double> times;
+    for (int i = 0; i < 3; ++i) {
+      synchronize(device);
+      const auto start = Clock::now();
+      group.all_gather(mine, whole);
+      synchronize(device);
+      times.push_back(seconds_since(start));
+    }
+    alone += median(times);
+  }
+  alone *= gathers / static_cast<double>(shards.n_blocks());
+  std::printf("flux_step_bench: gathers: %.1f blocks and %.3f GB received per step; alone (blocking) they take "
+              "%.1f ms per step, the steps waited %.1f ms for them: %.0f%% hidden\n",
+              gathers, static_cast<double>(after.bytes_copied - before.bytes_copied) * per_step / 1e9, alone * 1e3,
+              waited * 1e3, alone > 0 ? 100.0 * std::max(0.0, 1.0 - waited / alone) : 0.0);
 }
 
 // Every parameter of the freshly built (uninitialized) model: weights N(0, 0.02), biases 0, the
@@ -345,6 +391,18 @@ int run(const Options& o) {
   nn::AdapterReport adapters = nn::apply_adapters(
       *model, {.type = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .options = {.rank = o.rank, .alpha = o.alpha}});
   r.n_adapters = static_cast<int64_t>(adapters.wrapped.size());
+  // Sharded: the gathers' own group, and one for the blocking measurement below.
+  std::shared_ptr<comm::ProcessGroup> gathers;
+  std::shared_ptr<BlockSwapper> shards;
+  if (o.shard_weights) {
+    gathers = comm::make_process_group("auto", device, 600);
+    shards = attach_weight_shards(*model, gathers, device);
+    int64_t mine = 0;
+    for (int k = 0; k < shards->n_blocks(); ++k) mine += shards->shard_bytes(k);
+    std::printf("flux_step_bench: rank %d of %d (%s): the %d blocks' frozen weights sharded, %.3f GB on this rank\n",
+                gathers->rank(), gathers->size(), gathers->backend().c_str(), shards->n_blocks(),
+                static_cast<double>(mine) / 1e9);
+  }
   r.n_trainable = model->n_parameters(true);
   r.n_parameters = model->n_parameters();
   std::unique_ptr<Optimizer> optimizer =
@@ -407,6 +465,7 @@ int run(const Options& o) {
   for (int i = 1; i < o.warmup; ++i) step(i, nullptr);
   synchronize(device);
   reset_peak_memory(device);
+  const BlockSwapper::Stats before_timed = shards ? shards->stats() : BlockSwapper::Stats{};
   for (int i = 0; i < o.steps; ++i) {
     synchronize(device);
     start = Clock::now();
@@ -416,6 +475,7 @@ int run(const Options& o) {
   }
   r.peak_steady_bytes = memory_stats(device).peak_bytes;
   r.device_in_use_bytes = device_bytes_in_use(device);
+  if (shards) report_gathers(*shards, *gathers, before_timed, o.steps, device);
   for (double loss : r.losses)
     if (!std::isfinite(loss)) {
       std::fprintf(stderr, "guard FAILED: a loss is not finite\n");
