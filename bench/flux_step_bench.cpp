@@ -7,7 +7,8 @@
 //   mpirun -np 2 build/bench/flux_step_bench --shard-weights        # the blocks' weights sharded over the ranks
 //
 // --shard-weights (distributed.shard: weights, engine/block_swap.h "Sharded"): under a launcher the blocks' frozen
-// weights are cut among the ranks (NCCL on CUDA, MPI on the CPU; alone, one rank of the single group) and gathered
+// weights are cut among the ranks (NCCL on CUDA, also alone: an NCCL group of one rank; MPI on the CPU, alone the
+// single group) and gathered
 // as each block runs; every rank runs the same step. Reported besides: the gathers per step, the bytes received, the
 // time one blocking all-gather of each block takes on its own (the gathers' cost if nothing hid them) and the time
 // the steps waited for gathers, so the share of the gathers hidden behind compute. The step time against the
@@ -395,7 +396,8 @@ int run(const Options& o) {
   std::shared_ptr<comm::ProcessGroup> gathers;
   std::shared_ptr<BlockSwapper> shards;
   if (o.shard_weights) {
-    gathers = comm::make_process_group("auto", device, 600);
+    // On CUDA through NCCL even alone (an NCCL group of one rank): the GPU's own gather path.
+    gathers = comm::make_process_group(device.is_cuda() ? "nccl" : "auto", device, 600);
     shards = attach_weight_shards(*model, gathers, device);
     int64_t mine = 0;
     for (int k = 0; k < shards->n_blocks(); ++k) mine += shards->shard_bytes(k);

@@ -8,7 +8,9 @@
 #   WICK_GPU_SECTIONS=flux ... # only some sections (default "tests bench flux"): the CUDA tests, the
 #                             # GPU benchmarks, the full-size Flux LoRA step vs diffusers + PEFT
 #                             # (at most 9 minutes alone: in a device call of at most 10 minutes, run
-#                             # "tests bench" and "flux" as two calls)
+#                             # "tests bench" and "flux" as two calls); "shard" (not in the default):
+#                             # flux_step_bench with --shard-weights (NCCL group of one rank) against
+#                             # the same step unsharded, at WICK_GPU_SHARD_ARGS (default 4 + 8 blocks)
 #
 # The CUDA libraries come from the machine: the toolkit's lib64 and the nvidia-* Python packages
 # next to PyTorch (cuDNN, NCCL).
@@ -186,6 +188,25 @@ if want flux && [ -x "$root/bin/flux_step_bench" ]; then
   { echo "\`python3 bench/gpu/flux_vs_diffusers.py --wick bin/flux_step_bench --compile --budget ${WICK_GPU_FLUX_BUDGET:-500} ${WICK_GPU_FLUX_ARGS:-}\`"
     echo; cat "$out/flux_vs_diffusers.md" 2>/dev/null || echo "(no table: see the log below)"
     echo; echo '```'; grep -E '^(Flux step|flux_step_bench|diffusers (eager|compile)|guard|\[|warning)' "$log" | tail -40
+    echo '```'; } >>"$report"
+fi
+# distributed.shard: weights on one GPU: the blocks' weights gathered through an NCCL group of one rank (the
+# gathers' stream, events and buffers of a multi-GPU run) against the unsharded step: the same losses, the step
+# time ratio, the gathers' report.
+if want shard && [ -x "$root/bin/flux_step_bench" ]; then
+  section "Flux LoRA step with the weights sharded (NCCL, one rank) vs unsharded"
+  args=${WICK_GPU_SHARD_ARGS:---depth 4 --depth-single 8}
+  # shellcheck disable=SC2086  # the arguments are words
+  timeout 240 "$root/bin/flux_step_bench" $args >"$out/shard_off.log" 2>&1 || status=1
+  # shellcheck disable=SC2086
+  timeout 240 "$root/bin/flux_step_bench" $args --shard-weights >"$out/shard_on.log" 2>&1 || status=1
+  same=no
+  [ "$(grep '^flux_step_bench: losses' "$out/shard_off.log")" = "$(grep '^flux_step_bench: losses' "$out/shard_on.log")" ] &&
+    [ -n "$(grep '^flux_step_bench: losses' "$out/shard_on.log")" ] && same=yes
+  [ $same = yes ] || status=1
+  { echo "\`bin/flux_step_bench $args [--shard-weights]\`: losses equal: $same"; echo; echo '```'
+    grep -E '^flux_step_bench: (median|memory|gathers|rank|losses|guard)|error' "$out/shard_off.log" | sed 's/^/unsharded: /'
+    grep -E '^flux_step_bench: (median|memory|gathers|rank|losses|guard)|error' "$out/shard_on.log" | sed 's/^/sharded:   /'
     echo '```'; } >>"$report"
 fi
 echo "report: $report"
