@@ -83,12 +83,13 @@ void check_input(const Tensor& x, int64_t channels, const char* what) {
 
 }  // namespace
 
-WanCausalConv3d::WanCausalConv3d(const WanVaeConfig& c, int64_t in, int64_t out, int64_t kernel_t,
-                                 int64_t kernel_hw, int64_t padding_hw)
+WanCausalConv3d::WanCausalConv3d(const WanVaeConfig& c, int64_t in, int64_t out, int64_t kernel_t, int64_t kernel_hw,
+                                 int64_t padding_hw)
     : padding_(padding_hw) {
   const int64_t fan_in = in * kernel_t * kernel_hw * kernel_hw;
   auto make = [&](const Shape& shape) {
-    return c.initialize ? init_fan_in_uniform(shape, fan_in, c.dtype, c.device) : Tensor::empty(shape, c.dtype, c.device);
+    return c.initialize ? init_fan_in_uniform(shape, fan_in, c.dtype, c.device)
+                        : Tensor::empty(shape, c.dtype, c.device);
   };
   register_parameter("weight", &weight_, make({out, in, kernel_t, kernel_hw, kernel_hw}), false);
   register_parameter("bias", &bias_, make({out}), false);
@@ -102,16 +103,17 @@ Tensor WanCausalConv3d::forward(const Tensor& x) {
 
 WanRmsNorm::WanRmsNorm(const WanVaeConfig& c, int64_t channels, bool image_gamma) {
   const Shape shape = image_gamma ? Shape{channels, 1, 1} : Shape{channels, 1, 1, 1};
-  register_parameter("gamma", &gamma_, c.initialize ? ones(shape, c.dtype, c.device) : Tensor::empty(shape, c.dtype, c.device),
-                     false);
+  register_parameter("gamma", &gamma_,
+                     c.initialize ? ones(shape, c.dtype, c.device) : Tensor::empty(shape, c.dtype, c.device), false);
 }
 
 Tensor WanRmsNorm::forward(const Tensor& x) {
-  WICK_CHECK(x.dim() == 4 && x.size(1) == gamma_.size(0), "WanRmsNorm: expected [B, ", gamma_.size(0),
-             ", H, W], got ", x.describe());
+  WICK_CHECK(x.dim() == 4 && x.size(1) == gamma_.size(0), "WanRmsNorm: expected [B, ", gamma_.size(0), ", H, W], got ",
+             x.describe());
   const DType math = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor xf = autograd::to_dtype(x, math);
-  Tensor norm = autograd::maximum(autograd::sqrt(autograd::sum(autograd::square(xf), {1}, /*keepdim=*/true)), kNormFloor);
+  Tensor norm =
+      autograd::maximum(autograd::sqrt(autograd::sum(autograd::square(xf), {1}, /*keepdim=*/true)), kNormFloor);
   Tensor normalized = autograd::to_dtype(xf / norm, x.dtype());
   const int64_t channels = gamma_.size(0);
   return normalized * std::sqrt(static_cast<double>(channels)) * autograd::reshape(gamma_, {channels, 1, 1});
@@ -146,8 +148,9 @@ WanAttentionBlock::WanAttentionBlock(const WanVaeConfig& c, int64_t channels) {
 Tensor WanAttentionBlock::forward(const Tensor& x) {
   const int64_t channels = x.size(1);
   Tensor qkv = child("to_qkv")->forward(child("norm")->forward(x));
-  Tensor attended = spatial_attention(autograd::narrow(qkv, 1, 0, channels), autograd::narrow(qkv, 1, channels, channels),
-                                      autograd::narrow(qkv, 1, 2 * channels, channels));
+  Tensor attended =
+      spatial_attention(autograd::narrow(qkv, 1, 0, channels), autograd::narrow(qkv, 1, channels, channels),
+                        autograd::narrow(qkv, 1, 2 * channels, channels));
   qkv = Tensor();
   return x + child("proj")->forward(attended);
 }
@@ -181,9 +184,10 @@ WanEncoder::WanEncoder(const WanVaeConfig& c) {
       downsamples->add(std::to_string(index++), std::make_shared<WanResidualBlock>(c, in, out));
     if (i + 1 < n)
       downsamples->add(std::to_string(index++),
-                       std::make_shared<WanResample>(c, out, c.temporal_downsample[static_cast<size_t>(i)]
-                                                                 ? WanResampleMode::Downsample3d
-                                                                 : WanResampleMode::Downsample2d));
+                       std::make_shared<WanResample>(c, out,
+                                                     c.temporal_downsample[static_cast<size_t>(i)]
+                                                         ? WanResampleMode::Downsample3d
+                                                         : WanResampleMode::Downsample2d));
   }
   register_module("downsamples", downsamples);
   register_module("middle", make_middle(c, in));
@@ -213,9 +217,10 @@ WanDecoder::WanDecoder(const WanVaeConfig& c) {
       upsamples->add(std::to_string(index++), std::make_shared<WanResidualBlock>(c, in, out));
     if (i + 1 < n)
       upsamples->add(std::to_string(index++),
-                     std::make_shared<WanResample>(c, out, c.temporal_downsample[static_cast<size_t>(n - 2 - i)]
-                                                               ? WanResampleMode::Upsample3d
-                                                               : WanResampleMode::Upsample2d));
+                     std::make_shared<WanResample>(c, out,
+                                                   c.temporal_downsample[static_cast<size_t>(n - 2 - i)]
+                                                       ? WanResampleMode::Upsample3d
+                                                       : WanResampleMode::Upsample2d));
   }
   register_module("upsamples", upsamples);
   register_module("head", make_head(c, in, c.in_channels));

@@ -74,8 +74,7 @@ void validate(const WanVaeConfig& c) {
                       static_cast<int64_t>(c.normalization.mean.size()) == c.z_dim,
                   "Wan VAE config: latents_mean / latents_std must have z_dim = ", c.z_dim, " entries, got ",
                   c.normalization.mean.size(), " / ", c.normalization.std.size());
-  for (double s : c.normalization.std)
-    WICK_CHECK_KIND(Config, s != 0.0, "Wan VAE config: a latents_std entry is 0");
+  for (double s : c.normalization.std) WICK_CHECK_KIND(Config, s != 0.0, "Wan VAE config: a latents_std entry is 0");
   WICK_CHECK_KIND(Config,
                   c.dtype == DType::F32 || c.dtype == DType::BF16 || c.dtype == DType::F16 || c.dtype == DType::F64,
                   "Wan VAE config: dtype must be floating, got ", dtype_name(c.dtype));

@@ -69,7 +69,7 @@ std::optional<WanHfConfig> read_config_json(const WeightSource& source) {
   const std::string name = hf.json.value("_class_name", std::string());
   bool known = false;
   for (const std::string& k : kDiffusersClasses) known = known || name == k;
-  WICK_CHECK_KIND(Config, known, hf.path, " is for a ", name.empty() ? "model without _class_name" : name,
+  WICK_CHECK_KIND(Config, known, hf.path, " is for ", name.empty() ? "a model without _class_name" : name,
                   ", not a Wan 2.1 / Qwen-Image VAE (AutoencoderKLQwenImage or AutoencoderKLWan)");
   return hf;
 }
@@ -99,8 +99,8 @@ void check_against_config(const WanHfConfig& hf, const WanVaeConfig& c) {
   if (hf.json.contains("dim_mult") && hf.json["dim_mult"].is_array()) {
     std::vector<int64_t> said;
     for (const nlohmann::json& v : hf.json["dim_mult"]) said.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
-    WICK_CHECK_KIND(Data, said == c.dim_mult, hf.path, " says dim_mult = ", list_text(said),
-                    " but the weights have ", list_text(c.dim_mult));
+    WICK_CHECK_KIND(Data, said == c.dim_mult, hf.path, " says dim_mult = ", list_text(said), " but the weights have ",
+                    list_text(c.dim_mult));
   }
   if (hf.json.contains("temperal_downsample") && hf.json["temperal_downsample"].is_array()) {
     std::vector<bool> said;
@@ -108,6 +108,76 @@ void check_against_config(const WanHfConfig& hf, const WanVaeConfig& c) {
     WICK_CHECK_KIND(Data, said == c.temporal_downsample, hf.path,
                     " says temperal_downsample differently from the weights' time_conv layers");
   }
+}
+
+// Tensor shapes by name, for the sizes; `where` (" <path>" or "") goes into the messages.
+struct ShapeReader {
+  const std::map<std::string, Shape>& shapes;
+  std::string where;
+
+  bool has(const std::string& name) const { return shapes.count(name) != 0; }
+  const Shape& get(const std::string& name, size_t rank) const {
+    auto it = shapes.find(name);
+    WICK_CHECK_KIND(Data, it != shapes.end(), "Wan VAE weights", where, ": '", name,
+                    "' is missing, so the model's sizes are unknown");
+    WICK_CHECK_KIND(Data, it->second.size() == rank, "Wan VAE weights", where, ": '", name, "' has shape ", it->second,
+                    ", expected ", rank, " axes");
+    return it->second;
+  }
+};
+
+// dim_mult, num_res_blocks and temporal_downsample from the encoder's flat list: residual blocks, and a
+// resample closing each level but the last (with a time_conv where the level downsamples time).
+void read_encoder_levels(const ShapeReader& shapes, WanVaeConfig& c) {
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : shapes.shapes) names.push_back(name);
+  c.dim_mult.clear();
+  c.temporal_downsample.clear();
+  std::vector<int64_t> blocks_per_level;
+  int64_t in_level = 0, level_channels = 0;
+  auto close_level = [&] {
+    WICK_CHECK_KIND(Data, in_level > 0 && level_channels % c.base_dim == 0, "Wan VAE weights", shapes.where,
+                    ": encoder level ", blocks_per_level.size(), " has ", in_level, " residual blocks and ",
+                    level_channels, " channels (expected at least one block, a multiple of ", c.base_dim, ")");
+    c.dim_mult.push_back(level_channels / c.base_dim);
+    blocks_per_level.push_back(std::exchange(in_level, 0));
+  };
+  for (int64_t i = 0; i < count_blocks(names, "encoder.downsamples."); ++i) {
+    const std::string layer = "encoder.downsamples." + std::to_string(i);
+    if (shapes.has(layer + ".residual.2.weight")) {
+      level_channels = shapes.get(layer + ".residual.2.weight", 5)[0];
+      ++in_level;
+    } else {
+      WICK_CHECK_KIND(Data, shapes.has(layer + ".resample.1.weight"), "Wan VAE weights", shapes.where, ": ", layer,
+                      " is neither a residual block (residual.2.weight) nor a resample (resample.1.weight)");
+      close_level();
+      c.temporal_downsample.push_back(shapes.has(layer + ".time_conv.weight"));
+    }
+  }
+  close_level();
+  for (int64_t blocks : blocks_per_level)
+    WICK_CHECK_KIND(Data, blocks == blocks_per_level.front(), "Wan VAE weights", shapes.where,
+                    ": encoder levels have different residual block counts (", blocks, " and ",
+                    blocks_per_level.front(), ")");
+  c.num_res_blocks = blocks_per_level.front();
+}
+
+// The normalization (options, else config.json, else Wan 2.1's for 16 channels) and where it came from.
+std::string pick_normalization(const WanVaeLoadOptions& options, const std::optional<WanHfConfig>& hf,
+                               const std::string& source_path, WanVaeConfig& c) {
+  if (options.normalization) {
+    c.normalization = *options.normalization;
+    return "options";
+  }
+  if (hf && hf->json.contains("latents_mean") && hf->json.contains("latents_std")) {
+    c.normalization = {.mean = json_numbers(hf->json, "latents_mean", hf->path),
+                       .std = json_numbers(hf->json, "latents_std", hf->path)};
+    return "config.json";
+  }
+  WICK_CHECK_KIND(Config, c.z_dim == 16, "Wan VAE weights ", source_path, ": ", c.z_dim,
+                  " latent channels and no config.json with latents_mean / latents_std: give the normalization");
+  c.normalization = wan21_latent_normalization();
+  return "Wan 2.1's (Qwen-Image's) defaults";
 }
 
 }  // namespace
@@ -148,7 +218,8 @@ WeightFormat wan_vae_diffusers_format(int64_t n_levels, int64_t decoder_blocks) 
   for (int64_t i = 0; i < n_levels; ++i) {
     const std::string level = "decoder.up_blocks." + std::to_string(i);
     for (int64_t j = 0; j < decoder_blocks; ++j)
-      add_residual(rules, "decoder.upsamples." + std::to_string(i * stride + j), level + ".resnets." + std::to_string(j));
+      add_residual(rules, "decoder.upsamples." + std::to_string(i * stride + j),
+                   level + ".resnets." + std::to_string(j));
     add_resample(rules, "decoder.upsamples." + std::to_string(i * stride + decoder_blocks), level + ".upsamplers.0");
   }
   return format;
@@ -177,58 +248,16 @@ DetectedFormat detect_wan_vae_format(const WeightSource& source) {
 }
 
 WanVaeConfig wan_vae_config_from_shapes(const std::map<std::string, Shape>& shapes, const std::string& source_name) {
-  const std::string where = source_name.empty() ? "" : " " + source_name;
-  auto shape_of = [&](const std::string& name, size_t rank) -> const Shape& {
-    auto it = shapes.find(name);
-    WICK_CHECK_KIND(Data, it != shapes.end(), "Wan VAE weights", where, ": '", name,
-                    "' is missing, so the model's sizes are unknown");
-    WICK_CHECK_KIND(Data, it->second.size() == rank, "Wan VAE weights", where, ": '", name, "' has shape ",
-                    it->second, ", expected ", rank, " axes");
-    return it->second;
-  };
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : shapes) names.push_back(name);
+  const ShapeReader shapes_of{.shapes = shapes, .where = source_name.empty() ? "" : " " + source_name};
   WanVaeConfig c;
-  const Shape& conv_in = shape_of("encoder.conv1.weight", 5);
+  const Shape& conv_in = shapes_of.get("encoder.conv1.weight", 5);
   c.in_channels = conv_in[1];
   c.base_dim = conv_in[0];
-  c.z_dim = shape_of("decoder.conv1.weight", 5)[1];
-  const int64_t moments = shape_of("encoder.head.2.weight", 5)[0];
-  WICK_CHECK_KIND(Data, moments == 2 * c.z_dim, "Wan VAE weights", where, ": encoder.head.2 makes ", moments,
+  c.z_dim = shapes_of.get("decoder.conv1.weight", 5)[1];
+  const int64_t moments = shapes_of.get("encoder.head.2.weight", 5)[0];
+  WICK_CHECK_KIND(Data, moments == 2 * c.z_dim, "Wan VAE weights", shapes_of.where, ": encoder.head.2 makes ", moments,
                   " channels, but the decoder takes ", c.z_dim, " latent channels (expected twice as many)");
-  // The encoder's flat list: residual blocks, a resample closing each level but the last.
-  c.dim_mult.clear();
-  c.temporal_downsample.clear();
-  int64_t in_level = 0, level_channels = 0;
-  std::vector<int64_t> blocks_per_level;
-  auto close_level = [&] {
-    WICK_CHECK_KIND(Data, in_level > 0 && level_channels % c.base_dim == 0, "Wan VAE weights", where,
-                    ": encoder level ", blocks_per_level.size(), " has ", in_level, " residual blocks and ",
-                    level_channels, " channels (expected at least one block, a multiple of ", c.base_dim, ")");
-    c.dim_mult.push_back(level_channels / c.base_dim);
-    blocks_per_level.push_back(in_level);
-    in_level = 0;
-  };
-  const int64_t n = count_blocks(names, "encoder.downsamples.");
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string layer = "encoder.downsamples." + std::to_string(i);
-    if (shapes.count(layer + ".residual.2.weight")) {
-      level_channels = shape_of(layer + ".residual.2.weight", 5)[0];
-      ++in_level;
-    } else if (shapes.count(layer + ".resample.1.weight")) {
-      close_level();
-      c.temporal_downsample.push_back(shapes.count(layer + ".time_conv.weight") != 0);
-    } else {
-      WICK_FAIL(Data, "Wan VAE weights", where, ": ", layer, " is neither a residual block (residual.2.weight) nor a ",
-                "resample (resample.1.weight)");
-    }
-  }
-  close_level();
-  for (int64_t blocks : blocks_per_level)
-    WICK_CHECK_KIND(Data, blocks == blocks_per_level.front(), "Wan VAE weights", where,
-                    ": encoder levels have different residual block counts (", blocks, " and ",
-                    blocks_per_level.front(), ")");
-  c.num_res_blocks = blocks_per_level.front();
+  read_encoder_levels(shapes_of, c);
   return c;
 }
 
@@ -241,19 +270,7 @@ LoadedWanVae load_wan_vae(const std::string& path, const WanVaeLoadOptions& opti
   WanVaeConfig c = wan_vae_config_from_shapes(mapped_shapes(source, format), source.path());
   if (hf) check_against_config(*hf, c);
   LoadedWanVae out;
-  if (options.normalization) {
-    c.normalization = *options.normalization;
-    out.normalization_source = "options";
-  } else if (hf && hf->json.contains("latents_mean") && hf->json.contains("latents_std")) {
-    c.normalization = {.mean = json_numbers(hf->json, "latents_mean", hf->path),
-                       .std = json_numbers(hf->json, "latents_std", hf->path)};
-    out.normalization_source = "config.json";
-  } else {
-    WICK_CHECK_KIND(Config, c.z_dim == 16, "Wan VAE weights ", source.path(), ": ", c.z_dim,
-                    " latent channels and no config.json with latents_mean / latents_std: give the normalization");
-    c.normalization = wan21_latent_normalization();
-    out.normalization_source = "Wan 2.1's (Qwen-Image's) defaults";
-  }
+  out.normalization_source = pick_normalization(options, hf, source.path(), c);
   c.dtype = options.dtype;
   c.device = options.device;
   c.initialize = false;

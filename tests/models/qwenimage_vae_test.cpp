@@ -16,6 +16,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -109,7 +112,9 @@ TEST(QwenImageVae, FiveDimensionalSingleFramesAndNormalization) {
             1e-7);
   EXPECT_LE(max_abs_error(Tensor::from_vector(wan21_latent_normalization().std, {16}), expected("latents_std")), 1e-6);
   // Videos are not implemented: a clear error, not a wrong answer.
-  EXPECT_THAT(wick::testing::error_of([&] { vae.model->encode(Tensor::empty({1, 3, 5, 40, 56}, DType::F32)); }),
+  EXPECT_THAT(wick::testing::error_of([&] {
+                vae.model->encode(Tensor::empty({1, 3, 5, 40, 56}, DType::F32));
+              }),
               HasSubstr("only single images (T = 1)"));
 }
 
@@ -128,6 +133,27 @@ TEST(QwenImageVae, OtherFilesAreRefusedAsConfigErrors) {
     EXPECT_THAT(message, HasSubstr("is not a Wan 2.1 / Qwen-Image VAE"));
     EXPECT_THAT(message, HasSubstr("AutoencoderKL's"));
     EXPECT_THAT(message, HasSubstr("encoder.downsamples.0.residual.0.gamma"));
+    std::printf("  %s\n", message.c_str());
+  }
+  {  // the Wan file beside an AutoencoderKL's config.json
+    const std::filesystem::path dir = wick::testing::scratch_dir("qwenimage_vae_other_config");
+    std::filesystem::copy_file(data("qwenimage_vae/qwen_image_vae.safetensors"), dir / "vae.safetensors");
+    std::filesystem::copy_file(data("vae/sdxl_tiny/vae/config.json"), dir / "config.json");
+    auto [kind, message] = error_kind(dir.string());
+    EXPECT_EQ(kind, ErrorKind::Config);
+    EXPECT_THAT(message, HasSubstr("is for AutoencoderKL, not a Wan 2.1 / Qwen-Image VAE"));
+  }
+  {  // a config.json whose sizes differ from the weights': a Data error naming the field
+    const std::filesystem::path dir = wick::testing::scratch_dir("qwenimage_vae_wrong_config");
+    std::filesystem::copy_file(data("qwenimage_vae/vae/diffusion_pytorch_model.safetensors"),
+                               dir / "diffusion_pytorch_model.safetensors");
+    std::ifstream in(data("qwenimage_vae/vae/config.json"));
+    std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json.replace(json.find("\"base_dim\": 3"), 13, "\"base_dim\": 96");
+    std::ofstream(dir / "config.json") << json;
+    auto [kind, message] = error_kind(dir.string());
+    EXPECT_EQ(kind, ErrorKind::Data);
+    EXPECT_THAT(message, HasSubstr("says base_dim = 96 but the weights have 3"));
   }
   {  // an AutoencoderKL pipeline folder (diffusers names, config.json)
     auto [kind, message] = error_kind(data("vae/sdxl_tiny"));
