@@ -118,6 +118,38 @@ TEST(QwenImageVae, FiveDimensionalSingleFramesAndNormalization) {
               HasSubstr("only single images (T = 1)"));
 }
 
+TEST(QwenImageVae, Bf16ErrorsAreThoseOfDiffusersBf16) {
+  // bf16 parameters and activations (the RMS norm's L2 normalization in f32, as diffusers). This tiny random
+  // model amplifies bf16 rounding a lot: diffusers' own bf16 model is this far from its f32 outputs (max abs;
+  // measured with diffusers 0.42.1 on the same image and latents), and wick's bf16 errors must be of that size.
+  // A sanity check of the bf16 path (a wrong cast or a 16-bit norm shows), not a parity test.
+  const double diffusers_bf16[] = {0.0988, 0.1186, 0.0676, 0.9092};  // mean, logvar, normalized, decoded
+  LoadedWanVae vae = load_wan_vae(data("qwenimage_vae"), {.normalization = std::nullopt, .dtype = DType::BF16});
+  VaeMoments m = vae.model->encode(expected("image"));
+  EXPECT_EQ(m.mean.dtype(), DType::BF16);
+  Tensor decoded = vae.model->decode(vae.model->denormalize(expected("latents").to(DType::BF16)));
+  const double errors[] = {max_abs_error(m.mean, expected("mean")), max_abs_error(m.logvar, expected("logvar")),
+                           max_abs_error(vae.model->normalize(m.mean), expected("normalized")),
+                           max_abs_error(decoded, expected("decoded"))};
+  std::printf("  bf16 vs f32 references: max abs error mean %.2e, logvar %.2e, normalized %.2e, decoded %.2e\n",
+              errors[0], errors[1], errors[2], errors[3]);
+  for (int i = 0; i < 4; ++i) EXPECT_LE(errors[i], 1.5 * diffusers_bf16[i]) << i;
+}
+
+TEST(QwenImageVae, RealSizes) {
+  // Qwen-Image's VAE (diffusers' AutoencoderKLQwenImage() defaults): 126,892,531 parameters in 194 tensors.
+  WanVaeConfig c = qwenimage_vae_config();
+  WanVae model(c);
+  EXPECT_EQ(model.n_parameters(), 126892531);
+  EXPECT_EQ(model.named_parameters().size(), 194u);
+  EXPECT_EQ(model.parameter("decoder.upsamples.4.shortcut.weight").shape(), (Shape{384, 192, 1, 1, 1}));
+  EXPECT_EQ(model.parameter("decoder.upsamples.3.time_conv.weight").shape(), (Shape{768, 384, 3, 1, 1}));
+  EXPECT_EQ(model.parameter("decoder.upsamples.3.resample.1.weight").shape(), (Shape{192, 384, 3, 3}));
+  EXPECT_EQ(model.parameter("encoder.head.2.weight").shape(), (Shape{32, 384, 3, 3, 3}));
+  EXPECT_EQ(model.parameter("encoder.middle.1.norm.gamma").shape(), (Shape{384, 1, 1}));
+  EXPECT_EQ(c.downscale(), 8);
+}
+
 TEST(QwenImageVae, OtherFilesAreRefusedAsConfigErrors) {
   auto error_kind = [](const std::string& path) {
     try {
