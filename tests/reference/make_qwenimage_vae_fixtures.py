@@ -2,7 +2,7 @@
 """Generates tests/data/qwenimage_vae/: a tiny random diffusers AutoencoderKLQwenImage (the Qwen-Image VAE, derived
 from Wan 2.1's causal 3-D VAE) in both weight layouts, and what diffusers computes for single images (T = 1).
 
-Made with (pip, CPU only): torch, diffusers 0.42.1, safetensors, numpy, Python 3.11. Run from the repository root:
+Made with (pip, CPU only): torch 2.15.0, diffusers 0.42.1, safetensors, numpy, Python 3.11. Run from the repository root:
     /tmp/refvenv/bin/python tests/reference/make_qwenimage_vae_fixtures.py
 Everything runs on the CPU, one thread, torch.use_deterministic_algorithms(True); every random tensor comes from a
 seeded torch.Generator, so a rerun rewrites byte-identical files.
