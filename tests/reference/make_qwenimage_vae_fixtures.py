@@ -156,8 +156,8 @@ def save(tensors, path):
 def main():
     deterministic_torch()
     print(f"torch {torch.__version__}, diffusers {diffusers.__version__}")
-    shutil.rmtree(OUT_DIR, ignore_errors=True)
     folder = os.path.join(OUT_DIR, "vae")
+    shutil.rmtree(folder, ignore_errors=True)  # README.md stays; every other file is rewritten
     os.makedirs(folder)
 
     torch.manual_seed(0)
