@@ -401,9 +401,11 @@ int run(const Options& o) {
     shards = attach_weight_shards(*model, gathers, device);
     int64_t mine = 0;
     for (int k = 0; k < shards->n_blocks(); ++k) mine += shards->shard_bytes(k);
-    std::printf("flux_step_bench: rank %d of %d (%s): the %d blocks' frozen weights sharded, %.3f GB on this rank\n",
+    std::printf("flux_step_bench: rank %d of %d (%s): the %d blocks' frozen weights sharded, %.3f GB on this rank; "
+                "tensors held %.3f GB (%.3f GB before)\n",
                 gathers->rank(), gathers->size(), gathers->backend().c_str(), shards->n_blocks(),
-                static_cast<double>(mine) / 1e9);
+                static_cast<double>(mine) / 1e9, static_cast<double>(memory_stats(device).current_bytes) / 1e9,
+                static_cast<double>(r.weights_bytes) / 1e9);
   }
   r.n_trainable = model->n_parameters(true);
   r.n_parameters = model->n_parameters();
