@@ -396,16 +396,17 @@ int run(const Options& o) {
   std::shared_ptr<comm::ProcessGroup> gathers;
   std::shared_ptr<BlockSwapper> shards;
   if (o.shard_weights) {
+    const int64_t held_before = memory_stats(device).current_bytes;  // weights and adapters
     // On CUDA through NCCL even alone (an NCCL group of one rank): the GPU's own gather path.
     gathers = comm::make_process_group(device.is_cuda() ? "nccl" : "auto", device, 600);
     shards = attach_weight_shards(*model, gathers, device);
     int64_t mine = 0;
     for (int k = 0; k < shards->n_blocks(); ++k) mine += shards->shard_bytes(k);
     std::printf("flux_step_bench: rank %d of %d (%s): the %d blocks' frozen weights sharded, %.3f GB on this rank; "
-                "tensors held %.3f GB (%.3f GB before)\n",
+                "tensors held (weights and adapters) %.3f GB, %.3f GB before\n",
                 gathers->rank(), gathers->size(), gathers->backend().c_str(), shards->n_blocks(),
                 static_cast<double>(mine) / 1e9, static_cast<double>(memory_stats(device).current_bytes) / 1e9,
-                static_cast<double>(r.weights_bytes) / 1e9);
+                static_cast<double>(held_before) / 1e9);
   }
   r.n_trainable = model->n_parameters(true);
   r.n_parameters = model->n_parameters();
