@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <sstream>
 
 #include "models/weights/key_map.h"
 #include "runtime/error.h"
+#include "runtime/shape.h"
 
 namespace wick::sd3 {
 namespace {
@@ -19,13 +19,6 @@ void add_linear(std::map<std::string, Shape>& out, const std::string& name, int6
   out[name + ".bias"] = {out_features};
 }
 
-std::string list_text(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << "]";
-  return out.str();
-}
 
 // Hints for the two common reasons a SAI name is absent: a checkpoint prefix, or diffusers' names.
 std::string format_hint(const std::map<std::string, Shape>& shapes) {
@@ -109,7 +102,7 @@ void validate(const Sd3Config& c) {
   WICK_CHECK_KIND(Config, c.mlp_ratio > 0 && c.mlp_hidden() > 0, "SD3: mlp_ratio ", c.mlp_ratio,
                   " gives no MLP width");
   for (int64_t i : c.dual_attention_layers)
-    WICK_CHECK_KIND(Config, i >= 0 && i < c.depth, "SD3: dual_attention_layers ", list_text(c.dual_attention_layers),
+    WICK_CHECK_KIND(Config, i >= 0 && i < c.depth, "SD3: dual_attention_layers ", shape_string(c.dual_attention_layers),
                     " names block ", i, ", outside 0..", c.depth - 1);
 }
 
@@ -204,7 +197,7 @@ Sd3Config config_from_shapes(const std::map<std::string, Shape>& shapes, int64_t
     auto it = shapes.find(name);
     WICK_CHECK_KIND(Data, it != shapes.end(), "SD3 config: tensor '", name, "' is missing (expected shape ", shape,
                     " for hidden ", c.hidden_size, ", ", c.depth, " blocks, QK norm ", c.qk_norm ? "on" : "off",
-                    ", dual attention in ", list_text(c.dual_attention_layers), ")");
+                    ", dual attention in ", shape_string(c.dual_attention_layers), ")");
     const bool modulation = name.find("x_block.adaLN_modulation.1.") != std::string::npos;
     WICK_CHECK_KIND(Data, it->second == shape, "SD3 config: tensor '", name, "' has shape ", it->second,
                     " but hidden ", c.hidden_size, ", head width ", head, ", MLP ", mlp, ", ", c.in_channels,
@@ -217,7 +210,7 @@ Sd3Config config_from_shapes(const std::map<std::string, Shape>& shapes, int64_t
   for (const auto& [name, shape] : shapes)
     WICK_CHECK_KIND(Data, !sai_name(name) || expected.count(name), "SD3 config: tensor '", name, "' ", shape,
                     " is not a parameter of the MMDiT the other shapes describe (", c.depth, " blocks, QK norm ",
-                    c.qk_norm ? "on" : "off", ", dual attention in ", list_text(c.dual_attention_layers), ")");
+                    c.qk_norm ? "on" : "off", ", dual attention in ", shape_string(c.dual_attention_layers), ")");
   return c;
 }
 

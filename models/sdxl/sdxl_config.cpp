@@ -1,20 +1,12 @@
 #include "models/sdxl/sdxl_config.h"
 
-#include <sstream>
-
 #include "models/weights/key_map.h"
 #include "runtime/error.h"
+#include "runtime/shape.h"
 
 namespace wick::sdxl {
 namespace {
 
-std::string list_text(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << "]";
-  return out.str();
-}
 
 // The parameter table being built: a helper per layer kind, in LDM's names.
 struct Shapes {
@@ -107,8 +99,8 @@ void validate(const UnetConfig& c) {
                   c.in_channels, ", out_channels ", c.out_channels, " and model_channels ", c.model_channels,
                   " must be positive");
   WICK_CHECK_KIND(Config, !c.channel_mult.empty() && c.transformer_depth.size() == c.channel_mult.size(),
-                  "SDXL UNet: channel_mult ", list_text(c.channel_mult), " and transformer_depth ",
-                  list_text(c.transformer_depth), " must name the same levels (at least one)");
+                  "SDXL UNet: channel_mult ", shape_string(c.channel_mult), " and transformer_depth ",
+                  shape_string(c.transformer_depth), " must name the same levels (at least one)");
   WICK_CHECK_KIND(Config, c.num_res_blocks > 0 && c.time_embed_dim > 0 && c.context_dim > 0,
                   "SDXL UNet: num_res_blocks ", c.num_res_blocks, ", time_embed_dim ", c.time_embed_dim,
                   " and context_dim ", c.context_dim, " must be positive");
@@ -281,9 +273,9 @@ UnetConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const 
 
   // Every parameter of that UNet, with its shape; and no LDM-named tensor left over.
   const std::map<std::string, Shape> expected = parameter_shapes(c);
-  const std::string described = std::to_string(c.model_channels) + " x " + list_text(c.channel_mult) + ", " +
+  const std::string described = std::to_string(c.model_channels) + " x " + shape_string(c.channel_mult) + ", " +
                                 std::to_string(c.num_res_blocks) + " resnets per level, transformer depth " +
-                                list_text(c.transformer_depth) + " and " + std::to_string(c.transformer_depth_middle) +
+                                shape_string(c.transformer_depth) + " and " + std::to_string(c.transformer_depth_middle) +
                                 " in the middle";
   for (const auto& [name, shape] : expected) {
     auto it = shapes.find(name);

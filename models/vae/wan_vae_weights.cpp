@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/shape.h"
 
 namespace wick::vae {
 namespace {
@@ -37,13 +37,6 @@ WeightFormat make_wan_format() {
                       .ignored = {}};
 }
 
-std::string list_text(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << "]";
-  return out.str();
-}
 
 // `path`, or the vae/ subfolder of a pipeline folder.
 WeightSource open_source(const std::string& path) {
@@ -99,8 +92,8 @@ void check_against_config(const WanHfConfig& hf, const WanVaeConfig& c) {
   if (hf.json.contains("dim_mult") && hf.json["dim_mult"].is_array()) {
     std::vector<int64_t> said;
     for (const nlohmann::json& v : hf.json["dim_mult"]) said.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
-    WICK_CHECK_KIND(Data, said == c.dim_mult, hf.path, " says dim_mult = ", list_text(said), " but the weights have ",
-                    list_text(c.dim_mult));
+    WICK_CHECK_KIND(Data, said == c.dim_mult, hf.path, " says dim_mult = ", shape_string(said), " but the weights have ",
+                    shape_string(c.dim_mult));
   }
   if (hf.json.contains("temperal_downsample") && hf.json["temperal_downsample"].is_array()) {
     std::vector<bool> said;
