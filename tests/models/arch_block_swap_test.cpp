@@ -20,8 +20,11 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops_loss.h"
+#include "comm/single_group.h"
+#include "engine/autograd/node.h"
 #include "engine/block_swap.h"
 #include "models/memory/memory_estimate.h"
+#include "models/model_factory.h"
 #include "runtime/error.h"
 #include "tests/models/tiny_arch.h"
 
@@ -191,6 +194,50 @@ TEST_P(ArchBlockSwap, BitwiseEqualToNoSwappingWithinTwoBlocksResident) {
       EXPECT_EQ(estimate.swapped_weights, all) << label << ", " << n;
       EXPECT_EQ(estimate.swap_buffers, 2 * largest) << label << ", " << n;
     }
+  }
+}
+
+// distributed.shard: weights on one rank (the single group: every rank's part is the whole packed block, gathered by a
+// copy), every block sharded, the last two with their shards in host memory: the same numbers bitwise, the packed
+// bytes of each block at least its tensors' bytes, the estimate's packing equal to the swapper's. (Several ranks:
+// tests/comm/weight_shards_test.cpp and the mpi end-to-end rows.)
+TEST_P(ArchBlockSwap, ShardedWeightsOnOneRankAreBitwiseTheUnshardedModel) {
+  const BlockSwapRow& row = GetParam();
+  const TinyArch& arch = *row.arch;
+  for (const std::string& model_extra : {std::string(), std::string(", quantize: float8")}) {
+    const std::string label = model_extra.empty() ? "f32 base" : "float8 base";
+    std::shared_ptr<DiffusionModel> plain = arch.build(model_extra, arch.lora_network() + swap_sections(""));
+    const Trace want = two_steps_and_inference(arch, *plain);
+    std::shared_ptr<DiffusionModel> sharded = arch.build(model_extra, arch.lora_network() + swap_sections(""));
+    int64_t frozen_block_bytes = 0;
+    for (const auto& [name, tensor] : sharded->named_parameters())
+      if (!autograd::requires_grad(tensor) && !testing::is_outside_blocks(arch, name))
+        frozen_block_bytes += static_cast<int64_t>(tensor.nbytes());
+    std::shared_ptr<BlockSwapper> shards =
+        attach_weight_shards(*sharded, std::make_shared<comm::SingleGroup>(), Device::cpu(), /*n_host_blocks=*/2);
+    ASSERT_TRUE(shards->sharded());
+    ASSERT_EQ(shards->n_blocks(), static_cast<int>(row.blocks.size()));
+    int64_t packed = 0;
+    for (int k = 0; k < shards->n_blocks(); ++k) {
+      EXPECT_EQ(shards->shard_bytes(k), shards->block_bytes(k)) << "one rank keeps the whole block";
+      EXPECT_EQ(shards->shard_in_host_memory(k), k >= shards->n_blocks() - 2) << k;
+      packed += shards->block_bytes(k);
+    }
+    EXPECT_GE(packed, frozen_block_bytes) << label;
+    const Trace got = two_steps_and_inference(arch, *sharded);
+    expect_bitwise_equal(got.steps, want.steps, label + ", sharded");
+    EXPECT_EQ(shards->stats().resident_bytes, 0) << "the inference forward leaves no gathered block alive";
+    const DataGeometry& g = arch.geometry;
+    MemoryInputs in{.batch_size = 2, .latent_height = g.latent_sizes[0].first, .latent_width = g.latent_sizes[0].second,
+                    .text_length = g.text_length, .text_dim = g.text_dim, .latent_channels = g.latent_channels,
+                    .pooled_dim = g.pooled_dim, .gradient_checkpointing = true, .optimizer = "adamw"};
+    in.shard_weights = true;
+    in.blocks_to_swap = 2;
+    const MemoryEstimate estimate = estimate_training_memory(*sharded, in);
+    EXPECT_EQ(estimate.sharded_weights, packed) << label;
+    EXPECT_EQ(estimate.swapped_weights,
+              shards->block_bytes(shards->n_blocks() - 1) + shards->block_bytes(shards->n_blocks() - 2))
+        << label;
   }
 }
 
