@@ -109,6 +109,7 @@
 #include "models/zimage/zimage.h"
 #include "runtime/memory.h"
 #include "runtime/ops/random.h"
+#include "tests/models/step_memory.h"
 #include "tests/train/synthetic_dataset.h"
 
 namespace fs = std::filesystem;
@@ -120,68 +121,6 @@ namespace {
 constexpr double kTolerance = 0.10;
 constexpr double kSdxlTolerance = 0.20;  // the SDXL count's (SdxlUnetWithinItsTolerance)
 
-struct StepShape {
-  int64_t batch = 2, channels = 16, size = 16, text_length = 16, text_dim = 256, pooled_dim = 64;
-};
-
-struct Measurement {
-  int64_t peak = 0;     // the step's peak tensor bytes above what was allocated before the model
-  int64_t kept = 0;     // bytes the forward left for backward (loss included)
-  MemoryEstimate estimate;
-  ActivationProfile profile;
-};
-
-Tensor random_tensor(const Shape& shape, uint64_t key) { return randn(shape, RngStream{key, 1}); }
-
-// Builds the model, estimates, then runs one training step and measures.
-Measurement measure_step(const std::function<std::shared_ptr<DiffusionModel>()>& build, const StepShape& s,
-                         const std::string& optimizer_name, bool checkpointing, int64_t blocks_to_swap = 0,
-                         bool shard_weights = false) {
-  const Device cpu = Device::cpu();
-  Measurement out;
-  const int64_t before = memory_stats(cpu).current_bytes;
-  std::shared_ptr<DiffusionModel> model = build();
-  model->set_gradient_checkpointing(checkpointing);
-  MemoryInputs in{.batch_size = s.batch, .latent_height = s.size, .latent_width = s.size,
-                  .text_length = s.text_length, .text_dim = s.text_dim, .latent_channels = s.channels,
-                  .pooled_dim = s.pooled_dim, .gradient_checkpointing = checkpointing, .optimizer = optimizer_name,
-                  .batches_in_flight = 1};
-  in.blocks_to_swap = blocks_to_swap;
-  in.shard_weights = shard_weights;
-  out.estimate = estimate_training_memory(*model, in);
-  out.profile = model->activation_profile({.batch = s.batch, .latent_height = s.size, .latent_width = s.size,
-                                           .text_length = s.text_length, .dtype = model->dtype()},
-                                          checkpointing);
-  reset_peak_memory(cpu);
-  {
-    std::unique_ptr<Optimizer> optimizer = make_optimizer(optimizer_name, model->trainable_parameters(), {});
-    Tensor latents = random_tensor({s.batch, s.channels, s.size, s.size}, 1);
-    diffusion::Conditioning cond{.context = random_tensor({s.batch, s.text_length, s.text_dim}, 2),
-                                 .pooled = random_tensor({s.batch, s.pooled_dim}, 3)};
-    Objective objective{TrainSection{}};
-    std::vector<int64_t> ids;
-    for (int64_t i = 0; i < s.batch; ++i) ids.push_back(i);
-    ObjectiveBatch ob = objective.make(latents, ids, 0);
-    autograd::GradientStore grads;
-    {
-      Tensor x_in = ob.x_t.to(model->dtype());
-      const int64_t before_forward = memory_stats(cpu).current_bytes;
-      Tensor loss = objective.loss(model->predict(x_in, ob.model_time, cond), ob);
-      out.kept = memory_stats(cpu).current_bytes - before_forward;
-      autograd::backward(loss, grads, autograd::GradientMode::Accumulate);
-    }
-    optimizer->step(grads, 1e-4f);
-  }
-  out.peak = memory_stats(cpu).peak_bytes - before;
-  return out;
-}
-
-flux::FluxConfig tiny_flux(int64_t heads, DType dtype) {
-  flux::FluxConfig c{.in_channels = 64, .hidden_size = 128, .num_heads = heads, .depth = 2, .depth_single = 2,
-                     .context_dim = 256, .vec_dim = 64, .dtype = dtype};
-  if (heads == 2) c.axes_dim = {8, 28, 28};  // head width 64
-  return c;
-}
 
 // The tiny MMDiT: hidden 128 in heads of 64 (SAI's width), 3 joint blocks (attn2 in block 0, the last pre-only),
 // QK norm, context 256, pooled 64, a 32x32 position table.
@@ -394,7 +333,7 @@ TEST(MemoryEstimate, Float8AndSwappingMatchTheMeasuredPeak) {
       attach_block_swapper(*model, c.swap, Device::cpu());
       return std::shared_ptr<DiffusionModel>(model);
     };
-    Measurement m = measure_step(build, {.size = c.size}, "adamw", true, c.swap);
+    Measurement m = measure_step(build, {.size = c.size}, "adamw", true, {.blocks_to_swap = c.swap});
     const int64_t counted = m.estimate.total + m.estimate.swapped_weights;
     const double ratio = static_cast<double>(counted) / static_cast<double>(m.peak);
     std::printf("  flux f32 lora ckpt %s, %lld swapped, %lld: measured %lld, estimate %lld + host %lld (%.3f)\n",
@@ -426,7 +365,8 @@ TEST(MemoryEstimate, WeightShardingMatchesTheMeasuredPeak) {
       attach_weight_shards(*model, std::make_shared<comm::SingleGroup>(), Device::cpu(), c.host_blocks);
       return std::shared_ptr<DiffusionModel>(model);
     };
-    Measurement m = measure_step(build, {.size = 16}, "adamw", true, c.host_blocks, /*shard_weights=*/true);
+    Measurement m = measure_step(build, {.size = 16}, "adamw", true,
+                                 {.blocks_to_swap = c.host_blocks, .shard_weights = true});
     // On the CPU the host shards are counted by the allocator too: added to the estimate before comparing.
     const int64_t counted = m.estimate.total + m.estimate.swapped_weights;
     const double ratio = static_cast<double>(counted) / static_cast<double>(m.peak);
@@ -491,7 +431,7 @@ TEST(MemoryEstimate, Float8AndSwappingOfSd3AndSdxlMatchTheMeasuredPeak) {
       return model;
     };
     const StepShape shape = sdxl ? StepShape{.channels = 4, .size = 16} : StepShape{.size = 16};
-    Measurement m = measure_step(build, shape, "adamw", true, c.swap);
+    Measurement m = measure_step(build, shape, "adamw", true, {.blocks_to_swap = c.swap});
     const int64_t counted = m.estimate.total + m.estimate.swapped_weights;
     const double ratio = static_cast<double>(counted) / static_cast<double>(m.peak);
     std::printf("  %s %s, %lld swapped: measured %lld, estimate %lld + host %lld (%.3f)\n", c.arch.c_str(),
