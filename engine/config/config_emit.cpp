@@ -163,7 +163,10 @@ std::string to_yaml(const TrainConfig& c) {
 
   begin(out, "distributed");
   put(out, "backend", comm_backend_name(c.distributed.backend));
-  put(out, "shard", c.distributed.shard_weights ? "weights" : c.distributed.shard_optimizer ? "optimizer" : "none");
+  put(out, "shard", c.distributed.shard_auto      ? "auto"
+                    : c.distributed.shard_weights ? "weights"
+                    : c.distributed.shard_optimizer ? "optimizer"
+                                                    : "none");
   put(out, "shard_group", c.distributed.shard_within_node ? "node" : "world");
   put(out, "bucket_mb", c.distributed.bucket_mb);
   put(out, "timeout_s", c.distributed.timeout_s);

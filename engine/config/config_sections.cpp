@@ -369,23 +369,27 @@ void parse_distributed(ConfigContext& ctx, const YAML::Node& node, DistributedCo
   Section s(ctx, node, "distributed", {{"backend"}, {"shard"}, {"shard_optimizer"}, {"shard_group"}, {"bucket_mb"},
                                                 {"timeout_s"}});
   s.get_enum("backend", v.backend, backend_table);
-  // shard: none | optimizer (ZeRO-1) | weights (ZeRO-3 for the blocks' frozen weights); shard_optimizer: the
-  // older boolean (true = optimizer, false = none).
+  // shard: none | optimizer (ZeRO-1) | weights (ZeRO-3 for the blocks' frozen weights) | auto (the memory plan
+  // picks optimizer or weights); shard_optimizer: the older boolean (true = optimizer, false = none).
   if (s.has("shard")) {
     std::string text;
     s.get_string("shard", text);
     text = lowercase(text);
+    v.shard_auto = false;
     if (text == "none") {
       v.shard_optimizer = false, v.shard_weights = false;
     } else if (text == "optimizer") {
       v.shard_optimizer = true, v.shard_weights = false;
     } else if (text == "weights") {
       v.shard_optimizer = true, v.shard_weights = true;
+    } else if (text == "auto") {
+      v.shard_optimizer = true, v.shard_weights = false, v.shard_auto = true;
     } else if (text == "gradients") {
       ctx.fail(s.value("shard"), "distributed.shard: gradients (ZeRO-2) is not available yet; use optimizer (ZeRO-1: "
                                  "the gradients are already reduce-scattered into the optimizer's shards) or weights");
     } else {
-      ctx.fail(s.value("shard"), "distributed.shard: '" + text + "' is not a shard level; valid: none, optimizer, weights");
+      ctx.fail(s.value("shard"),
+               "distributed.shard: '" + text + "' is not a shard level; valid: none, optimizer, weights, auto");
     }
     bool legacy = v.shard_optimizer;
     if (s.get_bool("shard_optimizer", legacy) && legacy != v.shard_optimizer)

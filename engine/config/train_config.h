@@ -215,6 +215,7 @@ struct DistributedConfig {
   CommBackend backend = CommBackend::Auto;
   bool shard_optimizer = true;         // ZeRO-1 (distributed.shard: optimizer or weights)
   bool shard_weights = false;          // ZeRO-3 of the blocks' frozen weights (distributed.shard: weights)
+  bool shard_auto = false;             // distributed.shard: auto: the memory plan chooses optimizer or weights
   bool shard_within_node = false;      // distributed.shard_group: node (shard inside a node, replicate across)
   int64_t bucket_mb = 25;
   int64_t timeout_s = 600;

@@ -83,7 +83,7 @@ void report_rank_places(const comm::ProcessGroup& group, const std::vector<comm:
 TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<DiffusionModel>& model,
                               const DataGeometry& geometry, comm::ProcessGroup& group, Device device) {
   const PlanChoices choices = choices_of(config);
-  if (choices.gradient_checkpointing && choices.float8 && choices.blocks_to_swap) return config;
+  if (choices.gradient_checkpointing && choices.float8 && choices.blocks_to_swap && choices.shard_weights) return config;
   const std::optional<int64_t> budget = memory_budget(config, device);
   if (!budget) return config;
   const std::string source = config.train.max_memory > 0 ? "train.max_memory budget" : device.str() + " has";
@@ -97,7 +97,8 @@ TrainConfig apply_memory_plan(const TrainConfig& config, std::shared_ptr<Diffusi
   const auto float8 = [](const TrainConfig& c) { return c.model.quantize == QuantizeMode::Float8; };
   const bool changed = planned.train.gradient_checkpointing != config.train.gradient_checkpointing ||
                        float8(planned) != float8(config) ||
-                       planned.train.blocks_to_swap != std::max<int64_t>(0, config.train.blocks_to_swap);
+                       planned.train.blocks_to_swap != std::max<int64_t>(0, config.train.blocks_to_swap) ||
+                       planned.distributed.shard_weights != config.distributed.shard_weights;
   if (changed) {
     model.reset();  // its memory back before the planned model loads
     model = build_model(planned, geometry, device);

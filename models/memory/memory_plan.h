@@ -8,8 +8,9 @@
 //   if (!plan.fits) WICK_FAIL(Config, refusal(plan));
 //
 // Candidates, cheapest first (each only where its settings are auto or set so): as configured with
-// every auto setting off; gradient checkpointing; checkpointing + float8 base; checkpointing + float8
-// + 1, 2, ... swapped blocks. The first whose estimate fits the budget is the plan; none fitting, the
+// every auto setting off; gradient checkpointing; checkpointing + the blocks' weights sharded over the
+// ranks (distributed.shard: auto, several ranks: exact, only traffic); then float8 base; then 1, 2, ...
+// swapped blocks (each keeping the sharding where the plan turned it on). The first whose estimate fits the budget is the plan; none fitting, the
 // plan is the one with the lowest estimate and fits is false.
 #pragma once
 
@@ -29,6 +30,7 @@ struct PlanChoices {
   std::optional<bool> gradient_checkpointing;
   std::optional<bool> float8;  // model.quantize float8 / none; a model already float8 counts as float8
   std::optional<int64_t> blocks_to_swap;
+  std::optional<bool> shard_weights;  // distributed.shard weights / optimizer or none; auto: nullopt
 };
 PlanChoices choices_of(const TrainConfig& config);
 
@@ -36,6 +38,8 @@ struct MemoryPlan {
   bool gradient_checkpointing = false;
   bool float8 = false;
   int64_t blocks_to_swap = 0;
+  bool shard_weights = false;
+  int world_size = 1;
   MemoryEstimate estimate;  // of the chosen settings
   int64_t budget = 0;
   bool fits = false;
@@ -46,6 +50,7 @@ struct MemoryPlan {
   // in it (unmeasured: the dequantization and the copies overlap compute on a GPU).
   double slowdown = 1.0;
   int64_t bytes_streamed_per_step = 0;  // swapped blocks' frozen bytes copied per step (forward + recompute)
+  int64_t bytes_gathered_per_step = 0;  // sharded: what each rank receives per step for the blocks' gathers
 };
 
 // `model` is built with the fixed settings and every auto one off (no float8 unless the file is, no

@@ -792,7 +792,13 @@ TEST(Config, DistributedShardLevels) {
   EXPECT_FALSE(parse(kMinimal + "distributed:\n  shard_optimizer: false\n").distributed.shard_optimizer);
   EXPECT_EQ(parse(to_yaml(weights)).distributed, weights.distributed);
   EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: gradients\n"), HasSubstr("gradients (ZeRO-2) is not available yet"));
-  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: all\n"), HasSubstr("valid: none, optimizer, weights"));
+  EXPECT_THAT(error_of(kMinimal + "distributed:\n  shard: all\n"), HasSubstr("valid: none, optimizer, weights, auto"));
+  const TrainConfig automatic = parse(kMinimal + "distributed:\n  shard: auto\n");
+  EXPECT_TRUE(automatic.distributed.shard_auto);
+  EXPECT_TRUE(automatic.distributed.shard_optimizer);
+  EXPECT_FALSE(automatic.distributed.shard_weights);
+  EXPECT_THAT(to_yaml(automatic), HasSubstr("shard: auto"));
+  EXPECT_EQ(parse(to_yaml(automatic)).distributed, automatic.distributed);
   EXPECT_FALSE(weights.distributed.shard_within_node);
   EXPECT_THAT(to_yaml(weights), HasSubstr("shard_group: world"));
   const TrainConfig node = parse(kMinimal + "distributed:\n  shard: weights\n  shard_group: node\n");

@@ -68,6 +68,61 @@ TEST(MemoryPlan, CheapestCandidateThatFits) {
   }
 }
 
+// distributed.shard: auto over several ranks: after checkpointing, sharding the blocks' weights (exact, only
+// traffic) comes before a float8 base; on one rank it is never chosen; a config that fixes the level keeps it.
+TEST(MemoryPlan, ShardsTheWeightsBeforeQuantizingOnSeveralRanks) {
+  std::shared_ptr<DiffusionModel> model = tiny_flux();
+  // Over 2 ranks the tiny Flux's 4 blocks save less than the two gathered blocks' buffers cost: the plan skips
+  // sharding there (checked below); over 4 ranks it saves.
+  MemoryInputs two = kInputs;
+  two.world_size = 4;
+  auto total = [&](bool shard, bool float8) {
+    MemoryInputs in = two;
+    in.gradient_checkpointing = true, in.shard_weights = shard, in.float8 = float8;
+    return estimate_training_memory(*model, in).total;
+  };
+  const int64_t ckpt = total(false, false), sharded = total(true, false), both = total(true, true);
+  ASSERT_GT(ckpt, sharded);
+  ASSERT_GT(sharded, both);
+  const MemoryPlan plan = plan_memory(*model, two, {}, ckpt - 1, "test budget");
+  EXPECT_TRUE(plan.fits);
+  EXPECT_TRUE(plan.gradient_checkpointing);
+  EXPECT_TRUE(plan.shard_weights);
+  EXPECT_FALSE(plan.float8);
+  EXPECT_EQ(plan.estimate.total, sharded);
+  EXPECT_GT(plan.bytes_gathered_per_step, 0);
+  EXPECT_THAT(describe(plan), HasSubstr("the blocks' weights sharded over 4 ranks"));
+  const MemoryPlan tighter = plan_memory(*model, two, {}, sharded - 1, "test budget");
+  EXPECT_TRUE(tighter.shard_weights);
+  EXPECT_TRUE(tighter.float8);
+  // Two ranks: sharding would cost more than it saves; the plan goes on to float8 without it.
+  MemoryInputs pair = kInputs;
+  pair.world_size = 2;
+  const MemoryPlan skipped = plan_memory(*model, pair, {}, estimate(*model, true, false, 0) - 1, "test budget");
+  EXPECT_FALSE(skipped.shard_weights);
+  EXPECT_TRUE(skipped.float8);
+  // One rank: sharding saves nothing, float8 comes next.
+  const MemoryPlan one = plan_memory(*model, kInputs, {}, estimate(*model, true, false, 0) - 1, "test budget");
+  EXPECT_FALSE(one.shard_weights);
+  EXPECT_TRUE(one.float8);
+  // Fixed by the config (shard: optimizer): never sharded, and the refusal names the key.
+  const MemoryPlan fixed = plan_memory(*model, two, {.shard_weights = false}, ckpt - 1, "test budget");
+  EXPECT_FALSE(fixed.shard_weights);
+  EXPECT_TRUE(fixed.float8);
+  const MemoryPlan none = plan_memory(*model, two, {.shard_weights = false}, 1000, "test budget");
+  EXPECT_FALSE(none.fits);
+  EXPECT_THAT(refusal(none, {.shard_weights = false}), HasSubstr("distributed.shard"));
+  // with_plan writes the choice into a shard: auto config, so a resumed run repeats it.
+  TrainConfig config;
+  config.network.type = NetworkType::Lora;
+  config.distributed.shard_auto = true;
+  const TrainConfig planned = with_plan(config, plan);
+  EXPECT_FALSE(planned.distributed.shard_auto);
+  EXPECT_TRUE(planned.distributed.shard_weights);
+  EXPECT_FALSE(choices_of(config).shard_weights.has_value());
+  EXPECT_EQ(choices_of(planned).shard_weights, std::optional<bool>(true));
+}
+
 // The same ladder for the other architectures with blocks: each candidate's estimate is below the one before, and
 // a budget just under a candidate's predecessor gets that candidate. SDXL's float8 step quantizes its blocks'
 // Linears only (its convolutions stay in the model's dtype), and its last blocks are the small level-0 ones, so

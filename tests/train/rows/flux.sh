@@ -102,6 +102,16 @@ train_mpi_row() {
   grep -m1 "sharded over 3 ranks" "$work/g3_three.log" || fail "the 3-rank run did not shard its weights in three"
   python3 "$here/compare_losses.py" "$work/out/g3_two/metrics.jsonl" "$work/out/g3_three/metrics.jsonl" 11..14 \
     --tolerance 1e-5 || fail "the weights-sharded checkpoint moved from 2 to 3 ranks diverged"
+  # distributed.shard: auto on 4 ranks (dry runs): a budget 0.1 MB under the checkpointed ZeRO-1 estimate makes the
+  # memory plan shard the blocks' weights (exact) rather than quantize them.
+  local g4=(--set train.global_batch_size=4 --set train.gradient_checkpointing=true --dry-run)
+  train_ranks 4 "$work/g4_zero1.log" --set name=g4_zero1 "${g4[@]}"
+  local zero1
+  zero1=$(sed -n 's/^wick train: memory estimate per rank: .* = \([0-9.]*\) MB.*/\1/p' "$work/g4_zero1.log" | head -1)
+  train_ranks 4 "$work/g4_auto.log" --set name=g4_auto "${g4[@]}" --set distributed.shard=auto \
+    --set model.quantize=auto --max-memory "$(python3 -c "print(f'{float(\"$zero1\") - 0.1:.1f}MB')")"
+  grep -m1 "memory plan: gradient checkpointing on, frozen base unquantized, 0 blocks swapped, the blocks' weights sharded over 4 ranks" \
+    "$work/g4_auto.log" || fail "shard: auto under a budget below ZeRO-1's estimate did not shard the weights (ZeRO-1: ${zero1:-?} MB)"
 }
 
 # ---- arch_sample_test.sh flux: arch_fixture flux sample-data's Flux.1-dev whose widths fit the committed tiny VAE
