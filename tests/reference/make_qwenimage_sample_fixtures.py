@@ -26,6 +26,7 @@ Calls: QwenImagePipeline(...)(prompt_embeds=<2 rows of 7 and 11 tokens, the firs
   plain   num_inference_steps=4, true_cfg_scale=1.0, no negative rows (one forward per step);
   cfg     num_inference_steps=5, true_cfg_scale=4.0, negative_prompt_embeds=<one 4-token row for both prompts>,
           its mask all ones (the pipeline then passes mask=None).
+The same two calls in float64 (transformer, VAE and inputs) measure diffusers' own float32 rounding (in "measured").
 Schedules alone (scheduler.set_timesteps as the pipeline calls it, no model) at the real sizes: schedule.<steps>.<tokens>.
 """
 import json
@@ -109,6 +110,26 @@ def schedule_in_float64(steps, tokens):
     return np.concatenate([stretched, [0.0]])
 
 
+def float64_outputs(embeds, mask, negative, noise):
+    """The same calls with the transformer, the VAE and every input in float64: {name: (latents, images)}."""
+    transformer = QwenImageTransformer2DModel.from_pretrained(TRANSFORMER, torch_dtype=torch.float64).eval()
+    vae = AutoencoderKLQwenImage.from_pretrained(VAE, torch_dtype=torch.float64).eval()
+    pipe = QwenImagePipeline(scheduler=FlowMatchEulerDiscreteScheduler(**SCHEDULER), vae=vae, text_encoder=None,
+                             tokenizer=None, transformer=transformer)
+    h, w = noise.shape[2:]
+    out = {}
+    for name, call in CALLS.items():
+        kwargs = dict(call, height=HEIGHT, width=WIDTH, prompt_embeds=embeds.double(), prompt_embeds_mask=mask.clone())
+        if call["true_cfg_scale"] > 1:
+            kwargs.update(negative_prompt_embeds=negative.double().expand(len(TEXT_LENGTHS), -1, -1).contiguous(),
+                          negative_prompt_embeds_mask=torch.ones(len(TEXT_LENGTHS), NEGATIVE_LENGTH, dtype=torch.int64))
+        with torch.no_grad():
+            latents = pipe(latents=pack(noise.double()), output_type="latent", **kwargs).images
+            images = pipe(latents=pack(noise.double()), output_type="pt", **kwargs).images
+        out[name] = (unpack(latents, h, w), images)
+    return out
+
+
 def main():
     require_repo_root()
     deterministic_torch()
@@ -167,6 +188,11 @@ def main():
                                     "negative_prompt_embeds_mask": torch.ones(1, NEGATIVE_LENGTH, dtype=torch.int64)}
                                    if call["true_cfg_scale"] > 1 else {}))).images
         measured[name]["padded_vs_alone"] = rel_err(latents[:1], unpack(alone.float(), h, w))
+
+    # diffusers' own float32 rounding: its float32 outputs against the same calls in float64 (absolute).
+    for name, (latents, images) in float64_outputs(embeds, mask, negative, noise).items():
+        measured[name]["f32_vs_f64_latents_max"] = float((cases[f"{name}.latents"].double() - latents).abs().max())
+        measured[name]["f32_vs_f64_images_max"] = float((cases[f"{name}.images"].double() - images).abs().max())
 
     d = float((cases["plain.images"] - cases["cfg.images"]).abs().max())
     assert d > 1e-2, d
