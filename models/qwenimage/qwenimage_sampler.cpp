@@ -55,8 +55,8 @@ void check_text(const diffusion::Conditioning& text, const char* what, int64_t b
              "Qwen-Image sampler: ", what, " rows must be a floating [", batch, one_row_allowed ? " or 1" : "",
              ", L, text_dim] tensor, got ", context.describe());
   WICK_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == context.size(0) && mask.size(1) == context.size(1)),
-             "Qwen-Image sampler: the ", what, " mask must be [", context.size(0), ", ", context.size(1), "] like its rows ",
-             context.describe(), ", got ", mask.describe());
+             "Qwen-Image sampler: the ", what, " mask must be [", context.size(0), ", ", context.size(1),
+             "] like its rows ", context.describe(), ", got ", mask.describe());
 }
 
 }  // namespace
@@ -73,7 +73,8 @@ std::vector<double> qwenimage_sigmas(int64_t steps, int64_t image_tokens, const 
   WICK_CHECK_KIND(Config, image_tokens >= 1, "Qwen-Image sampler: image_tokens must be >= 1, got ", image_tokens);
   WICK_CHECK_KIND(Config, s.max_image_seq_len != s.base_image_seq_len && s.shift_terminal >= 0 && s.shift_terminal < 1,
                   "Qwen-Image sampler: the schedule needs max_image_seq_len != base_image_seq_len and shift_terminal "
-                  "in [0, 1), got ", s.base_image_seq_len, ", ", s.max_image_seq_len, " and ", s.shift_terminal);
+                  "in [0, 1), got ",
+                  s.base_image_seq_len, ", ", s.max_image_seq_len, " and ", s.shift_terminal);
   if (steps == 1) return {1.0, 0.0};
   // FlowMatchEulerDiscreteScheduler.set_timesteps on numpy float32 arrays: the Python floats (e^mu, 1 − terminal) are
   // rounded to float32 first, every operation is a float32 one; (1/σ − 1) ** 1.0 is exact.
@@ -118,9 +119,8 @@ Tensor qwenimage_denoise(QwenImageTransformer& model, const QwenImageText& text,
   autograd::NoGradGuard no_grad;
   auto on_device = [&](const diffusion::Conditioning& t) {
     return diffusion::Conditioning{.context = rows_for(t.context, batch).to(device),
-                                   .context_mask = t.context_mask.defined()
-                                                       ? rows_for(t.context_mask, batch).to(device)
-                                                       : Tensor()};
+                                   .context_mask = t.context_mask.defined() ? rows_for(t.context_mask, batch).to(device)
+                                                                            : Tensor()};
   };
   const diffusion::Conditioning positive = on_device(text.prompts);
   const diffusion::Conditioning negative = cfg ? on_device(text.negative) : diffusion::Conditioning{};

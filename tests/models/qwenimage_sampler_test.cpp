@@ -46,8 +46,8 @@ std::shared_ptr<vae::WanVae> tiny_vae() {
 }
 
 QwenImageText fixture_text(bool negative) {
-  QwenImageText text{.prompts = {.context = sample_case().get("prompt_embeds"),
-                                 .context_mask = sample_case().get("prompt_mask")}};
+  QwenImageText text{
+      .prompts = {.context = sample_case().get("prompt_embeds"), .context_mask = sample_case().get("prompt_mask")}};
   if (negative) text.negative = {.context = sample_case().get("negative_embeds")};
   return text;
 }
@@ -134,14 +134,15 @@ TEST(QwenImageSampler, NoiseIsPerImage) {
             two.narrow(0, 1, 1).contiguous().to_vector<float>());
   EXPECT_NE(qwenimage_noise(0, 1, 48, 80, 8, Device::cpu()).to_vector<float>(),
             two.narrow(0, 0, 1).contiguous().to_vector<float>());
-  EXPECT_THAT(error_of([] { qwenimage_noise(0, 1, 40, 80, 7, Device::cpu()); }),
-              HasSubstr("multiples of 16 pixels"));
+  EXPECT_THAT(error_of([] { qwenimage_noise(0, 1, 40, 80, 7, Device::cpu()); }), HasSubstr("multiples of 16 pixels"));
 }
 
 TEST(QwenImageSampler, RefusesWhatDoesNotFit) {
   QwenImageTransformer& model = *tiny_transformer();
   const Tensor noise = sample_case().get("noise");
-  EXPECT_THAT(error_of([&] { qwenimage_denoise(model, fixture_text(false), zeros({2, 8, 6, 10}), {.steps = 2}); }),
+  EXPECT_THAT(error_of([&] {
+                qwenimage_denoise(model, fixture_text(false), zeros({2, 8, 6, 10}), {.steps = 2});
+              }),
               HasSubstr("noise must be a floating [B, 16, h, w]"));
   EXPECT_THAT(error_of([&] { qwenimage_denoise(model, fixture_text(false), noise, {.steps = 0}); }),
               HasSubstr("steps must be >= 1"));
@@ -153,7 +154,9 @@ TEST(QwenImageSampler, RefusesWhatDoesNotFit) {
   bad_mask.prompts.context_mask = zeros({2, 5});
   EXPECT_THAT(error_of([&] { qwenimage_denoise(model, bad_mask, noise, {.steps = 2}); }),
               HasSubstr("the prompt mask must be [2, 11]"));
-  EXPECT_THAT(error_of([] { qwenimage_decode(*tiny_vae(), zeros({1, 4, 6, 10})); }),
+  EXPECT_THAT(error_of([] {
+                qwenimage_decode(*tiny_vae(), zeros({1, 4, 6, 10}));
+              }),
               HasSubstr("latents must be a floating [B, 16, h, w]"));
 }
 
