@@ -40,6 +40,15 @@ void run_inspect(const std::string& path) {
   std::printf("  model_family      %s\n", a.model_family.c_str());
   std::printf("  latent_channels   %lld\n", static_cast<long long>(a.latent_channels));
   std::printf("  vae scaling/shift %g / %g\n", a.vae_scaling_factor, a.vae_shift_factor);
+  if (!a.vae_latents_mean.empty() || !a.vae_latents_std.empty()) {
+    auto list = [](const std::vector<double>& values) {
+      std::string text;
+      for (double v : values) text += (text.empty() ? "" : " ") + std::to_string(v).substr(0, 8);
+      return text;
+    };
+    std::printf("  vae latents_mean  %s\n  vae latents_std   %s\n", list(a.vae_latents_mean).c_str(),
+                list(a.vae_latents_std).c_str());
+  }
   std::printf("  text_encoder      %s\n", a.text_encoder.empty() ? "(not recorded)" : a.text_encoder.c_str());
   if (!a.text_embeds_encoder.empty()) std::printf("  text/embeds from  %s\n", a.text_embeds_encoder.c_str());
   if (!a.text_pooled_encoder.empty()) std::printf("  text/pooled from  %s\n", a.text_pooled_encoder.c_str());

@@ -2,6 +2,7 @@
 
 #include "engine/autograd/node.h"
 #include "models/registry.h"
+#include "models/vae/image_vae.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -50,6 +51,14 @@ std::filesystem::path Architecture::export_model(const DiffusionModel& model, co
 
 std::unique_ptr<text::PromptEncoder> Architecture::make_prompt_encoder(const text::PromptEncoderRequest&) const {
   WICK_FAIL(Config, "model ", name(), " has no text encoders (it trains on datasets made by `wick dataset pack`)");
+}
+
+std::unique_ptr<vae::ImageVae> Architecture::open_dataset_vae(const std::string& path,
+                                                              const vae::ImageVaeOptions& options) const {
+  vae::ImageVaeOptions kl = options;
+  const std::optional<DatasetSpec> spec = dataset_spec();
+  if (!kl.normalization && spec) kl.normalization = vae::ModelNormalization{spec->normalization, name()};
+  return vae::open_kl_image_vae(path, kl);
 }
 
 }  // namespace wick

@@ -30,15 +30,20 @@
 #include "engine/block_swap.h"
 #include "engine/config/train_config.h"
 #include "engine/module.h"
-#include "models/memory/activation_memory.h"
 #include "models/diffusion/denoiser.h"
 #include "models/image_sampler.h"
+#include "models/memory/activation_memory.h"
 #include "models/text/prompt_encoder.h"
 #include "models/vae/vae_config.h"
 #include "models/weights/lora_format.h"
 #include "runtime/device.h"
 
 namespace wick {
+
+namespace vae {
+class ImageVae;  // models/vae/image_vae.h
+struct ImageVaeOptions;
+}  // namespace vae
 
 // What the cached-latent dataset gives a model's input layers.
 struct DataGeometry {
@@ -115,9 +120,9 @@ enum class StoredNegative {
 };
 
 // What `wick dataset encode --model <arch>` makes from a folder of images and captions for the architecture: the
-// latents of its VAE (an AutoencoderKL, models/vae/vae.h) and the embeddings of its prompt encoder. Every sample also
-// keeps its source image's size, crop and mirroring (a few integers): the architectures that condition on them (SDXL's
-// micro-conditioning) read them, so none declares them.
+// latents of its VAE (Architecture::open_dataset_vae: an AutoencoderKL unless the architecture says otherwise) and
+// the embeddings of its prompt encoder. Every sample also keeps its source image's size, crop and mirroring (a few
+// integers): the architectures that condition on them (SDXL's micro-conditioning) read them, so none declares them.
 struct DatasetSpec {
   int64_t latent_channels = 16;            // the VAE's z channels the model takes (SDXL 4, SD3 and Flux 16)
   vae::LatentNormalization normalization;  // latents = (z - shift) * scale for its VAE (MODELS.md 1.5)
@@ -163,6 +168,11 @@ class Architecture {
   // for an architecture without text encoders, neither a pipeline nor the files, a missing file; (Data) the
   // encoders' own checks.
   virtual std::unique_ptr<text::PromptEncoder> make_prompt_encoder(const text::PromptEncoderRequest& request) const;
+  // Its VAE at `path` for `wick dataset encode` (models/vae/image_vae.h), headers read, nothing loaded. The default:
+  // an AutoencoderKL (open_kl_image_vae) whose normalization, where the file has no config.json, is
+  // options.normalization, else dataset_spec()->normalization. Errors as open_kl_image_vae's.
+  virtual std::unique_ptr<vae::ImageVae> open_dataset_vae(const std::string& path,
+                                                          const vae::ImageVaeOptions& options) const;
 
   // network.target resolved: preset names expand to their patterns, other entries are glob patterns
   // kept as written; empty = the default preset.

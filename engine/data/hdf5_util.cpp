@@ -197,6 +197,31 @@ void write_float_attribute(hid_t loc, const std::string& name, double value, con
   write_attribute(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, file);
 }
 
+std::vector<double> read_float_array_attribute(hid_t loc, const std::string& name, const std::string& file) {
+  H5Id attribute = open_attribute(loc, name, file);
+  H5Id type(H5_CHECK(H5Aget_type(attribute.get()), file, attribute_label(name), "H5Aget_type"));
+  const H5T_class_t type_class = H5Tget_class(type.get());
+  WICK_CHECK_KIND(Data, type_class == H5T_FLOAT || type_class == H5T_INTEGER, file, ": root attribute '", name,
+                  "' is not numbers");
+  H5Id space(H5_CHECK(H5Aget_space(attribute.get()), file, attribute_label(name), "H5Aget_space"));
+  WICK_CHECK_KIND(Data, H5Sget_simple_extent_ndims(space.get()) <= 1, file, ": root attribute '", name, "' is not 1-d");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  WICK_CHECK_KIND(Data, n >= 0, file, ": root attribute '", name, "' has no extent");
+  std::vector<double> values(static_cast<size_t>(n));
+  if (n > 0)
+    H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, values.data()), file, attribute_label(name), "H5Aread");
+  return values;
+}
+
+void write_float_array_attribute(hid_t loc, const std::string& name, const std::vector<double>& values,
+                                 const std::string& file) {
+  const hsize_t extent[1] = {static_cast<hsize_t>(values.size())};
+  H5Id space(H5_CHECK(H5Screate_simple(1, extent, nullptr), file, attribute_label(name), "H5Screate_simple"));
+  H5Id attribute(H5_CHECK(H5Acreate2(loc, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+                          attribute_label(name), "H5Acreate2"));
+  H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, values.data()), file, attribute_label(name), "H5Awrite");
+}
+
 std::vector<std::string> read_strings(hid_t dataset, int64_t start, int64_t count, const std::string& file,
                                       const std::string& name) {
   std::vector<std::string> out;

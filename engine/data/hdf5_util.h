@@ -80,6 +80,10 @@ double read_float_attribute(hid_t loc, const std::string& name, const std::strin
 void write_string_attribute(hid_t loc, const std::string& name, const std::string& value, const std::string& file);
 void write_int_attribute(hid_t loc, const std::string& name, int64_t value, const std::string& file);
 void write_float_attribute(hid_t loc, const std::string& name, double value, const std::string& file);
+// 1-d float attributes (h5py's numpy arrays), any float or integer type on read, f64 on write.
+std::vector<double> read_float_array_attribute(hid_t loc, const std::string& name, const std::string& file);
+void write_float_array_attribute(hid_t loc, const std::string& name, const std::vector<double>& values,
+                                 const std::string& file);
 
 // Rows [start, start + count) of a 1-d string dataset (variable or fixed length).
 std::vector<std::string> read_strings(hid_t dataset, int64_t start, int64_t count, const std::string& file,

@@ -131,6 +131,11 @@ void LatentDataset::State::read_root_attributes(hid_t root) {
                   s.attributes.latent_channels);
   s.attributes.vae_scaling_factor = h5::read_float_attribute(root, "vae_scaling_factor", path);
   s.attributes.vae_shift_factor = h5::read_float_attribute(root, "vae_shift_factor", path);
+  // Per-channel normalization: read as found, checked by validate() (so that a bad file can be inspected).
+  if (h5::has_attribute(root, "vae_latents_mean"))
+    s.attributes.vae_latents_mean = h5::read_float_array_attribute(root, "vae_latents_mean", path);
+  if (h5::has_attribute(root, "vae_latents_std"))
+    s.attributes.vae_latents_std = h5::read_float_array_attribute(root, "vae_latents_std", path);
   if (h5::has_attribute(root, "text_encoder"))
     s.attributes.text_encoder = h5::read_string_attribute(root, "text_encoder", path);
   if (h5::has_attribute(root, "text_embeds_encoder"))
@@ -590,6 +595,7 @@ ValidationReport LatentDataset::validate() const {
     report.latent_std = std::sqrt(std::max(0.0, sum_squares / static_cast<double>(count) -
                                                     report.latent_mean * report.latent_mean));
   }
+  for (const std::string& problem : latent_normalization_problems(s.attributes)) report.errors.push_back(problem);
   // The sample index must name every (bucket, row) exactly once.
   std::vector<std::vector<int64_t>> seen(s.buckets.size());
   for (size_t b = 0; b < s.buckets.size(); ++b) seen[b].assign(static_cast<size_t>(s.buckets[b].info.n_samples), 0);
@@ -647,6 +653,35 @@ void LatentDataset::read_into(const std::vector<int64_t>&, const SampleBuffers&)
 LatentSamples LatentDataset::read(const std::vector<int64_t>&) const { no_hdf5(""); }
 ValidationReport LatentDataset::validate() const { no_hdf5(""); }
 #endif
+
+std::vector<std::string> latent_normalization_problems(const LatentDatasetAttributes& a) {
+  std::vector<std::string> problems;
+  const std::vector<double>&mean = a.vae_latents_mean, &std = a.vae_latents_std;
+  if (mean.empty() && std.empty()) return problems;
+  if (mean.empty() != std.empty()) {
+    problems.push_back(std::string("root attribute '") + (mean.empty() ? "vae_latents_std" : "vae_latents_mean") +
+                       "' is given without '" + (mean.empty() ? "vae_latents_mean" : "vae_latents_std") +
+                       "' (the per-channel normalization needs both, or neither)");
+    return problems;
+  }
+  for (const auto* values : {&mean, &std})
+    if (static_cast<int64_t>(values->size()) != a.latent_channels)
+      problems.push_back(std::string("root attribute '") + (values == &mean ? "vae_latents_mean" : "vae_latents_std") +
+                         "' has " + std::to_string(values->size()) + " values, latent_channels is " +
+                         std::to_string(a.latent_channels));
+  for (size_t c = 0; c < mean.size(); ++c)
+    if (!std::isfinite(mean[c])) {
+      problems.push_back("root attribute 'vae_latents_mean' is not finite at channel " + std::to_string(c));
+      break;
+    }
+  for (size_t c = 0; c < std.size(); ++c)
+    if (!(std::isfinite(std[c]) && std[c] > 0)) {
+      problems.push_back("root attribute 'vae_latents_std' is " + std::to_string(std[c]) + " at channel " +
+                         std::to_string(c) + " (it must be finite and > 0)");
+      break;
+    }
+  return problems;
+}
 
 // ---------------------------------------------------------------- class filter
 

@@ -34,7 +34,12 @@ struct LatentDatasetAttributes {
   int64_t latent_channels = 0;
   double vae_scaling_factor = 1.0;
   double vae_shift_factor = 0.0;
-  std::string text_encoder;              // optional ("" = not recorded)
+  // Optional per-channel normalization, applied after the scalar one: x0 = (x - mean[c]) / std[c]
+  // (the Wan VAE's latents_mean / latents_std, Qwen-Image). Both latent_channels long, or both empty
+  // (= absent: old files and the AutoencoderKL models).
+  std::vector<double> vae_latents_mean;
+  std::vector<double> vae_latents_std;
+  std::string text_encoder;  // optional ("" = not recorded)
   // Optional, what made text/embeds and text/pooled ("t5-xxl", "clip-l", ...; "" = not recorded) and
   // the token length the embeddings were padded to (0 = not recorded): Flux is trained and sampled
   // with the same T5 length (docs/dataset.md).
@@ -46,6 +51,10 @@ struct LatentDatasetAttributes {
   std::string trigger_word;
   std::vector<std::string> label_names;  // optional (/label_names)
 };
+
+// What is wrong with the per-channel normalization attributes (vae_latents_mean / vae_latents_std): one without
+// the other, a length other than latent_channels, a value not finite, a std <= 0. Empty: none, or both fine.
+std::vector<std::string> latent_normalization_problems(const LatentDatasetAttributes& attributes);
 
 // A group of samples of one bucket. Tensors are CPU; floating tensors of any float dtype on write
 // (stored f16), f32 on read; integer tensors of any integer dtype on write. Optional members are

@@ -88,6 +88,11 @@ LatentDatasetWriter::LatentDatasetWriter(const std::string& path, const LatentDa
   h5::write_int_attribute(root, "latent_channels", attributes.latent_channels, path);
   h5::write_float_attribute(root, "vae_scaling_factor", attributes.vae_scaling_factor, path);
   h5::write_float_attribute(root, "vae_shift_factor", attributes.vae_shift_factor, path);
+  // As given (validate() checks them, as it checks the latents): an empty vector is no attribute.
+  if (!attributes.vae_latents_mean.empty())
+    h5::write_float_array_attribute(root, "vae_latents_mean", attributes.vae_latents_mean, path);
+  if (!attributes.vae_latents_std.empty())
+    h5::write_float_array_attribute(root, "vae_latents_std", attributes.vae_latents_std, path);
   if (!attributes.text_encoder.empty()) h5::write_string_attribute(root, "text_encoder", attributes.text_encoder, path);
   if (!attributes.text_embeds_encoder.empty())
     h5::write_string_attribute(root, "text_embeds_encoder", attributes.text_embeds_encoder, path);

@@ -18,8 +18,7 @@
 #include "engine/progress.h"
 #include "models/data/encode_chunks.h"
 #include "models/registry.h"
-#include "models/vae/vae_weights.h"
-#include "models/weights/weight_source.h"
+#include "models/vae/image_vae.h"
 #include "runtime/cpu/parallel.h"
 #include "runtime/error.h"
 
@@ -48,15 +47,6 @@ struct Ranks {
   }
 };
 
-// The VAE's sizes from its file headers (no tensor read): latent channels and the downscale factor.
-vae::VaeConfig probe_vae(const std::string& path) {
-  std::error_code ec;
-  const fs::path pipeline_vae = fs::path(path) / "vae";
-  WeightSource source = WeightSource::open(fs::is_directory(pipeline_vae, ec) ? pipeline_vae.string() : path, "vae");
-  const DetectedFormat format = vae::detect_vae_format(source);
-  return vae::config_from_shapes(mapped_shapes(source, format), source.path());
-}
-
 // The images of the folder, the buckets and everything a resumed run must agree on.
 struct Job {
   Job(const DatasetEncodeOptions& o, Ranks r, DatasetSpec s)
@@ -67,7 +57,7 @@ struct Job {
   DatasetSpec spec;             // the architecture's
   ModelOptions prompt_options;  // its prompt options, defaults filled
   std::string vae_path;
-  vae::VaeConfig vae_config;
+  std::unique_ptr<vae::ImageVae> vae;  // the architecture's (open_dataset_vae), loaded by the first encode
   std::unique_ptr<BucketPlanner> planner;
   std::vector<ImageFolderEntry> images;
   std::vector<std::string> scan_warnings;
@@ -75,6 +65,7 @@ struct Job {
   DType dtype = DType::F32;
   Device device = Device::cpu();
   vae::VaeTiling tiling;                    // tile_size resolved for the device
+  mutable bool told_untiled = false;        // the VAE cannot tile, and that was said once
   std::vector<std::string> sample_prompts;  // trigger word applied
   EncodeWorkDir dir;
 
@@ -283,19 +274,32 @@ std::vector<Fitted> fit_images(const Job& job, int64_t first, int64_t last, std:
   return out;
 }
 
+// Once per run: a VAE without tiling (the Wan VAE) encodes images larger than --vae-tile-size whole.
+void warn_if_untiled(const Job& job, const Bucket& bucket) {
+  const int64_t tile = job.tiling.tile_size;
+  if (job.vae->info().tiling || job.told_untiled || tile <= 0 || (bucket.height <= tile && bucket.width <= tile))
+    return;
+  job.told_untiled = true;
+  warn("the VAE (" + job.vae->info().source + ") cannot tile: images larger than --vae-tile-size " +
+       std::to_string(tile) + " (" + std::to_string(bucket.width) + "x" + std::to_string(bucket.height) +
+       " here) are encoded whole, and take memory for the whole image");
+}
+
 // One chunk through the VAE: samples grouped by bucket (in order of first appearance), batch_size per
 // call; per sample the mean and (kept or not) logvar in f16 on the CPU.
-LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, vae::AutoencoderKL& model, ProgressBar* bar,
-                                int64_t& done) {
+LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, ProgressBar* bar, int64_t& done) {
   const DatasetEncodeOptions& o = job.options;
   const auto [first, last] = job.chunk_images(chunk);
   LatentChunk out;
   std::vector<Fitted> fitted = fit_images(job, first, last, out.skipped);
   done += static_cast<int64_t>(last - first - static_cast<int64_t>(fitted.size()) / (o.flip ? 2 : 1)) *
           (o.flip ? 2 : 1);
-  out.latent_channels = model.config().z_channels;
-  out.scaling_factor = model.config().normalization.scaling_factor;
-  out.shift_factor = model.config().normalization.shift_factor;
+  const vae::ImageVaeInfo& info = job.vae->info();
+  out.latent_channels = info.z_channels;
+  out.scaling_factor = info.scaling_factor;
+  out.shift_factor = info.shift_factor;
+  out.channel_mean = info.channel_mean;
+  out.channel_std = info.channel_std;
   const auto n = static_cast<int64_t>(fitted.size());
   out.mean.resize(static_cast<size_t>(n));
   if (o.latents == StoredLatents::Distribution) out.logvar.resize(static_cast<size_t>(n));
@@ -312,7 +316,8 @@ LatentChunk encode_latent_chunk(const Job& job, int64_t chunk, vae::AutoencoderK
       std::vector<Tensor> images;
       for (size_t b = 0; b < count; ++b)
         images.push_back(image_to_tensor(fitted[static_cast<size_t>(group[start + b])].image));
-      const vae::VaeMoments moments = model.encode(stack_rows(images), job.tiling);
+      warn_if_untiled(job, bucket);
+      const vae::VaeMoments moments = job.vae->encode(stack_rows(images), job.tiling);
       const Tensor mean = moments.mean.to(Device::cpu()).to(DType::F16);
       const Tensor logvar = out.logvar.empty() ? Tensor() : moments.logvar.to(Device::cpu()).to(DType::F16);
       for (size_t b = 0; b < count; ++b) {
@@ -408,6 +413,8 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
       attributes.latent_channels = l->latent_channels;
       attributes.vae_scaling_factor = l->scaling_factor;
       attributes.vae_shift_factor = l->shift_factor;
+      attributes.vae_latents_mean = l->channel_mean;
+      attributes.vae_latents_std = l->channel_std;
       attributes.text_encoder = job.model + " text encoders (" + t->embeds_encoder + "; " + t->pooled_encoder + ")";
       attributes.text_embeds_encoder = t->embeds_encoder;
       attributes.text_pooled_encoder = t->pooled_encoder;
@@ -418,6 +425,8 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
     WICK_CHECK_KIND(Data, l->latent_channels == attributes.latent_channels &&
                               l->scaling_factor == attributes.vae_scaling_factor &&
                               l->shift_factor == attributes.vae_shift_factor &&
+                              l->channel_mean == attributes.vae_latents_mean &&
+                              l->channel_std == attributes.vae_latents_std &&
                               t->embeds_encoder == attributes.text_embeds_encoder &&
                               t->max_length == attributes.text_max_length,
                     kWho, ": chunk ", c, " was encoded with another VAE or text encoders than chunk 0's");
@@ -459,14 +468,10 @@ void merge(const Job& job, DatasetEncodeSummary& summary) {
   job.dir.remove();
 }
 
-// Phase 1: `chunks` through the VAE, loaded once and freed at the end (before any text encoder loads).
+// Phase 1: `chunks` through the VAE, loaded by the first encode and freed at the end (before any text encoder loads).
 void run_vae_phase(const Job& job, const std::vector<int64_t>& chunks) {
   if (chunks.empty()) return;
   const DatasetEncodeOptions& o = job.options;
-  vae::LoadedVae loaded =
-      vae::load_vae(job.vae_path, {.normalization = vae::ModelNormalization{job.spec.normalization, job.model},
-                                   .dtype = job.dtype,
-                                   .device = job.device});
   int64_t total = 0, done = 0;
   for (int64_t c : chunks) {
     const auto [first, last] = job.chunk_images(c);
@@ -474,8 +479,9 @@ void run_vae_phase(const Job& job, const std::vector<int64_t>& chunks) {
   }
   std::unique_ptr<ProgressBar> bar;
   if (o.progress && job.ranks.root()) bar = std::make_unique<ProgressBar>(total, "vae", stderr);
-  for (int64_t c : chunks) job.dir.write_latents(c, encode_latent_chunk(job, c, *loaded.model, bar.get(), done));
+  for (int64_t c : chunks) job.dir.write_latents(c, encode_latent_chunk(job, c, bar.get(), done));
   if (bar) bar->finish();
+  job.vae->unload();
 }
 
 // Phase 2: the captions of `chunks` through the text encoders, each loaded once and kept until the last chunk;
@@ -546,10 +552,10 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
 
   // Everything that can be wrong with the weights is found now, before any work: headers only.
   job.vae_path = options.vae.empty() ? options.prompts.pipeline : options.vae;
-  job.vae_config = probe_vae(job.vae_path);
+  job.vae = arch.open_dataset_vae(job.vae_path, {.dtype = job.dtype, .device = job.device});
   const int64_t want_channels = job.spec.latent_channels;
-  WICK_CHECK_KIND(Data, job.vae_config.z_channels == want_channels, job.vae_path, ": the VAE makes ",
-                  job.vae_config.z_channels, "-channel latents, ", job.model, " takes ", want_channels);
+  WICK_CHECK_KIND(Data, job.vae->info().z_channels == want_channels, job.vae_path, ": the VAE makes ",
+                  job.vae->info().z_channels, "-channel latents, ", job.model, " takes ", want_channels);
   text::PromptEncoderRequest prompt_request = options.prompts;
   job.prompt_options = text::resolved_options(job.spec.prompts, prompt_request);
   prompt_request.options = job.prompt_options;
@@ -568,7 +574,7 @@ DatasetEncodeSummary encode_image_folder(const DatasetEncodeOptions& options, co
     job.sample_prompts.push_back(negative);
 
   BucketOptions buckets = options.buckets;
-  buckets.divisor = job.vae_config.downscale() * job.spec.patch;
+  buckets.divisor = job.vae->info().downscale * job.spec.patch;
   job.planner = std::make_unique<BucketPlanner>(buckets);
 
   ImageFolderScan scan = scan_image_folder(options.image_dir, {.decode = {.max_pixels = options.max_image_pixels},

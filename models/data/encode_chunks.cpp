@@ -126,12 +126,16 @@ void EncodeWorkDir::write_latents(int64_t chunk, const LatentChunk& c) const {
     tensors.emplace_back("mean." + std::to_string(k), c.mean[k]);
     if (!c.logvar.empty()) tensors.emplace_back("logvar." + std::to_string(k), c.logvar[k]);
   }
-  const json record = {{"samples", samples},
-                       {"skipped", c.skipped},
-                       {"latent_channels", c.latent_channels},
-                       {"scaling_factor", c.scaling_factor},
-                       {"shift_factor", c.shift_factor},
-                       {"logvar", !c.logvar.empty()}};
+  json record = {{"samples", samples},
+                 {"skipped", c.skipped},
+                 {"latent_channels", c.latent_channels},
+                 {"scaling_factor", c.scaling_factor},
+                 {"shift_factor", c.shift_factor},
+                 {"logvar", !c.logvar.empty()}};
+  if (!c.channel_mean.empty() || !c.channel_std.empty()) {  // absent otherwise: the same file as before they existed
+    record["channel_mean"] = c.channel_mean;
+    record["channel_std"] = c.channel_std;
+  }
   save_safetensors(latents_file(chunk), tensors, {{"wick_encode_latents", dump(record)}});
 }
 
@@ -144,6 +148,8 @@ std::optional<LatentChunk> EncodeWorkDir::read_latents(int64_t chunk, std::strin
     c.latent_channels = record.at("latent_channels").get<int64_t>();
     c.scaling_factor = record.at("scaling_factor").get<double>();
     c.shift_factor = record.at("shift_factor").get<double>();
+    if (record.contains("channel_mean")) c.channel_mean = record.at("channel_mean").get<std::vector<double>>();
+    if (record.contains("channel_std")) c.channel_std = record.at("channel_std").get<std::vector<double>>();
     c.skipped = record.at("skipped").get<std::vector<std::string>>();
     const bool logvar = record.at("logvar").get<bool>();
     for (const json& s : record.at("samples")) {

@@ -35,6 +35,7 @@ struct LatentChunk {
   std::vector<std::string> skipped;   // images of the chunk left out: "<path>: <reason>"
   int64_t latent_channels = 0;
   double scaling_factor = 1.0, shift_factor = 0.0;
+  std::vector<double> channel_mean, channel_std;  // per-channel normalization (ImageVaeInfo); empty = none
 };
 
 // What the text encoders made of one chunk: one row per distinct caption.

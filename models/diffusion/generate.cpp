@@ -10,6 +10,7 @@
 #include "models/lora_files.h"
 #include "models/model_factory.h"
 #include "models/registry.h"
+#include "models/vae/wan_vae_config.h"
 #include "runtime/error.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
@@ -192,7 +193,9 @@ Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& d
              "latents_to_images: expected latents [N, ", data.latent_channels, ", h, w], got ", latents.describe());
   WICK_CHECK_KIND(Data, data.vae_scaling_factor != 0.0, "latents_to_images: vae_scaling_factor is 0");
   Tensor raw = latents.to(Device::cpu()).to(DType::F32);
-  // The model sees (latent − shift)·scaling; undo it before unpacking the pixels.
+  // The model sees ((latent − shift)·scaling − mean_c) / std_c (Objective::scale_latents); undo it before unpacking.
+  if (!data.vae_latents_mean.empty() || !data.vae_latents_std.empty())
+    raw = vae::denormalize_wan_latents(raw, {.mean = data.vae_latents_mean, .std = data.vae_latents_std});
   raw = add(div(raw, data.vae_scaling_factor), data.vae_shift_factor);
   Tensor pixels = unpack_latents_2x2(raw);               // [-1, 1]
   Tensor unit = mul(add(pixels, 1.0), 0.5);              // [0, 1]

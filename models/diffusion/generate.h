@@ -79,8 +79,9 @@ Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const 
                         double guidance, uint64_t seed);
 
 // Latents [N, 4c, h, w] (any float dtype, any device) of a pixel-packed dataset (model_family
-// "fashion-dit") -> images f32 [N, c, 2h, 2w] on the CPU in [0, 1]: latent / vae_scaling_factor +
-// vae_shift_factor, unpacked 2x2 (unpack_latents_2x2), mapped from [-1, 1] to [0, 1] and clamped.
+// "fashion-dit") -> images f32 [N, c, 2h, 2w] on the CPU in [0, 1]: latent · vae_latents_std[c] + vae_latents_mean[c]
+// (where the dataset has them), / vae_scaling_factor + vae_shift_factor, unpacked 2x2 (unpack_latents_2x2), mapped
+// from [-1, 1] to [0, 1] and clamped.
 // Other families need a VAE decoder, which wick does not have: WickError (Config).
 Tensor latents_to_images(const Tensor& latents, const LatentDatasetAttributes& data);
 

@@ -117,6 +117,16 @@ SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& 
                                const vae::VaeConfig& sizes, const std::string& vae_path) {
   const LatentDatasetAttributes& data = dataset.attributes();
   SamplerDataset out{.normalization = preset};
+  // The training latents were also normalized per channel (Objective::scale_latents); this sampler's decoder undoes
+  // only the scalar factors, so its images would be wrong.
+  WICK_CHECK_KIND(
+      Data, data.vae_latents_mean.empty() && data.vae_latents_std.empty(), dataset.path(),
+      ": the dataset's latents are normalized per channel (vae_latents_mean / vae_latents_std, a Wan VAE's), "
+      "but the ",
+      model,
+      " sampler decodes with an AutoencoderKL and a scalar normalization only: encode "
+      "the dataset with `wick dataset encode --model ",
+      model, "`");
   // The latents the model learned were normalized with the dataset's factors.
   if (data.model_family == model) out.normalization = {data.vae_scaling_factor, data.vae_shift_factor};
   WICK_CHECK_KIND(Data, !dataset.buckets().empty(), dataset.path(), ": the dataset has no buckets");

@@ -4,6 +4,7 @@
 
 #include "engine/autograd/ops_layout.h"
 #include "models/vae/vae.h"
+#include "models/vae/wan_vae_config.h"
 #include "runtime/ops/creation.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/philox.h"
@@ -55,7 +56,12 @@ Tensor Objective::scale_latents(const Tensor& latents, const LatentDatasetAttrib
   Tensor x = latents.to(DType::F32);
   if (attributes.vae_shift_factor != 0.0) x = sub(x, attributes.vae_shift_factor);
   if (attributes.vae_scaling_factor != 1.0) x = mul(x, attributes.vae_scaling_factor);
-  return x;
+  if (attributes.vae_latents_mean.empty() && attributes.vae_latents_std.empty()) return x;
+  const std::vector<std::string> problems = latent_normalization_problems(attributes);
+  WICK_CHECK_KIND(Data, problems.empty(), "scale_latents: the dataset's ", problems.empty() ? "" : problems.front());
+  WICK_CHECK_KIND(Data, latents.dim() == 4 && latents.size(1) == attributes.latent_channels, "scale_latents: latents ",
+                  latents.describe(), " do not have the dataset's ", attributes.latent_channels, " channels");
+  return vae::normalize_wan_latents(x, {.mean = attributes.vae_latents_mean, .std = attributes.vae_latents_std});
 }
 
 ObjectiveBatch Objective::make(const Tensor& x0, const std::vector<int64_t>& ids, int64_t epoch) const {

@@ -38,7 +38,8 @@ class Objective {
  public:
   explicit Objective(const TrainSection& train);
 
-  // (latent − vae_shift_factor) · vae_scaling_factor, f32 (the docs/dataset.md convention).
+  // (latent − vae_shift_factor) · vae_scaling_factor, then (x − vae_latents_mean[c]) / vae_latents_std[c] per
+  // channel where the dataset has them; f32 (the docs/dataset.md convention). WickError when their length is not C.
   static Tensor scale_latents(const Tensor& latents, const LatentDatasetAttributes& attributes);
   // x0 f32 [B, C, H, W]; ids and epoch key the per-sample random numbers.
   ObjectiveBatch make(const Tensor& x0, const std::vector<int64_t>& ids, int64_t epoch) const;

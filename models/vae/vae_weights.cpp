@@ -235,37 +235,30 @@ WeightSource open_vae_source(const std::string& path) {
   return WeightSource::open(std::filesystem::is_directory(pipeline_vae, ec) ? pipeline_vae.string() : path, "vae");
 }
 
-}  // namespace
+// The weights at `path` and what their headers say: format, config.json, sizes and group count.
+struct OpenedVae {
+  WeightSource source;
+  DetectedFormat format;
+  std::optional<HfVaeConfig> hf;
+  VaeConfig config;
+};
 
-VaeHeader read_vae_header(const std::string& path, int64_t norm_groups) {
+OpenedVae open_vae(const std::string& path, int64_t norm_groups) {
   WeightSource source = open_vae_source(path);
   DetectedFormat format = detect_vae_format(source);
-  VaeConfig c = config_from_shapes(mapped_shapes(source, format), source.path());
   std::optional<HfVaeConfig> hf;
   if (format.prefix.empty()) hf = read_hf_config(source);
+  VaeConfig c = config_from_shapes(mapped_shapes(source, format), source.path());
   if (hf) check_against_config(*hf, c);
   WICK_CHECK_KIND(Config, norm_groups >= 0, "VAE: norm_groups must be >= 0 (0: config.json's or 32), got ",
                   norm_groups);
   c.norm_groups = norm_groups > 0 ? norm_groups : hf && hf->norm_num_groups.has_value() ? *hf->norm_num_groups : 32;
-  validate(c);
-  return {.config = c, .source_path = source.path()};
+  return {.source = std::move(source), .format = std::move(format), .hf = std::move(hf), .config = c};
 }
 
-LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
-  WeightSource source = open_vae_source(path);
-  DetectedFormat format = detect_vae_format(source);
-  std::optional<HfVaeConfig> hf;
-  if (format.prefix.empty()) hf = read_hf_config(source);
-
-  VaeConfig c = config_from_shapes(mapped_shapes(source, format), source.path());
-  if (hf) check_against_config(*hf, c);
-  WICK_CHECK_KIND(Config, options.norm_groups >= 0, "VAE: norm_groups must be >= 0 (0: config.json's or 32), got ",
-                  options.norm_groups);
-  c.norm_groups = options.norm_groups > 0                 ? options.norm_groups
-                  : hf && hf->norm_num_groups.has_value() ? *hf->norm_num_groups
-                                                          : 32;
-
-  // Normalization: options, else config.json, else the model's.
+// Sets vae.config.normalization, each of scaling and shift from the options, else config.json, else the model's;
+// returns where they came from.
+std::string resolve_normalization(OpenedVae& vae, const VaeLoadOptions& options) {
   const std::optional<ModelNormalization>& model = options.normalization;
   const std::string model_source = model ? "the " + model->model + " model's" : "";
   auto pick = [&](const std::optional<double>& option, const std::optional<double>& from_json, double from_model,
@@ -278,33 +271,55 @@ LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
       value = *from_json;
       return "config.json";
     }
-    WICK_CHECK_KIND(Config, model.has_value(), "VAE weights ", source.path(), ": the ", what,
-                    " is unknown (no config.json, and a ", c.z_channels,
-                    "-channel VAE in this format could belong to several models): give the model it is for, or ",
-                    what);
+    WICK_CHECK_KIND(Config, model.has_value(), "VAE weights ", vae.source.path(), ": the ", what,
+                    " is unknown (no config.json, and a ", vae.config.z_channels,
+                    "-channel VAE in this format could belong to several models): give the model it is for, or ", what);
     value = from_model;
     return model_source;
   };
+  const std::optional<HfVaeConfig>& hf = vae.hf;
+  LatentNormalization& n = vae.config.normalization;
   const LatentNormalization preset = model ? model->normalization : LatentNormalization{};
   const std::string scaling_source = pick(options.scaling_factor, hf ? hf->scaling_factor : std::nullopt,
-                                          preset.scaling_factor, "scaling_factor", c.normalization.scaling_factor);
+                                          preset.scaling_factor, "scaling_factor", n.scaling_factor);
   const std::string shift_source =
       pick(options.shift_factor, hf ? std::optional<double>(hf->shift_factor) : std::nullopt, preset.shift_factor,
-           "shift_factor", c.normalization.shift_factor);
+           "shift_factor", n.shift_factor);
+  return scaling_source == shift_source
+             ? scaling_source
+             : "scaling_factor from " + scaling_source + ", shift_factor from " + shift_source;
+}
+
+}  // namespace
+
+VaeHeader read_vae_header(const std::string& path, int64_t norm_groups) {
+  OpenedVae vae = open_vae(path, norm_groups);
+  validate(vae.config);
+  return {.config = vae.config, .source_path = vae.source.path(), .normalization_source = ""};
+}
+
+VaeHeader read_vae_header(const std::string& path, const VaeLoadOptions& options) {
+  OpenedVae vae = open_vae(path, options.norm_groups);
+  const std::string normalization_source = resolve_normalization(vae, options);
+  validate(vae.config);
+  return {.config = vae.config, .source_path = vae.source.path(), .normalization_source = normalization_source};
+}
+
+LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {
+  OpenedVae vae = open_vae(path, options.norm_groups);
+  LoadedVae out;
+  out.normalization_source = resolve_normalization(vae, options);
+  VaeConfig c = vae.config;
   c.dtype = options.dtype;
   c.device = options.device;
   c.attention_query_chunk = options.attention_query_chunk;
   c.initialize = false;
 
-  LoadedVae out;
   out.model = std::make_shared<AutoencoderKL>(c);
-  out.report = load_mapped(*out.model, source, format);
-  out.format = std::move(format);
-  out.source_path = source.path();
-  out.config_json = hf ? hf->path : "";
-  out.normalization_source = scaling_source == shift_source
-                                 ? scaling_source
-                                 : "scaling_factor from " + scaling_source + ", shift_factor from " + shift_source;
+  out.report = load_mapped(*out.model, vae.source, vae.format);
+  out.format = std::move(vae.format);
+  out.source_path = vae.source.path();
+  out.config_json = vae.hf ? vae.hf->path : "";
   return out;
 }
 

@@ -90,10 +90,14 @@ struct LoadedVae {
 // factor, group count), read from the file headers (and config.json) alone: no tensor is read. The same
 // lookup and the same errors as load_vae's, a group count that does not divide the channels included.
 struct VaeHeader {
-  VaeConfig config;         // sizes and group count; normalization, dtype and device at their defaults
-  std::string source_path;  // the file or index it would read
+  VaeConfig config;                  // sizes and group count; normalization, dtype and device at their defaults
+  std::string source_path;           // the file or index it would read
+  std::string normalization_source;  // with options only: LoadedVae::normalization_source ("" otherwise)
 };
 VaeHeader read_vae_header(const std::string& path, int64_t norm_groups = 0);
+// The same with options.norm_groups, and config.normalization resolved as load_vae(path, options) resolves it, with
+// the same Config error when nothing gives it: what load_vae will build, the dtype and device aside.
+VaeHeader read_vae_header(const std::string& path, const VaeLoadOptions& options);
 
 // Opens `path` (a safetensors file, an index, a vae/ folder, or a pipeline folder: its vae/ subfolder
 // when it has one, whatever other files it holds, as a Hugging Face snapshot of FLUX.1-dev holds

@@ -173,6 +173,17 @@ std::string pick_normalization(const WanVaeLoadOptions& options, const std::opti
   return "Wan 2.1's (Qwen-Image's) defaults";
 }
 
+// The weights at `path` and what their headers say: layout, config.json, sizes and normalization.
+struct OpenedWanVae {
+  WeightSource source;
+  DetectedFormat format;
+  std::optional<WanHfConfig> hf;
+  WanVaeConfig config;
+  std::string normalization_source;
+};
+
+OpenedWanVae open_wan_vae(const std::string& path, const WanVaeLoadOptions& options);
+
 }  // namespace
 
 const WeightFormat& wan_vae_format() {
@@ -254,25 +265,40 @@ WanVaeConfig wan_vae_config_from_shapes(const std::map<std::string, Shape>& shap
   return c;
 }
 
-LoadedWanVae load_wan_vae(const std::string& path, const WanVaeLoadOptions& options) {
-  WeightSource source = open_source(path);
-  DetectedFormat format = detect_wan_vae_format(source);
-  std::optional<WanHfConfig> hf;
-  if (format.prefix.empty()) hf = read_config_json(source);
+namespace {
 
-  WanVaeConfig c = wan_vae_config_from_shapes(mapped_shapes(source, format), source.path());
-  if (hf) check_against_config(*hf, c);
-  LoadedWanVae out;
-  out.normalization_source = pick_normalization(options, hf, source.path(), c);
+OpenedWanVae open_wan_vae(const std::string& path, const WanVaeLoadOptions& options) {
+  OpenedWanVae vae{
+      .source = open_source(path), .format = {}, .hf = std::nullopt, .config = {}, .normalization_source = ""};
+  vae.format = detect_wan_vae_format(vae.source);
+  if (vae.format.prefix.empty()) vae.hf = read_config_json(vae.source);
+  vae.config = wan_vae_config_from_shapes(mapped_shapes(vae.source, vae.format), vae.source.path());
+  if (vae.hf) check_against_config(*vae.hf, vae.config);
+  vae.normalization_source = pick_normalization(options, vae.hf, vae.source.path(), vae.config);
+  return vae;
+}
+
+}  // namespace
+
+WanVaeHeader read_wan_vae_header(const std::string& path, const WanVaeLoadOptions& options) {
+  OpenedWanVae vae = open_wan_vae(path, options);
+  return {.config = vae.config, .source_path = vae.source.path(), .normalization_source = vae.normalization_source};
+}
+
+LoadedWanVae load_wan_vae(const std::string& path, const WanVaeLoadOptions& options) {
+  OpenedWanVae vae = open_wan_vae(path, options);
+  WanVaeConfig c = vae.config;
   c.dtype = options.dtype;
   c.device = options.device;
   c.initialize = false;
 
+  LoadedWanVae out;
   out.model = std::make_shared<WanVae>(c);
-  out.report = load_mapped(*out.model, source, format);
-  out.format = std::move(format);
-  out.source_path = source.path();
-  out.config_json = hf ? hf->path : "";
+  out.report = load_mapped(*out.model, vae.source, vae.format);
+  out.format = std::move(vae.format);
+  out.source_path = vae.source.path();
+  out.config_json = vae.hf ? vae.hf->path : "";
+  out.normalization_source = vae.normalization_source;
   return out;
 }
 

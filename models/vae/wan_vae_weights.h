@@ -56,6 +56,15 @@ struct LoadedWanVae {
   LoadMappedReport report;
 };
 
+// What load_wan_vae(path, options) builds, read from the file headers (and config.json) alone: no tensor is read.
+// The same lookup and the same errors as load_wan_vae's.
+struct WanVaeHeader {
+  WanVaeConfig config;               // sizes and normalization; dtype and device at their defaults
+  std::string source_path;           // the file or index it would read
+  std::string normalization_source;  // LoadedWanVae::normalization_source
+};
+WanVaeHeader read_wan_vae_header(const std::string& path, const WanVaeLoadOptions& options = {});
+
 // Opens `path` (a safetensors file, an index, a vae/ folder, or a pipeline folder with a vae/
 // subfolder), detects the layout, reads the sizes from the shapes (checked against config.json when
 // there is one: a config.json of another class is a WickError (Config)), builds the model and loads

@@ -393,6 +393,45 @@ TEST(LatentDataset, ValidateFindsNonFiniteLatentsWrittenByWick) {
   EXPECT_THAT(report.errors[0], HasSubstr("latents row 1 holds a non-finite value (Inf)"));
 }
 
+TEST(LatentDataset, PerChannelNormalizationRoundTripsAndIsValidated) {
+  struct Case {
+    const char* name;
+    std::vector<double> mean, std;
+    const char* error;  // "" = valid
+  };
+  const std::vector<Case> cases = {
+      {"absent", {}, {}, ""},
+      {"both", {-0.7571, 0.5, 0.0, 1.5508}, {2.8184, 1.0, 0.5, 1.916}, ""},
+      {"mean_only", {0.1, 0.2, 0.3, 0.4}, {}, "'vae_latents_mean' is given without 'vae_latents_std'"},
+      {"std_only", {}, {1, 1, 1, 1}, "'vae_latents_std' is given without 'vae_latents_mean'"},
+      {"short_mean", {0.1, 0.2, 0.3}, {1, 1, 1, 1}, "'vae_latents_mean' has 3 values, latent_channels is 4"},
+      {"long_std", {0.1, 0.2, 0.3, 0.4}, {1, 1, 1, 1, 1}, "'vae_latents_std' has 5 values, latent_channels is 4"},
+      {"zero_std", {0.1, 0.2, 0.3, 0.4}, {1, 0, 1, 1}, "'vae_latents_std' is 0.000000 at channel 1"},
+      {"nan_mean", {0.1, NAN, 0.3, 0.4}, {1, 1, 1, 1}, "'vae_latents_mean' is not finite at channel 1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = temp(std::string("channel_norm_") + c.name + ".h5");
+    {
+      LatentDatasetWriter writer(
+          path,
+          {.model_family = "qwenimage", .latent_channels = 4, .vae_latents_mean = c.mean, .vae_latents_std = c.std});
+      writer.append(make_samples(2, 2, 2, 0.5f));
+    }
+    auto ds = LatentDataset::open(path);  // opens whatever they hold: validate() judges them
+    EXPECT_EQ(ds->attributes().vae_latents_mean.size(), c.mean.size());
+    EXPECT_EQ(ds->attributes().vae_latents_std, c.std);
+    if (!c.mean.empty() && !std::isnan(c.mean[1])) EXPECT_EQ(ds->attributes().vae_latents_mean, c.mean);
+    const ValidationReport report = ds->validate();
+    if (std::string(c.error).empty()) {
+      EXPECT_TRUE(report.ok()) << report.errors.front();
+    } else {
+      ASSERT_EQ(report.errors.size(), 1u);
+      EXPECT_THAT(report.errors[0], HasSubstr(c.error));
+    }
+  }
+}
+
 TEST(LatentDataset, ClassFilter) {
   auto ds = LatentDataset::open(fixture("fixture.h5"));
   std::vector<int64_t> all = select_ids(*ds, {});

@@ -331,6 +331,36 @@ TEST(DiffusionObjective, SizeConditioningFromTheBatch) {
   EXPECT_THROW(size_conditioning(batch), WickError);
 }
 
+TEST(DiffusionObjective, ScaleLatentsAppliesThePerChannelNormalizationAfterTheScalar) {
+  const Tensor z = test_input({2, 3, 2, 2}, 41, DType::F32);
+  LatentDatasetAttributes data{
+      .model_family = "x", .latent_channels = 3, .vae_scaling_factor = 0.5, .vae_shift_factor = 0.25};
+  const std::vector<double> mean = {0.1, -0.7, 1.5}, stdev = {2.0, 0.25, 3.1};
+  // Scalar only (a file without the per-channel attributes): as before.
+  const std::vector<float> in = z.contiguous().to_vector<float>();
+  const std::vector<float> scalar = Objective::scale_latents(z, data).to_vector<float>();
+  ASSERT_EQ(scalar.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_FLOAT_EQ(scalar[i], (in[i] - 0.25f) * 0.5f) << i;
+  // Then (x - mean_c) / std_c, c = (i / 4) % 3, in f32 with the values rounded to f32.
+  data.vae_latents_mean = mean;
+  data.vae_latents_std = stdev;
+  const std::vector<float> got = Objective::scale_latents(z, data).to_vector<float>();
+  ASSERT_EQ(got.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t c = (i / 4) % 3;
+    const float x = (in[i] - 0.25f) * 0.5f;
+    EXPECT_FLOAT_EQ(got[i], (x - static_cast<float>(mean[c])) / static_cast<float>(stdev[c])) << i;
+  }
+  data.vae_latents_std = {2.0, 0.25};  // not one per channel
+  try {
+    Objective::scale_latents(z, data);
+    ADD_FAILURE() << "a std of 2 values for 3 channels was accepted";
+  } catch (const WickError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::Data);
+    EXPECT_THAT(error.what(), HasSubstr("'vae_latents_std' has 2 values, latent_channels is 3"));
+  }
+}
+
 // ---- samplers ----
 
 // A point mass at c: the exact flow velocity at (x, σ) is ε − c with ε = (x − (1 − σ)c)/σ, i.e. (x − c)/σ.

@@ -1,0 +1,75 @@
+// An image VAE as `wick dataset encode` drives it: sizes and latent normalization from the headers,
+// then images -> latent moments, the weights loaded on the first encode. One interface over the
+// AutoencoderKL (vae.h: SDXL, SD3, Flux) and the Wan VAE (wan_vae.h: Qwen-Image); an architecture picks
+// its own with Architecture::open_dataset_vae (models/architecture.h).
+//
+//   std::unique_ptr<vae::ImageVae> vae = vae::open_kl_image_vae("FLUX.1-dev", {.dtype = DType::BF16});
+//   const vae::ImageVaeInfo& info = vae->info();      // z_channels, downscale, normalization: headers only
+//   vae::VaeMoments m = vae->encode(images, {.tile_size = 512});   // images [B, 3, H, W] in [-1, 1]
+//   vae->unload();                                    // frees the weights (the next encode loads them again)
+//
+// The Wan VAE has no tiling: open_wan_image_vae's encode runs images larger than a tile untiled (its
+// memory then grows with the image), and info().tiling says so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/vae/vae.h"
+#include "models/vae/vae_weights.h"
+
+namespace wick::vae {
+
+// What a VAE makes, from its file headers (and config.json): no tensor read.
+struct ImageVaeInfo {
+  int64_t z_channels = 0;
+  int64_t downscale = 8;  // image pixels per latent pixel along each axis
+  // The latent normalization the dataset records: x0 = ((z - shift_factor) * scaling_factor - channel_mean[c]) /
+  // channel_std[c]; channel_mean / channel_std z_channels long, or both empty (none).
+  double scaling_factor = 1.0, shift_factor = 0.0;
+  std::vector<double> channel_mean, channel_std;
+  std::string source;  // the file or index the weights come from
+  bool tiling = true;  // whether encode honours VaeTiling (false: it always runs untiled)
+};
+
+struct ImageVaeOptions {
+  DType dtype = DType::F32;  // parameter and compute dtype
+  Device device = Device::cpu();
+  // The architecture's scalar normalization (DatasetSpec::normalization): what an AutoencoderKL file without a
+  // config.json makes (vae_weights.h load_vae). Unused by the Wan VAE (its normalization is per channel).
+  std::optional<ModelNormalization> normalization;
+};
+
+class ImageVae {
+ public:
+  virtual ~ImageVae() = default;
+  const ImageVaeInfo& info() const { return info_; }
+  // images [B, 3, H, W] in [-1, 1], any floating dtype and device, H and W multiples of info().downscale ->
+  // mean and logvar [B, z_channels, H / f, W / f] in the options' dtype and device (un-normalized). Loads the
+  // weights on the first call (WickError (Data) for a file that does not load). Tiled as VaeTiling says
+  // where info().tiling.
+  VaeMoments encode(const Tensor& images, const VaeTiling& tiling);
+  // Frees the weights; a later encode loads them again. Never throws.
+  virtual void unload() noexcept = 0;
+
+ protected:
+  explicit ImageVae(ImageVaeInfo info) : info_(std::move(info)) {}
+  virtual VaeMoments encode_loaded(const Tensor& images, const VaeTiling& tiling) = 0;
+
+ private:
+  ImageVaeInfo info_;
+};
+
+// The AutoencoderKL at `path` (load_vae's paths: a file, an index, a vae/ folder, or a pipeline folder), its sizes
+// from read_vae_header's lookup and its normalization as load_vae resolves it (config.json, else
+// options.normalization; neither: WickError (Config)). WickError (Data) for weights that are not an AutoencoderKL.
+std::unique_ptr<ImageVae> open_kl_image_vae(const std::string& path, const ImageVaeOptions& options);
+// The Wan 2.1 / Qwen-Image VAE at `path` (load_wan_vae's paths), single images (T = 1): its sizes from the shapes,
+// scale 1, shift 0 and the per-channel latents_mean / latents_std of config.json (else Wan 2.1's for z 16).
+// Untiled always (info().tiling is false).
+std::unique_ptr<ImageVae> open_wan_image_vae(const std::string& path, const ImageVaeOptions& options);
+
+}  // namespace wick::vae
