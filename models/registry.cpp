@@ -2,6 +2,7 @@
 
 #include "models/dit/dit_architecture.h"
 #include "models/flux/flux_architecture.h"
+#include "models/qwenimage/qwenimage_architecture.h"
 #include "models/sd3/sd3_architecture.h"
 #include "models/sdxl/sdxl_architecture.h"
 #include "models/zimage/zimage_architecture.h"
@@ -17,6 +18,7 @@ const std::vector<const Architecture*>& architectures() {
       &sd3_architecture(),
       &sdxl_architecture(),
       &zimage_architecture(),
+      &qwenimage_architecture(),
   };
   return registered;
 }

@@ -49,7 +49,8 @@ const EnumTable<PredictionType> prediction_table = {
      {"v-prediction", PredictionType::V}}};
 const EnumTable<TimestepSampling> timestep_table = {
     {{"logit_normal", TimestepSampling::LogitNormal}, {"uniform", TimestepSampling::Uniform},
-     {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift}, {"mode", TimestepSampling::Mode}},
+     {"shift", TimestepSampling::Shift}, {"flux_shift", TimestepSampling::FluxShift},
+     {"qwen_shift", TimestepSampling::QwenShift}, {"mode", TimestepSampling::Mode}},
     {{"sigmoid", TimestepSampling::LogitNormal}, {"linear", TimestepSampling::Uniform},
      {"flux", TimestepSampling::FluxShift}, {"none", TimestepSampling::Uniform}}};
 const EnumTable<SamplerKind> sampler_table = {

@@ -33,7 +33,7 @@ enum class NoiseScheduler { FlowMatch, Ddpm };
 // What a DDPM model predicts: the noise ε (SDXL base, SD 1.x) or v = √ᾱ·ε − √(1 − ᾱ)·x0 (SD 2.x 768-v, v-pred
 // fine-tunes). Flow matching always predicts its velocity.
 enum class PredictionType { Epsilon, V };
-enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, Mode };
+enum class TimestepSampling { LogitNormal, Uniform, Shift, FluxShift, QwenShift, Mode };
 enum class SamplerKind { Auto, Euler, Ddim };
 enum class CommBackend { Auto, Nccl, Mpi, None };
 enum class LoraFormat { Kohya, Peft };
@@ -158,7 +158,8 @@ struct TrainSection {
                                        // 1.29 as diffusers' and kohya's SD3 scripts)
   double timestep_shift = 1.0;         // SD3 shift applied to sigma (1 = none); timestep_sampling shift
                                        // without it: kDefaultTimestepShift. flux_shift: the
-                                       // resolution-dependent shift of Flux instead
+                                       // resolution-dependent shift of Flux instead; qwen_shift:
+                                       // Qwen-Image's (μ 0.5 at 256 tokens to 0.9 at 8192)
   double caption_dropout = 0.0;        // probability a caption is replaced by the empty one
   double min_snr_gamma = 0.0;          // 0 = off
   double noise_offset = 0.0;           // 0 = off

@@ -56,6 +56,11 @@ struct FlowMatchingBatch {
 
 // SD3's shift σ' = s·σ / (1 + (s − 1)·σ); s > 0, σ in [0, 1].
 double sd3_shift(double sigma, double s);
+// train.timestep_sampling qwen_shift's line (Qwen-Image's sampling schedule: μ 0.5 at 256 tokens, 0.9 at 8192); its
+// base is Flux's.
+inline constexpr double kQwenMaxShift = 0.9;
+inline constexpr int64_t kQwenMaxTokens = 8192;
+
 // Flux's μ for an image of `tokens` tokens: linear through (base_tokens, base_shift), (max_tokens, max_shift).
 double flux_mu(int64_t tokens, double base_shift = 0.5, double max_shift = 1.15, int64_t base_tokens = 256,
                int64_t max_tokens = 4096);

@@ -169,6 +169,10 @@ Tensor generate_latents(DiffusionModel& model, const TrainConfig& config, const 
       flow.n_steps = steps;
       if (config.train.timestep_sampling == TimestepSampling::FluxShift) {
         flow.shift = diffusion::SigmaShift::Resolution;
+      } else if (config.train.timestep_sampling == TimestepSampling::QwenShift) {
+        flow.shift = diffusion::SigmaShift::Resolution;
+        flow.max_shift = diffusion::kQwenMaxShift;
+        flow.max_tokens = diffusion::kQwenMaxTokens;
       } else if (config.train.timestep_shift != 1.0) {
         flow.shift = diffusion::SigmaShift::Constant;
         flow.shift_value = config.train.timestep_shift;

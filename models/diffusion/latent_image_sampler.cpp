@@ -18,9 +18,11 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
-vae::VaeConfig read_vae_sizes(const LatentSamplerSetup& setup) {
+std::unique_ptr<vae::ImageVae> open_vae(const LatentSamplerSetup& setup) {
   WICK_CHECK_KIND(Config, !setup.vae.empty(), setup.model, " sampler: the VAE (files.vae) is not given");
-  return vae::read_vae_header(setup.vae).config;
+  return setup.open_vae(setup.vae, {.dtype = setup.device.is_cuda() ? DType::BF16 : DType::F32,
+                                    .device = setup.device,
+                                    .normalization = setup.vae_model});
 }
 
 }  // namespace
@@ -115,23 +117,38 @@ vae::VaeConfig sampler_vae_config(const std::string& vae_path) {
 
 SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& model, vae::LatentNormalization preset,
                                const vae::VaeConfig& sizes, const std::string& vae_path) {
+  return sampler_dataset(dataset, model, preset,
+                         vae::ImageVaeInfo{.z_channels = sizes.z_channels, .downscale = sizes.downscale()}, vae_path);
+}
+
+SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& model, vae::LatentNormalization preset,
+                               const vae::ImageVaeInfo& sizes, const std::string& vae_path) {
   const LatentDatasetAttributes& data = dataset.attributes();
   SamplerDataset out{.normalization = preset};
-  // The training latents were also normalized per channel (Objective::scale_latents); this sampler's decoder undoes
-  // only the scalar factors, so its images would be wrong.
-  WICK_CHECK_KIND(
-      Data, data.vae_latents_mean.empty() && data.vae_latents_std.empty(), dataset.path(),
-      ": the dataset's latents are normalized per channel (vae_latents_mean / vae_latents_std, a Wan VAE's), "
-      "but the ",
-      model,
-      " sampler decodes with an AutoencoderKL and a scalar normalization only: encode "
-      "the dataset with `wick dataset encode --model ",
-      model, "`");
+  const bool data_per_channel = !data.vae_latents_mean.empty() || !data.vae_latents_std.empty();
+  if (sizes.channel_mean.empty()) {
+    // The training latents were also normalized per channel (Objective::scale_latents); this sampler's decoder undoes
+    // only the scalar factors, so its images would be wrong.
+    WICK_CHECK_KIND(Data, !data_per_channel, dataset.path(),
+                    ": the dataset's latents are normalized per channel (vae_latents_mean / vae_latents_std, a Wan "
+                    "VAE's), but the ", model, " sampler decodes with an AutoencoderKL and a scalar normalization "
+                    "only: encode the dataset with `wick dataset encode --model ", model, "`");
+  } else {
+    // The decoder undoes its own per-channel lists: the dataset's must be those.
+    WICK_CHECK_KIND(Data, data_per_channel || data.model_family != model, dataset.path(), ": a ", model,
+                    " dataset without per-channel latent normalization (vae_latents_mean / vae_latents_std): encode it "
+                    "with `wick dataset encode --model ", model, "`");
+    WICK_CHECK_KIND(Config, !data_per_channel || (data.vae_latents_mean == sizes.channel_mean &&
+                                                  data.vae_latents_std == sizes.channel_std),
+                    dataset.path(), "'s latents are normalized with other per-channel means and deviations than the "
+                    "VAE's (model.vae_path ", vae_path, ", ", sizes.source, "): sample with the VAE the dataset was "
+                    "encoded with");
+  }
   // The latents the model learned were normalized with the dataset's factors.
   if (data.model_family == model) out.normalization = {data.vae_scaling_factor, data.vae_shift_factor};
   WICK_CHECK_KIND(Data, !dataset.buckets().empty(), dataset.path(), ": the dataset has no buckets");
-  out.default_height = dataset.buckets().front().height * sizes.downscale();
-  out.default_width = dataset.buckets().front().width * sizes.downscale();
+  out.default_height = dataset.buckets().front().height * sizes.downscale;
+  out.default_width = dataset.buckets().front().width * sizes.downscale;
   WICK_CHECK_KIND(Config, data.latent_channels == 0 || data.latent_channels == sizes.z_channels, dataset.path(),
                   " holds ", data.latent_channels, "-channel latents but the VAE (model.vae_path ", vae_path,
                   ") has ", sizes.z_channels);
@@ -141,7 +158,7 @@ SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& 
 // ---- LatentImageSampler ----
 
 LatentImageSampler::LatentImageSampler(LatentSamplerSetup setup)
-    : setup_(std::move(setup)), vae_sizes_(read_vae_sizes(setup_)) {
+    : setup_(std::move(setup)), vae_(open_vae(setup_)) {
   if (const std::optional<SamplePrompts>& stored = setup_.stored_prompts) {
     const auto k = static_cast<int64_t>(stored->captions.size());
     std::string model = setup_.model;
@@ -159,7 +176,7 @@ Tensor LatentImageSampler::generate(DiffusionModel& model, const std::vector<std
   const SizeRule rule = size_rule(model);
   const int64_t height = settings.height > 0 ? settings.height : setup_.default_height;
   const int64_t width = settings.width > 0 ? settings.width : setup_.default_width;
-  const int64_t f = vae_sizes_.downscale(), multiple = f * rule.latent_multiple;
+  const int64_t f = vae_sizes().downscale, multiple = f * rule.latent_multiple;
   auto near = [multiple](int64_t v) { return std::max<int64_t>(multiple, (v + multiple / 2) / multiple * multiple); };
   std::string model_name = setup_.model;
   std::transform(model_name.begin(), model_name.end(), model_name.begin(),
@@ -171,8 +188,8 @@ Tensor LatentImageSampler::generate(DiffusionModel& model, const std::vector<std
                   " pixels (the VAE's ", f, " x ", rule.why, "); the nearest are ", near(width), " x ", near(height));
   model.check_latent_size(height / f, width / f);
   const auto n = static_cast<int64_t>(prompts.size());
-  if (n == 0) return Tensor::empty({0, vae_sizes_.out_channels, height, width}, DType::F32);
-  Tensor noise = sample_noise({vae_sizes_.z_channels, height / f, width / f}, 0, n, settings.seed, device_of(model));
+  if (n == 0) return Tensor::empty({0, vae_sizes().image_channels, height, width}, DType::F32);
+  Tensor noise = sample_noise({vae_sizes().z_channels, height / f, width / f}, 0, n, settings.seed, device_of(model));
   return sample(model, prompts, noise, settings);
 }
 
@@ -209,18 +226,9 @@ text::PromptRows LatentImageSampler::embed(
 }
 
 Tensor LatentImageSampler::decode(const Tensor& latents) {
-  std::shared_ptr<vae::AutoencoderKL> model = vae_;
-  if (!model) {
-    const vae::LatentNormalization& norm = setup_.normalization;
-    model = vae::load_vae(setup_.vae, {.normalization = setup_.vae_model,
-                                       .scaling_factor = norm.scaling_factor,
-                                       .shift_factor = norm.shift_factor,
-                                       .dtype = setup_.device.is_cuda() ? DType::BF16 : DType::F32,
-                                       .device = setup_.device})
-                .model;
-    if (setup_.keep_loaded) vae_ = model;
-  }
-  return vae::decode_to_images(*model, latents, setup_.normalization, setup_.device);
+  Tensor images = vae_->decode_to_images(latents, setup_.normalization);
+  if (!setup_.keep_loaded) vae_->unload();
+  return images;
 }
 
 std::string LatentImageSampler::missing_text_parts() const {
@@ -241,7 +249,7 @@ void LatentImageSampler::check_stored_widths(int64_t context_dim, const std::str
 }
 
 void LatentImageSampler::unload() {
-  vae_.reset();
+  vae_->unload();
   if (has_encoders()) unload_encoders();
 }
 

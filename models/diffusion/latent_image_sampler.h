@@ -29,6 +29,7 @@
 #include "models/image_sampler.h"
 #include "models/text/prompt_embeddings.h"
 #include "models/text/stored_prompts.h"
+#include "models/vae/image_vae.h"
 #include "models/vae/vae.h"
 #include "models/vae/vae_weights.h"
 
@@ -86,6 +87,10 @@ struct SamplerDataset {
 };
 SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& model, vae::LatentNormalization preset,
                                const vae::VaeConfig& sizes, const std::string& vae_path);
+// The same for a VAE behind vae::ImageVae (its z channels and downscale); a dataset normalized per channel must have
+// the VAE's own lists (Config error otherwise), and is refused (Data) by a VAE without per-channel lists.
+SamplerDataset sampler_dataset(const LatentDataset& dataset, const std::string& model, vae::LatentNormalization preset,
+                               const vae::ImageVaeInfo& sizes, const std::string& vae_path);
 
 // `make` (a sampler's constructor), its errors prefixed with "<model> text encoders (model.<key> <path>, ...): ".
 template <typename Sampler, typename Make>
@@ -121,6 +126,7 @@ struct LatentSamplerSetup {
   bool keep_loaded = false;                       // keep the encoders and the VAE between calls
   std::optional<SamplePrompts> stored_prompts;    // prompts encoded ahead of time (a dataset's /sample_prompts)
   std::vector<std::pair<std::string, std::string>> text_parts;  // (label (model.key), path) of the text encoders
+  vae::OpenImageVae open_vae = &vae::open_kl_image_vae;  // the architecture's VAE (an AutoencoderKL by default)
 };
 
 // The common set-up from an architecture's own: `arch` has the fields files.vae, normalization, default_height,
@@ -151,12 +157,13 @@ class LatentImageSampler : public ImageSampler {
   // dataset[, no text encoders (other prompts need ...)]".
   std::string describe() const override;
 
-  const vae::VaeConfig& vae_sizes() const { return vae_sizes_; }
+  // The VAE's sizes (z channels, downscale) from its headers.
+  const vae::ImageVaeInfo& vae_sizes() const { return vae_->info(); }
   // Frees the kept VAE and the kept encoders.
   void unload();
 
  protected:
-  // Reads the VAE's header and indexes the stored prompts (Config errors name setup.model).
+  // Opens the VAE (setup.open_vae: headers only) and indexes the stored prompts (Config errors name setup.model).
   explicit LatentImageSampler(LatentSamplerSetup setup);
 
   // ---- the architecture's part ----
@@ -186,7 +193,8 @@ class LatentImageSampler : public ImageSampler {
                          const std::optional<std::string>& negative = std::nullopt, const std::string& length_note = "");
   // Whether the stored prompts hold `prompt` (trigger word put in).
   bool holds(const std::string& prompt) const;
-  // latents f32 [N, C, h, w] -> images in [0, 1] through the VAE (loaded now, kept when keep_loaded).
+  // latents f32 [N, C, h, w] -> images in [0, 1] through the VAE (loaded now, kept when keep_loaded): the setup's
+  // normalization undone (vae::ImageVae::decode_to_images).
   Tensor decode(const Tensor& latents);
   // "CLIP-L (model.clip_l_path), ...": the text parts not given.
   std::string missing_text_parts() const;
@@ -202,8 +210,7 @@ class LatentImageSampler : public ImageSampler {
  private:
   LatentSamplerSetup setup_;
   std::map<std::string, int64_t> stored_row_;  // stored caption -> its first row
-  vae::VaeConfig vae_sizes_;
-  std::shared_ptr<vae::AutoencoderKL> vae_;  // while kept
+  std::unique_ptr<vae::ImageVae> vae_;         // its weights loaded while kept
 };
 
 // Images per denoiser call (twice as many rows with classifier-free guidance).

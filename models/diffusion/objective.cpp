@@ -22,8 +22,9 @@ std::vector<uint64_t> as_unsigned(const std::vector<int64_t>& ids) {
 
 diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& t) {
   diffusion::FlowMatchingConfig flow;
-  const bool logit_normal =
-      t.timestep_sampling == TimestepSampling::LogitNormal || t.timestep_sampling == TimestepSampling::FluxShift;
+  const bool logit_normal = t.timestep_sampling == TimestepSampling::LogitNormal ||
+                            t.timestep_sampling == TimestepSampling::FluxShift ||
+                            t.timestep_sampling == TimestepSampling::QwenShift;
   flow.sampling = logit_normal ? diffusion::SigmaSampling::LogitNormal : diffusion::SigmaSampling::Uniform;
   if (t.timestep_sampling == TimestepSampling::Mode) flow.sampling = diffusion::SigmaSampling::Mode;
   flow.mode_scale = t.mode_scale;
@@ -31,6 +32,12 @@ diffusion::FlowMatchingConfig flow_matching_config(const TrainSection& t) {
   flow.logit_std = t.logit_std;
   flow.shift = t.timestep_shift != 1.0 ? diffusion::SigmaShift::Constant : diffusion::SigmaShift::None;
   if (t.timestep_sampling == TimestepSampling::FluxShift) flow.shift = diffusion::SigmaShift::Resolution;
+  if (t.timestep_sampling == TimestepSampling::QwenShift) {
+    // musubi-tuner's qwen_shift: the exponential shift with the μ of Qwen-Image's sampling schedule.
+    flow.shift = diffusion::SigmaShift::Resolution;
+    flow.max_shift = diffusion::kQwenMaxShift;
+    flow.max_tokens = diffusion::kQwenMaxTokens;
+  }
   flow.shift_value = t.timestep_shift;
   flow.noise_offset = t.noise_offset;
   return flow;

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "models/architecture.h"
@@ -27,6 +29,13 @@
 #include "models/qwenimage/qwenimage_sequence.h"
 
 namespace wick::qwenimage {
+
+// Where a model's weights were read from (qwenimage_weights.h): what export_transformer writes a full fine-tune back as.
+struct QwenImageWeightOrigin {
+  std::string layout;  // "diffusers" or "comfyui"; "" = not loaded from a file
+  std::string prefix;  // the names' prefix in the file ("model.diffusion_model.", ...)
+  std::string path;    // the file or index opened
+};
 
 class QwenImageTransformer : public DiffusionModel {
  public:
@@ -49,6 +58,8 @@ class QwenImageTransformer : public DiffusionModel {
                  const std::vector<Tensor>& references = {});
 
   const QwenImageConfig& config() const { return config_; }
+  const QwenImageWeightOrigin& weight_origin() const { return origin_; }
+  void set_weight_origin(QwenImageWeightOrigin origin) { origin_ = std::move(origin); }
   // Gradient checkpointing per block (engine/autograd/checkpoint.h): each block keeps only its inputs
   // and runs again in backward. Same gradients as without it.
   void set_gradient_checkpointing(bool on) override { config_.gradient_checkpointing = on; }
@@ -81,6 +92,7 @@ class QwenImageTransformer : public DiffusionModel {
   Tensor embed_time(const Tensor& t, DType dtype);
 
   QwenImageConfig config_;
+  QwenImageWeightOrigin origin_;
   std::shared_ptr<BlockSwapper> swapper_;
   std::vector<int> swap_index_;
 };

@@ -14,7 +14,10 @@
 // ComfyUI's float8 ("scaled fp8") files are not handled yet (zimage_weights.h has the float8 path to follow).
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -49,5 +52,14 @@ struct LoadedQwenImage {
 // fills every parameter, frozen. Errors: WickError (Data) naming the source and the tensor, as
 // load_mapped's (missing, unused and mismatched tensors) and config_from_shapes'.
 LoadedQwenImage load_transformer(const WeightSource& source, const LoadOptions& options = {});
+
+// A full fine-tune's model written back in the layout its base came in (model.weight_origin()), so that it loads where
+// the base does: ComfyUI's single file <directory>/<name>.safetensors (the base's prefix, and Edit-2511's marker
+// tensor when the base has it), else a diffusers folder <directory>/<name>/ (diffusion_pytorch_model.safetensors and
+// the base's config.json when there is one). Every parameter in `dtype`. Returns the file or folder written; Config
+// error for a model with float8 parameters.
+std::filesystem::path export_transformer(const QwenImageTransformer& model, const std::filesystem::path& directory,
+                                         const std::string& name, DType dtype,
+                                         const std::map<std::string, std::string>& metadata);
 
 }  // namespace wick::qwenimage

@@ -146,8 +146,8 @@ Tensor SdxlImageSampler::generate_from_noise(Unet& model, const std::vector<std:
   WICK_CHECK_KIND(Config, settings.guidance >= 0, "sdxl sampler: guidance must be >= 0, got ", settings.guidance);
   check_fits(model);
   model.check_latent_size(noise.size(2), noise.size(3));
-  const int64_t f = vae_sizes().downscale(), height = noise.size(2) * f, width = noise.size(3) * f;
-  if (n == 0) return Tensor::empty({0, vae_sizes().out_channels, height, width}, DType::F32);
+  const int64_t f = vae_sizes().downscale, height = noise.size(2) * f, width = noise.size(3) * f;
+  if (n == 0) return Tensor::empty({0, vae_sizes().image_channels, height, width}, DType::F32);
   const diffusion::EulerDiscreteSchedule schedule = diffusion::euler_discrete_schedule(settings.steps);
   const Device device = device_of(model);
   EvalModeGuard eval_mode(model);

@@ -226,6 +226,34 @@ TEST(Config, ZImageLoraInAiToolkitShapeParses) {
   EXPECT_EQ(parse(kMinimal + "model: {arch: z-image, name_or_path: z.safetensors}\n").sample.guidance, 1.0);
 }
 
+TEST(Config, QwenImageLoraInAiToolkitShapeParses) {
+  std::vector<std::string> notes, warnings;
+  TrainConfig c = parse_config_file(kConfigsDir + "/qwen_image_lora.yaml", config_schema(), {}, &notes, &warnings);
+  EXPECT_EQ(c.name, "qwen_image_lora_v1");
+  EXPECT_EQ(c.model.arch, "qwenimage");  // is_qwen_image
+  EXPECT_EQ(c.model.name_or_path, "models/Qwen-Image");
+  EXPECT_EQ(c.model.dtype, DType::BF16);
+  EXPECT_EQ(c.model.quantize, QuantizeMode::Float8);
+  EXPECT_EQ(c.model.options.get_int("max_length"), 512);
+  EXPECT_EQ(c.network.type, NetworkType::Lora);
+  EXPECT_TRUE(c.network.target.empty());  // the arch's default preset (all)
+  EXPECT_EQ(c.save.format, LoraFormat::Peft);
+  EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::Shift);
+  EXPECT_EQ(c.train.timestep_shift, 2.2);
+  EXPECT_EQ(c.sample.guidance, 4.0);
+  EXPECT_EQ(c.sample.negative_prompt, " ");
+  EXPECT_EQ(c.sample.steps, 30);
+  EXPECT_EQ(c.sample.width, 1024);
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // the trigger word
+  EXPECT_THAT(warnings[0], HasSubstr("trigger_word 'p3r5on'"));
+  expect_round_trip(c);
+  // musubi-tuner's qwen_shift, and the default true CFG scale of the pipeline without sample.guidance.
+  const TrainConfig q = parse(kMinimal + "model: {arch: qwen-image, name_or_path: q.safetensors}\n"
+                                         "train: {timestep_sampling: qwen_shift}\n");
+  EXPECT_EQ(q.train.timestep_sampling, TimestepSampling::QwenShift);
+  EXPECT_EQ(q.sample.guidance, 4.0);
+}
+
 TEST(Config, SdxlLoraInAiToolkitShapeParses) {
   std::vector<std::string> notes, warnings;
   TrainConfig c = parse_config_file(kConfigsDir + "/sdxl_lora.yaml", config_schema(), {}, &notes, &warnings);

@@ -692,6 +692,60 @@ TEST(MemoryEstimate, FullSizeShardedWeights) {
   }
 }
 
+// Full-size Qwen-Image (20.4 B parameters) without weights, as `wick train --dry-run` estimates it for
+// configs/qwen_image_lora.yaml: 1024² (4,096 image tokens) with 256 caption rows, batch 1, LoRA rank 16 on the default
+// preset (every Linear of the 60 blocks, modulation included: 14 per block), bf16, adamw8bit, checkpointing, on a GPU;
+// then a float8 base, the last N blocks swapped, and 2 and 4 ranks sharding the frozen weights. musubi-tuner's
+// docs/qwen_image.md: 41 GB in bf16, about 24 GB with float8 and 16 blocks swapped.
+TEST(MemoryEstimate, FullSizeQwenImageLora) {
+  MemoryInputs in{.batch_size = 1, .latent_height = 128, .latent_width = 128, .text_length = 256, .text_dim = 3584,
+                  .latent_channels = 16, .pooled_dim = 0, .compute_dtype = DType::BF16,
+                  .gradient_checkpointing = true, .optimizer = "adamw8bit", .device = Device::cuda(0)};
+  const qwenimage::QwenImageConfig released;
+  const TrainingPlan lora{.network = "lora", .patterns = {"transformer_blocks.*"}, .rank = 16};
+  const MemoryEstimate bf16 = qwenimage::estimate_qwenimage_memory(released, lora, in);
+  std::printf("Qwen-Image LoRA r16, bf16 base: %s\n", describe(bf16).c_str());
+  int64_t n_parameters = 0;
+  for (const auto& [param, shape] : qwenimage::parameter_shapes(released)) n_parameters += numel(shape);
+  EXPECT_NEAR(static_cast<double>(n_parameters), 20.43e9, 0.01e9);
+  EXPECT_EQ(bf16.frozen_weights, 2 * n_parameters);  // 40.9 GB
+  // 16 x (in + out) per Linear: q, k, v, out and their text twins (3072 -> 3072), the modulations (3072 -> 6 x 3072),
+  // the two MLPs (3072 -> 12288 -> 3072).
+  const int64_t d = 3072;
+  EXPECT_EQ(bf16.n_trainable, 60 * 16 * (8 * (d + d) + 2 * (d + 6 * d) + 2 * ((d + 4 * d) + (4 * d + d))));
+  EXPECT_GT(bf16.total, int64_t{41} * 1000 * 1000 * 1000);
+  in.float8 = true;
+  const MemoryEstimate float8 = qwenimage::estimate_qwenimage_memory(released, lora, in);
+  std::printf("Qwen-Image LoRA r16, float8 base: %s\n", describe(float8).c_str());
+  EXPECT_LT(float8.frozen_weights, bf16.frozen_weights * 52 / 100);
+  EXPECT_GT(float8.total, int64_t{24} * 1000 * 1000 * 1000);  // float8 alone does not fit a 24 GB card
+  int64_t previous = float8.total;
+  for (int64_t n : {8, 16, 24, 32}) {
+    in.blocks_to_swap = n;
+    const MemoryEstimate swapped = qwenimage::estimate_qwenimage_memory(released, lora, in);
+    std::printf("Qwen-Image LoRA r16, float8 base, %2lld blocks swapped: total %s, %s of weights in host memory\n",
+                static_cast<long long>(n), format_bytes(swapped.total).c_str(),
+                format_bytes(swapped.swapped_weights).c_str());
+    EXPECT_LT(swapped.total, previous) << n;
+    previous = swapped.total;
+    if (n == 16) EXPECT_LT(swapped.total, int64_t{24} * 1000 * 1000 * 1000) << "musubi-tuner's 24 GB setting";
+  }
+  in.blocks_to_swap = 0;
+  for (int world : {2, 4}) {
+    for (bool float8_base : {false, true}) {
+      MemoryInputs sharded = in;
+      sharded.float8 = float8_base, sharded.world_size = world, sharded.shard_weights = true;
+      sharded.shard_optimizer = true;
+      const MemoryEstimate m = qwenimage::estimate_qwenimage_memory(released, lora, sharded);
+      std::printf("Qwen-Image LoRA r16, %s base, weights sharded on %d ranks: %s per rank\n",
+                  float8_base ? "float8" : "bf16", world, format_bytes(m.total).c_str());
+      EXPECT_EQ(m.shard_ranks, world);
+      EXPECT_LT(m.frozen_weights, (float8_base ? float8 : bf16).frozen_weights / world * 105 / 100);
+      if (world == 4 && !float8_base) EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "bf16 on 4 x 24 GB";
+    }
+  }
+}
+
 // Full-size SD3.5 Large and Medium without weights (docs/training.md "Memory"): 1024² (4,096 image tokens) with
 // 333 text tokens (77 CLIP + 256 T5), batch 1, LoRA rank 16 on every Linear of the joint blocks (sd3's default
 // preset), bf16, adamw8bit, on a GPU. Large's bf16 weights alone are 16.3 GB (8.15 B parameters with pos_embed);
