@@ -48,7 +48,12 @@ class QwenImageArchitecture : public Architecture {
                      .default_value = int64_t{512}, .range = ConfigRange::between(1, 1024),
                      .help = "caption rows of a sample prompt when the dataset records none (512)"},
                     {.name = "keep_encoders_loaded", .type = OptionType::Bool, .default_value = false,
-                     .help = "keep Qwen2.5-VL and the VAE in memory between sample grids"}};
+                     .help = "keep Qwen2.5-VL and the VAE in memory between sample grids"},
+                    {.name = "axes_dims", .aliases = {"axes_dims_rope"}, .type = OptionType::IntList,
+                     .default_value = std::vector<int64_t>{}, .range = ConfigRange::above(0),
+                     .help = "RoPE widths of the (frame, row, column) position axes, summing to the head width; "
+                             "empty = a diffusers folder's config.json axes_dims_rope, else the released [16, 56, 56] "
+                             "(a ComfyUI single file records none)"}};
     schema_.needs_base_weights = true;
     schema_.sample_size = true;
     schema_.default_sample_guidance = 4.0;  // the pipeline's true_cfg_scale
@@ -63,8 +68,13 @@ class QwenImageArchitecture : public Architecture {
     const std::string& path = request.model.name_or_path;
     WICK_CHECK_KIND(Config, !path.empty(), "model.arch qwenimage needs model.name_or_path (the base weights)");
     WeightSource source = WeightSource::open(path, "transformer");
+    // What no tensor gives: config.json beside the weights, else the released model's; model.axes_dims replaces the
+    // RoPE widths (a single file of another layout).
+    qwenimage::QwenImageJson json = qwenimage::config_json_of(source.path());
+    const std::vector<int64_t>& axes = request.model.options.get_int_list("axes_dims");
+    if (!axes.empty()) json.axes_dims = axes;
     qwenimage::LoadedQwenImage loaded =
-        qwenimage::load_transformer(source, {.dtype = request.dtype, .device = request.device});
+        qwenimage::load_transformer(source, {.dtype = request.dtype, .device = request.device, .json = json});
     check_data(loaded.model->config(), request.data, path);
     loaded.model->set_gradient_checkpointing(request.gradient_checkpointing);
     return loaded.model;

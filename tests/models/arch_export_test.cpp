@@ -3,7 +3,9 @@
 // trained values, keeps the other tensors unchanged, and trains again as a base with the same output. SDXL writes
 // the LDM single file (sgm names under model.diffusion_model., the VAE tensor beside them) and the diffusers folder;
 // Flux and SD3 write their own (BFL's, SAI's) names, the layout of their single files; Z-Image writes ComfyUI's single
-// file (the fused qkv, its norm_final kept) from a ComfyUI base (its diffusers folder: zimage_weights_test.cpp).
+// file (the fused qkv, its norm_final kept) from a ComfyUI base (its diffusers folder: zimage_weights_test.cpp);
+// Qwen-Image writes ComfyUI's single file (diffusers' names under model.diffusion_model.) from a ComfyUI base and a
+// diffusers folder (with the base's config.json) from a diffusers folder.
 //
 // A new architecture adds a row to kRows for each base layout it writes back.
 #include <gtest/gtest.h>
@@ -53,6 +55,12 @@ const ExportRow kRows[] = {
     {.arch = &tiny_arch("zimage"), .layout = "comfyui", .base = "comfyui_bf16.safetensors",
      .base_file = "comfyui_bf16.safetensors", .trained = "all_final_layer.2-1.linear.bias",
      .trained_name = "model.diffusion_model.final_layer.linear.bias", .written = "comfyui.safetensors"},
+    {.arch = &tiny_arch("qwenimage"), .layout = "comfyui", .base = "comfyui_bf16.safetensors",
+     .base_file = "comfyui_bf16.safetensors", .trained = "proj_out.bias",
+     .trained_name = "model.diffusion_model.proj_out.bias", .written = "comfyui.safetensors"},
+    {.arch = &tiny_arch("qwenimage"), .layout = "diffusers", .base = "transformer",
+     .base_file = "transformer/diffusion_pytorch_model.safetensors", .trained = "proj_out.bias",
+     .trained_name = "proj_out.bias", .written = "diffusers/diffusion_pytorch_model.safetensors"},
 };
 
 struct ExportRowName {

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/autograd/backward.h"
 #include "engine/autograd/node.h"
+#include "runtime/ops/creation.h"
 #include "runtime/safetensors.h"
 #include "runtime/tensor.h"
 #include "tests/test_data.h"
@@ -72,6 +74,27 @@ std::map<std::string, Shape> file_shapes(const Source& source) {
   std::map<std::string, Shape> out;
   for (const std::string& name : source.names()) out[name] = source.info(name).shape;
   return out;
+}
+
+// An adapter factor's gradient: a factor that no path from the loss reaches (Qwen-Image's last block's text-only
+// Linears: only the image stream is output) gets none, or zeros from a checkpoint's recomputation; both read as zeros
+// of the factor's shape, so that runs with and without checkpointing compare equal.
+inline Tensor gradient_or_zeros(const autograd::GradientStore& grads, const Tensor& slot) {
+  const Tensor grad = grads.get(slot);
+  return grad.defined() ? grad : zeros_like(autograd::detach(slot));
+}
+
+// max-relative error of an adapter gradient against the reference's `key` (reshaped to it). A reference without
+// `key` (PEFT's fixtures store none for a factor the loss does not reach) wants exactly zero: 0 if so, else 1e9 and a
+// failure.
+inline double gradient_error(const Tensor& grad, const SafetensorsFile& reference, const std::string& key) {
+  if (!reference.contains(key)) {
+    const double largest = max_abs_difference(grad, zeros_like(grad));
+    EXPECT_EQ(largest, 0.0) << key << ": the reference has no gradient (the loss does not reach it)";
+    return largest == 0.0 ? 0.0 : 1e9;
+  }
+  const Tensor want = reference.get(key);
+  return relative_to_max(grad.reshape(want.shape()), want);
 }
 
 // Whether t's data lies in file's memory mapping (a zero-copy view of it).

@@ -12,9 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +36,7 @@
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
 #include "tests/models/arch_test_util.h"
+#include "tests/models/tiny_arch.h"
 #include "tests/models/weights_test_util.h"
 
 namespace wick::testing {
@@ -242,6 +247,11 @@ const std::map<std::string, std::string> kCheckedElsewhere = {
     {"zimage", "arch_parity_test.cpp: ArchParity.ForwardMatchesDiffusersInF32/zimage loads the diffusers folder and "
                "comfyui_bf16.safetensors; zimage_weights_test.cpp: the scaled-fp8 file, both layouts' detection, "
                "missing and foreign tensors"},
+    // Its ComfyUI names are diffusers' under a prefix (no renames, no fused layer, no LoRA layout).
+    {"qwenimage",
+     "arch_parity_test.cpp: ArchParity.ForwardMatchesDiffusersInF32/qwenimage loads transformer/ and "
+     "comfyui_bf16.safetensors; qwenimage_test.cpp: both layouts' detection, Edit-2511's marker, "
+     "missing, mis-shaped and extra tensors; ArchBadWeights below through the registry"},
 };
 
 const WeightsArch& weights_arch(const std::string& name) {
@@ -473,6 +483,123 @@ TEST_P(ArchWeights, PeftAndKohyaFilesConvertIntoEachOther) {
                           mul(matmul(peft.tensors.at(b_name), lora_a), file_scale)));
   }
 }
+
+// ---- bad files through the registry ----
+
+// Weights `wick train` must refuse before training, each a Data error (exit status 3) naming what is wrong, through
+// Architecture::build as `wick train` calls it (tests/models/tiny_arch.h). One row per architecture: a single file of
+// its tiny base to edit, and another family's file. A new architecture adds a row.
+struct BadWeightsRow {
+  const TinyArch* arch;
+  std::string file;               // a single file of the base, under tests/data/<arch>/
+  std::string prefix;             // its names' prefix
+  std::string missing;            // a tensor left out (without the prefix)
+  std::string misshaped;          // a 1-D tensor cut to half its length (without the prefix)
+  std::string foreign;            // another family's weights, under tests/data
+  std::string foreign_looks_for;  // what the message says the architecture's formats look for
+};
+
+void PrintTo(const BadWeightsRow& row, std::ostream* os) { *os << row.arch->name; }
+
+const BadWeightsRow kBadWeightsRows[] = {
+    {.arch = &tiny_arch("zimage"),
+     .file = "comfyui_bf16.safetensors",
+     .prefix = "model.diffusion_model.",
+     .missing = "layers.1.feed_forward.w2.weight",
+     .misshaped = "layers.0.attention_norm1.weight",
+     .foreign = "qwenimage/comfyui_bf16.safetensors",
+     .foreign_looks_for = "none of the known formats"},
+    {.arch = &tiny_arch("qwenimage"),
+     .file = "comfyui_bf16.safetensors",
+     .prefix = "model.diffusion_model.",
+     .missing = "transformer_blocks.1.txt_mod.1.bias",
+     .misshaped = "transformer_blocks.0.attn.norm_added_q.weight",
+     .foreign = "zimage/comfyui_bf16.safetensors",
+     .foreign_looks_for = "txt_norm.weight"},
+};
+
+class ArchBadWeights : public ::testing::TestWithParam<BadWeightsRow> {};
+
+// The Data error Architecture::build throws for `weights` (a failure if it throws none, or another kind).
+std::string data_error(const TinyArch& arch, const std::string& weights) {
+  try {
+    arch.build_base(weights);
+  } catch (const WickError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Data) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << arch.name << ": " << weights << " was loaded";
+  return "";
+}
+
+// A copy of the row's file with `edit` applied to its tensors.
+std::string edited_copy(const BadWeightsRow& row, const std::string& name,
+                        const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+  SafetensorsFile file = SafetensorsFile::open(row.arch->data(row.file));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& tensor : file.names()) tensors.emplace_back(tensor, file.get(tensor));
+  edit(tensors);
+  const fs::path path = scratch_dir(row.arch->name + "_bad_" + name) / "model.safetensors";
+  save_safetensors(path.string(), tensors, file.metadata());
+  return path.string();
+}
+
+TEST_P(ArchBadWeights, MissingAndMisshapedTensorsAreNamed) {
+  const BadWeightsRow& row = GetParam();
+  const TinyArch& arch = *row.arch;
+  ASSERT_NE(arch.build_base(arch.data(row.file)), nullptr);  // the unedited file loads
+  const std::string missing = edited_copy(row, "missing", [&](auto& tensors) {
+    const size_t before = tensors.size();
+    std::erase_if(tensors, [&](const auto& t) { return t.first == row.prefix + row.missing; });
+    ASSERT_EQ(tensors.size(), before - 1) << row.missing;
+  });
+  EXPECT_THAT(data_error(arch, missing), HasSubstr(row.missing));
+  const std::string misshaped = edited_copy(row, "misshaped", [&](auto& tensors) {
+    for (auto& [name, t] : tensors)
+      if (name == row.prefix + row.misshaped) t = t.narrow(0, 0, t.size(0) / 2).contiguous();
+  });
+  EXPECT_THAT(data_error(arch, misshaped), HasSubstr(row.misshaped));
+}
+
+TEST_P(ArchBadWeights, AnotherFamilysFileIsNamed) {
+  const BadWeightsRow& row = GetParam();
+  const std::string message = data_error(*row.arch, data_path(row.foreign));
+  EXPECT_THAT(message, HasSubstr(fs::path(row.foreign).filename().string()));
+  EXPECT_THAT(message, HasSubstr(row.foreign_looks_for));
+}
+
+TEST_P(ArchBadWeights, TruncatedFileIsNamed) {
+  const BadWeightsRow& row = GetParam();
+  const fs::path path = scratch_dir(row.arch->name + "_bad_truncated") / "model.safetensors";
+  fs::copy_file(row.arch->data(row.file), path);
+  fs::resize_file(path, fs::file_size(path) / 2);
+  EXPECT_THAT(data_error(*row.arch, path.string()), HasSubstr(path.string()));
+}
+
+// A diffusers folder whose index names a shard that is not there (a download cut short).
+TEST_P(ArchBadWeights, IndexNamingAMissingShardIsNamed) {
+  const BadWeightsRow& row = GetParam();
+  SafetensorsFile file = SafetensorsFile::open(row.arch->data(row.file));
+  const fs::path folder = scratch_dir(row.arch->name + "_bad_index");
+  const std::string there = "diffusion_pytorch_model-00001-of-00002.safetensors";
+  const std::string absent = "diffusion_pytorch_model-00002-of-00002.safetensors";
+  std::vector<std::pair<std::string, Tensor>> first;
+  nlohmann::json map = nlohmann::json::object();
+  for (const std::string& name : file.names()) {
+    const std::string unprefixed = name.substr(row.prefix.size());
+    const bool in_first = first.size() < file.names().size() / 2;
+    if (in_first) first.emplace_back(unprefixed, file.get(name));
+    map[unprefixed] = in_first ? there : absent;
+  }
+  save_safetensors((folder / there).string(), first, {{"format", "pt"}});
+  std::ofstream((folder / "diffusion_pytorch_model.safetensors.index.json").string())
+      << nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump();
+  const std::string message = data_error(*row.arch, folder.string());
+  EXPECT_THAT(message, HasSubstr(absent));
+  EXPECT_THAT(message, HasSubstr("diffusion_pytorch_model.safetensors.index.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ArchBadWeights, ::testing::ValuesIn(kBadWeightsRows), RowName());
 
 std::vector<std::string> row_names() {
   std::vector<std::string> names;

@@ -26,6 +26,7 @@
 #include "models/flux/flux.h"
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
+#include "models/qwenimage/qwenimage.h"
 #include "models/registry.h"
 #include "models/sd3/sd3.h"
 #include "models/sdxl/sdxl_unet.h"
@@ -104,11 +105,16 @@ inline Tensor zimage_forward(DiffusionModel& model, const SafetensorsFile& in) {
       {in.get("latents_0"), in.get("latents_1")}, in.get("timestep"), {in.get("caption_0"), in.get("caption_1")});
   return autograd::concat({autograd::flatten(out[0]), autograd::flatten(out[1])}, 0);
 }
+// Qwen-Image's cases: a padded batch of two (latents [2, 16, 6, 10], context [2, 9, 32] with context_mask, sigma).
+inline Tensor qwenimage_forward(DiffusionModel& model, const SafetensorsFile& in) {
+  return dynamic_cast<qwenimage::QwenImageTransformer&>(model).forward(in.get("latents"), in.get("sigma"),
+                                                                       in.get("context"), in.get("context_mask"));
+}
 inline Tensor unchanged(const Tensor& output) { return output; }
 
 // Flux.1-dev (2 double + 2 single blocks), the SD3.5-Medium-like MMDiT (3 joint blocks, attn2 in 0 and 1, the last
-// pre-only), the SDXL UNet (3 levels, 19 blocks) and Z-Image (2 layers + 1 noise and 1 context refiner); their READMEs
-// give every size.
+// pre-only), the SDXL UNet (3 levels, 19 blocks), Z-Image (2 layers + 1 noise and 1 context refiner) and Qwen-Image
+// (2 dual-stream blocks); their READMEs give every size.
 inline const std::vector<TinyArch>& tiny_archs() {
   static const std::vector<TinyArch> archs = {
       {.name = "flux", .base = "dev_bfl.safetensors", .diffusers = "dev_diffusers",
@@ -143,6 +149,17 @@ inline const std::vector<TinyArch>& tiny_archs() {
        .outside_blocks = {"t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer", "x_pad_token",
                           "cap_pad_token"},
        .forward = zimage_forward, .as_target = unchanged},
+      // The model's names are diffusers': its "original" is ComfyUI's single file (the same names under
+      // model.diffusion_model.), which records no RoPE layout: model.axes_dims gives it the tiny one (the diffusers
+      // folder's config.json has it). Its cases' adapters are the default preset's 28 Linears (14 per block); the
+      // case's f32 reference is output_exact (diffusers with a correctly rounded sinusoid table: README).
+      {.name = "qwenimage", .base = "comfyui_bf16.safetensors", .diffusers = "transformer",
+       .model_keys = "axes_dims: [8, 12, 12]", .diffusers_keys = "",
+       .geometry = {.model_family = "qwenimage", .latent_channels = 16, .latent_sizes = {{6, 10}}, .text_length = 9,
+                    .text_dim = 32, .pooled_dim = 0},
+       .cases = "", .factors = "lora", .locon = "", .case_target = "", .output = "output_exact",
+       .outside_blocks = {"time_text_embed", "txt_norm", "img_in", "txt_in", "norm_out", "proj_out"},
+       .forward = qwenimage_forward, .as_target = unchanged},
   };
   return archs;
 }

@@ -33,12 +33,13 @@ import torch.nn.functional as F
 import diffusers
 import peft
 from diffusers import QwenImageTransformer2DModel
+from diffusers.loaders import QwenImageLoraLoaderMixin
 from diffusers.pipelines.qwenimage.pipeline_qwenimage import QwenImagePipeline
 from peft import LoraConfig
 
 from reference_common import REPO, data_dir, print_total_size
-from reference_torch import (adapted_modules, deterministic_torch, generator_metadata, peft_layer, rel_err,
-                             save_sorted, write_f32, write_fp16_diffusers)
+from reference_torch import (adapted_modules, deterministic_torch, generator_metadata, peft_layer, quantize_linears,
+                             rel_err, save_peft_lora, save_sorted, write_f32, write_fp16_diffusers)
 
 OUT_DIR = data_dir("qwenimage")
 KWARGS = dict(patch_size=2, in_channels=64, out_channels=16, num_layers=2, attention_head_dim=32,
@@ -165,11 +166,39 @@ def mse(out, target):
     return F.mse_loss(out.flatten(), target.flatten())
 
 
-def make_lora_case(base, inputs, seed):
+def input_tensors(inputs):
+    """The inputs as case.safetensors holds them, for the tables that run a case file's own inputs."""
+    latents, context, mask, sigma = inputs
+    return {"latents": latents, "context": context, "context_mask": mask, "sigma": sigma}
+
+
+def adapter_gradients(model, targets, prefix, dora=False):
+    """grad.<prefix>.<module>.lora_down / lora_up (/ magnitude) of the adapters the loss reaches; the last block's
+    text-only Linears get none (only the image stream is output), as the tables expect of a module without one."""
+    case = {}
+    for m in targets:
+        layer = peft_layer(model, m)
+        parts = [("lora_down", layer.lora_A["default"].weight), ("lora_up", layer.lora_B["default"].weight)]
+        if dora:
+            parts.append(("magnitude", layer.lora_magnitude_vector["default"].weight))
+        if m in text_only_of_last_block():
+            for _, p in parts:
+                assert p.grad is None or float(p.grad.abs().max()) == 0, m
+            continue
+        for name, p in parts:
+            assert float(p.grad.abs().max()) > 0, (m, name)
+            case[f"grad.{prefix}.{m}.{name}"] = p.grad
+    return case
+
+
+def make_lora_case(base, inputs, seed, use_dora=False):
+    """PEFT LoRA (or DoRA: output-axis magnitudes, PEFT's initial row norms times 1 + 0.1 N(0, 1)) on block_linears(),
+    A and B random (std 0.3); loss = MSE of the output against a random target. Returns the case, the output and the
+    PEFT model."""
     model = copy.deepcopy(base)
     targets = block_linears()
-    model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=targets,
-                                 init_lora_weights=True))
+    model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, use_dora=use_dora,
+                                 target_modules=targets, init_lora_weights=True))
     assert adapted_modules(model) == targets, adapted_modules(model)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -177,9 +206,12 @@ def make_lora_case(base, inputs, seed):
             layer = peft_layer(model, m)
             for part in (layer.lora_A["default"], layer.lora_B["default"]):
                 part.weight.copy_(0.3 * torch.randn(part.weight.shape, generator=gen))
+            if use_dora:  # PEFT's initial magnitudes (the row norms of W), perturbed
+                magnitude = layer.lora_magnitude_vector["default"].weight
+                magnitude.mul_(1.0 + 0.1 * torch.randn(magnitude.shape, generator=gen))
     for n, p in model.named_parameters():
         p.requires_grad_(".lora_" in n)
-    model.train()
+    model.train()  # no dropout anywhere; train mode disables PEFT's DoRA cache
     target = torch.randn(inputs[0].shape, generator=gen)
     out = run(model, *inputs)
     loss = mse(out, target)
@@ -188,18 +220,43 @@ def make_lora_case(base, inputs, seed):
             "rank": torch.tensor(RANK, dtype=torch.int64)}
     for m in targets:
         layer = peft_layer(model, m)
-        a, b = layer.lora_A["default"].weight, layer.lora_B["default"].weight
-        if m in text_only_of_last_block():  # only the image stream is output: these reach nothing
-            assert a.grad is None or float(a.grad.abs().max()) == 0, m
-            case[f"lora.{m}.lora_down"] = a.detach()
-            case[f"lora.{m}.lora_up"] = b.detach()
-            continue
-        assert float(a.grad.abs().max()) > 0 and float(b.grad.abs().max()) > 0, m
-        case[f"lora.{m}.lora_down"] = a.detach()
-        case[f"lora.{m}.lora_up"] = b.detach()
-        case[f"grad.lora.{m}.lora_down"] = a.grad
-        case[f"grad.lora.{m}.lora_up"] = b.grad
-    return case, out
+        case[f"lora.{m}.lora_down"] = layer.lora_A["default"].weight.detach()
+        case[f"lora.{m}.lora_up"] = layer.lora_B["default"].weight.detach()
+        if use_dora:
+            case[f"lora.{m}.magnitude"] = layer.lora_magnitude_vector["default"].weight.detach()
+            for part, key in (("lora_A", "lora_A"), ("lora_B", "lora_B")):
+                case[f"peft.{m}.{key}"] = getattr(layer, part)["default"].weight.detach()
+            case[f"peft.{m}.lora_magnitude_vector"] = layer.lora_magnitude_vector["default"].weight.detach()
+    case.update(adapter_gradients(model, targets, "lora", use_dora))
+    case.update(input_tensors(inputs))
+    return case, out, model
+
+
+def float8_case(base, case, inputs, use_dora=False):
+    """The case's adapters and target on the base whose block Linears are float8 as wick's model.quantize makes them
+    (reference_torch.quantize_e4m3: per-row scales, computed with as codes x scale in f32): output, loss, gradients."""
+    model = copy.deepcopy(base)
+    n = quantize_linears(model, ("transformer_blocks.",))
+    assert n == 14 * KWARGS["num_layers"], n
+    targets = block_linears()
+    model.add_adapter(LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, use_dora=use_dora,
+                                 target_modules=targets, init_lora_weights=True))
+    with torch.no_grad():
+        for m in targets:
+            layer = peft_layer(model, m)
+            layer.lora_A["default"].weight.copy_(case[f"lora.{m}.lora_down"])
+            layer.lora_B["default"].weight.copy_(case[f"lora.{m}.lora_up"])
+            if use_dora:
+                layer.lora_magnitude_vector["default"].weight.copy_(case[f"lora.{m}.magnitude"])
+    for n, p in model.named_parameters():
+        p.requires_grad_(".lora_" in n)
+    model.train()
+    out = run(model, *inputs)
+    loss = mse(out, case["target"])
+    loss.backward()
+    f8 = {"output": out.detach(), "loss": loss.detach().reshape(())}
+    f8.update(adapter_gradients(model, targets, "lora", use_dora))
+    return f8
 
 
 def full_grad_names():
@@ -330,10 +387,34 @@ def main():
     save_sorted({COMFY_PREFIX + k: v.to(torch.bfloat16) for k, v in sd.items()},
                 os.path.join(OUT_DIR, "comfyui_bf16.safetensors"), {"format": "pt"})
 
-    lora_case, lora_out = make_lora_case(model, inputs, 777)
+    lora_case, lora_out, lora_model = make_lora_case(model, inputs, 777)
     print(f"  LoRA loss {float(lora_case['loss']):.6f}; output change vs base {rel_err(lora_out, out):.3f}")
     write_f32(lora_case, os.path.join(OUT_DIR, "lora_case.safetensors"),
               dict(meta, lora=json.dumps({"r": RANK, "lora_alpha": ALPHA, "targets": block_linears()})))
+    # The case's LoRA as diffusers' Qwen-Image training example saves it (PEFT names, lora_alpha in the metadata), and
+    # diffusers' QwenImagePipeline loading it back gives the case's output.
+    peft_path = os.path.join(OUT_DIR, "lora_peft.safetensors")
+    save_peft_lora(lora_model, peft_path, QwenImageLoraLoaderMixin)
+    reloaded = copy.deepcopy(model)
+    state, alphas = QwenImageLoraLoaderMixin.lora_state_dict(peft_path, return_lora_metadata=True)
+    QwenImageLoraLoaderMixin.load_lora_into_transformer(state, reloaded, metadata=alphas)
+    with torch.no_grad():
+        peft_err = rel_err(run(reloaded, *inputs), lora_case["output"])
+    print(f"  lora_peft.safetensors loaded by diffusers vs the case's output: {peft_err:.3e}")
+    assert peft_err < 1e-6, peft_err
+    f8_lora = float8_case(model, lora_case, inputs)
+    print(f"  float8 LoRA loss {float(f8_lora['loss']):.6f} (unquantized base: {float(lora_case['loss']):.6f}); "
+          f"output change vs the f32 case {rel_err(f8_lora['output'], lora_case['output']):.3e}")
+    f8_meta = dict(meta, float8="e4m3fn per-row scales on every block Linear; base computes in f32 with codes * scale")
+    write_f32(f8_lora, os.path.join(OUT_DIR, "float8_lora_case.safetensors"), f8_meta)
+    dora_case, dora_out, _ = make_lora_case(model, inputs, 888, use_dora=True)
+    print(f"  DoRA loss {float(dora_case['loss']):.6f}; output change vs base {rel_err(dora_out, out):.3f}")
+    write_f32(dora_case, os.path.join(OUT_DIR, "dora_case.safetensors"),
+              dict(meta, lora=json.dumps({"r": RANK, "lora_alpha": ALPHA, "use_dora": True,
+                                          "targets": block_linears()})))
+    f8_dora = float8_case(model, dora_case, inputs, use_dora=True)
+    print(f"  float8 DoRA loss {float(f8_dora['loss']):.6f} (unquantized base: {float(dora_case['loss']):.6f})")
+    write_f32(f8_dora, os.path.join(OUT_DIR, "float8_dora_case.safetensors"), f8_meta)
     fm = flow_matching_case(model, inputs, 4321)
     print(f"  flow-matching loss (diffusers' training step) {float(fm['loss']):.6f}")
     write_f32(fm, os.path.join(OUT_DIR, "flow_matching_case.safetensors"), meta)
