@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generates tests/data/qwenimage/: a tiny random Qwen-Image transformer (diffusers' QwenImageTransformer2DModel) as a
 diffusers folder and as a ComfyUI-prefixed single file, its outputs on a padded batch of two samples with a non-square
-odd token grid, a LoRA forward + backward computed with PEFT, full-training gradients, and Edit-style cases (reference
-image tokens after the target, with and without Edit-2511's zero_cond_t), and a flow-matching training step as
-diffusers' Qwen-Image LoRA example computes it. See tests/data/qwenimage/README.md for every
+odd token grid, a LoRA forward + backward computed with PEFT (on the base and on the base with float8 block Linears as
+wick quantizes them), that LoRA as diffusers' training example saves it, the same for a PEFT DoRA, full-training
+gradients, and Edit-style cases (reference image tokens after the target, with and without Edit-2511's zero_cond_t),
+and a flow-matching training step as diffusers' Qwen-Image LoRA example computes it. See tests/data/qwenimage/README.md for every
 file and tensor.
 
 Made with (pip, CPU only): torch 2.15.0, diffusers 0.42.1, peft 0.21.2, safetensors, numpy. Run from the repository
