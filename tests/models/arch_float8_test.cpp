@@ -69,6 +69,8 @@ const Float8Row kRows[] = {
      .quantization_shows = 1e-4, .checkpointed_gradients = 0, .float8_checkpoint = ""},
     // 2 blocks x 14 Linears (attention 8, the two MLPs' 4, img_mod.1 and txt_mod.1); the embedders, txt_norm,
     // norm_out and proj_out stay f32. (ComfyUI's scaled-fp8 Qwen-Image files are not read yet: qwenimage_weights.h.)
+    // Measured: LoRA output 3.5e-6, loss 1.2e-6, worst gradient 1.7e-5; DoRA output 8.6e-6, worst gradient 1.9e-5;
+    // the float8 base moves the loss by 5.6e-2 (8.8665 vs 8.9226).
     {.arch = &tiny_arch("qwenimage"), .n_float8 = 28, .n_convs = 0, .n_lora_adapters = 28, .n_dora_adapters = 28,
      .quantization_shows = 1e-4, .checkpointed_gradients = 0, .float8_checkpoint = ""},
 };

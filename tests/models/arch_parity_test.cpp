@@ -47,6 +47,8 @@
 //   f32 1.2e-2: tolerance 4e-2 (as SD3's).
 //   zimage: wick bf16 vs diffusers bf16 1.65e-2, wick bf16 vs f32 3.8e-2, diffusers' bf16 vs its f32 2.2e-2:
 //   tolerance 5e-2.
+//   qwenimage: wick bf16 vs diffusers bf16 7.3e-3, wick bf16 vs f32 1.45e-2, diffusers' bf16 vs its f32 1.34e-2:
+//   tolerance 3e-2. f32: 1.14e-5 from diffusers' own output (both layouts), 7.2e-7 from output_exact.
 //
 // LoRA: rank 4, alpha 8 on every Linear of the blocks, as the fixture's PEFT adapters merged per module of the
 // original names (the fused qkv / linear1 share one lora_down; lora_up is the row concatenation; SD3's last block's
