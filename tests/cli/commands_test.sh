@@ -34,5 +34,5 @@ expect 0 "wick: training for diffusion models" --help
 expect 0 "flux: LoRA target presets (network.target; default all)" presets flux
 expect 0 "  attention        double_blocks.*.img_attn.qkv, double_blocks.*.img_attn.proj," presets flux
 expect 0 "LoCon (network.conv > 0): the k x k convolutions of *.in_layers.2" presets sdxl
-expect 2 "unknown architecture 'sd4'; registered: dit, flux, sd3, sdxl, zimage" presets sd4
+expect 2 "unknown architecture 'sd4'; registered: dit, flux, sd3, sdxl, zimage, qwenimage" presets sd4
 exit $((failures > 0))

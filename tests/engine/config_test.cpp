@@ -418,7 +418,7 @@ config:
   EXPECT_EQ(c.network.conv, 0);
   expect_round_trip(c);
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: sdxl2\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl2'; registered: dit, flux, sd3, sdxl, zimage");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'sdxl2'; registered: dit, flux, sd3, sdxl, zimage, qwenimage");
 }
 
 TEST(Config, EriDiffusionFlatShapeWithAliases) {
@@ -581,7 +581,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheValidOnes) {
   EXPECT_EQ(error_of(kMinimal + "train:\n  optimizer: adam\n"),
             "cfg.yaml:5:14: train.optimizer: unknown value 'adam'; valid values: adamw8bit, adamw, sgd");
   EXPECT_EQ(error_of(kMinimal + "model:\n  arch: unet\n"),
-            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3, sdxl, zimage");
+            "cfg.yaml:5:9: model.arch: unknown architecture 'unet'; registered: dit, flux, sd3, sdxl, zimage, qwenimage");
   EXPECT_EQ(error_of(kMinimal + "train:\n  mixed_precision: fp8\n"),
             "cfg.yaml:5:20: train.mixed_precision: unknown value 'fp8'; valid values: no, bf16, fp16");
   EXPECT_THAT(error_of(kMinimal + "train:\n  lr_scheduler: cosine_annealing\n"),

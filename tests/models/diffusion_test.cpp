@@ -168,6 +168,21 @@ TEST(DiffusionFlow, ShiftFormulasAtHandValues) {
     EXPECT_NEAR(sg[i], flux_shift(raw, 0.63), 1e-7);
     EXPECT_NEAR(sg3[i], sd3_shift(raw, 3.0), 1e-7);
   }
+
+  // train.timestep_sampling qwen_shift (musubi-tuner's): logit-normal σ, then the exponential shift with Qwen-Image's
+  // μ line, 0.5 at 256 tokens and 0.9 at 8192 (its sampling schedule's calculate_shift): 1024 tokens give
+  // 0.5 + 0.4·768/7936.
+  TrainSection qwen;
+  qwen.timestep_sampling = TimestepSampling::QwenShift;
+  const FlowMatchingConfig qcfg = flow_matching_config(qwen);
+  EXPECT_EQ(qcfg.sampling, SigmaSampling::LogitNormal);
+  EXPECT_EQ(qcfg.shift, SigmaShift::Resolution);
+  const double qwen_mu = 0.5 + 0.4 * 768.0 / 7936.0;
+  EXPECT_NEAR(flux_mu(1024, qcfg.base_shift, qcfg.max_shift, qcfg.base_tokens, qcfg.max_tokens), qwen_mu, 1e-15);
+  EXPECT_NEAR(flux_mu(8192, qcfg.base_shift, qcfg.max_shift, qcfg.base_tokens, qcfg.max_tokens), 0.9, 1e-15);
+  std::vector<double> sq = values(make_flow_batch(x0, {1, 2}, 0, 5, qcfg).sigma);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(sq[i], flux_shift(sample_raw_sigma(5, i + 1, 0, qcfg), qwen_mu), 1e-7);
 }
 
 TEST(DiffusionFlow, PerSampleDrawsDoNotDependOnBatchOrPosition) {
