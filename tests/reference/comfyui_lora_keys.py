@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Which keys of a Flux, SD3, SDXL or Z-Image LoRA file ComfyUI would load: a standard-library-only re-implementation of ComfyUI's
-key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape check.
+"""Which keys of a Flux, SD3, SDXL, Z-Image or Qwen-Image LoRA file ComfyUI would load: a standard-library-only
+re-implementation of ComfyUI's key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape
+check.
 
     python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
     python3 tests/reference/comfyui_lora_keys.py --model-keys sd3.5_medium.safetensors --lora FILE [--comfyui-map old]
@@ -51,6 +52,10 @@ The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied he
     refiners') under their own names. musubi-tuner's kohya names for the q/k/v projections
     (lora_unet_layers_0_attention_to_q) are none of these: ComfyUI does not load them (rule 1 names only the fused
     lora_unet_layers_0_attention_qkv).
+ 2d. Qwen-Image (told by txt_norm.weight and transformer_blocks.0.img_mod.1.weight; MODELS2 section 2.6 on
+    comfy/lora.py's QwenImage branch): ComfyUI's module tree uses diffusers' names, so every ".weight" key D is
+    registered as  transformer.<D>,  lycoris_<D '.'->'_'>  and  <D>  besides rule 1's names (which take musubi-tuner's
+    lora_unet_transformer_blocks_0_attn_to_q as it is); nothing is sliced or renamed.
  1c. SDXL / SD 1.x UNet (sgm names, told by input_blocks.0.0.weight): rule 1's names; ComfyUI also registers the
     diffusers names of the UNet (unet_to_diffusers), which are not modelled here (a kohya file in LDM names does not
     need them). A convolution's LoRA (LoCon) is down [r, in, kh, kw], up [out, r, 1, 1].
@@ -246,6 +251,13 @@ def model_key_map(model_shapes, comfyui_map="new"):
             stem = d[:-len(".weight")]
             for name in ("diffusion_model." + stem, "transformer." + stem, "lycoris_" + stem.replace(".", "_"), stem):
                 key_map.setdefault(name, target)
+        return keys, key_map
+    if "diffusion_model.txt_norm.weight" in keys and "diffusion_model.transformer_blocks.0.img_mod.1.weight" in keys:
+        for k in keys:  # Qwen-Image (rule 2d): the native names are diffusers', nothing sliced or renamed
+            if k.endswith(".weight"):
+                stem = k[len("diffusion_model."):-len(".weight")]
+                for name in ("transformer." + stem, "lycoris_" + stem.replace(".", "_"), stem):
+                    key_map.setdefault(name, (k, None, None))
         return keys, key_map
     depth, single = count("double_blocks"), count("single_blocks")
     if "diffusion_model.img_in.weight" not in keys:

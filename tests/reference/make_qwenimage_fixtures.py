@@ -22,7 +22,6 @@ values).
 
 Measured (this script's last run; errors are max|a - b| / max|b|): see the printout, copied into the README.
 """
-import contextlib
 import copy
 import json
 import math
@@ -39,8 +38,9 @@ from diffusers.pipelines.qwenimage.pipeline_qwenimage import QwenImagePipeline
 from peft import LoraConfig
 
 from reference_common import REPO, data_dir, print_total_size
-from reference_torch import (adapted_modules, deterministic_torch, generator_metadata, peft_layer, quantize_linears,
-                             rel_err, save_peft_lora, save_sorted, write_f32, write_fp16_diffusers)
+from reference_torch import (adapted_modules, correctly_rounded_sinusoid, deterministic_torch, generator_metadata,
+                             peft_layer, quantize_linears, rel_err, save_peft_lora, save_sorted, write_f32,
+                             write_fp16_diffusers)
 
 OUT_DIR = data_dir("qwenimage")
 KWARGS = dict(patch_size=2, in_channels=64, out_channels=16, num_layers=2, attention_head_dim=32,
@@ -122,28 +122,6 @@ def torch_exp_rounding():
     one ulp there moves a sinusoid feature by ~2e-5."""
     e = -math.log(10000) * torch.arange(0, 128, dtype=torch.float32) / 128
     return torch.nonzero(torch.exp(e) != torch.exp(e.double()).float()).flatten().tolist()
-
-
-@contextlib.contextmanager
-def correctly_rounded_sinusoid():
-    """diffusers' get_timestep_embedding with its frequency table correctly rounded (exp in float64, then float32) and
-    everything else as diffusers computes it: (t * f) * scale in float32, [cos, sin]. The reference outputs computed
-    under it differ from diffusers' own only by this machine's libm rounding of the table (torch_exp_rounding)."""
-    import diffusers.models.embeddings as embeddings
-    original = embeddings.get_timestep_embedding
-
-    def exact(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1, max_period=10000):
-        assert flip_sin_to_cos and downscale_freq_shift == 0 and embedding_dim % 2 == 0
-        half = embedding_dim // 2
-        exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / half
-        angles = scale * (timesteps[:, None].float() * torch.exp(exponent.double()).float()[None, :])
-        return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
-
-    embeddings.get_timestep_embedding = exact
-    try:
-        yield
-    finally:
-        embeddings.get_timestep_embedding = original
 
 
 def block_linears():
@@ -298,7 +276,7 @@ def flow_matching_case(model, inputs, seed):
     computes them (weighting scheme none): x_sigma = (1 - sigma) x0 + sigma eps, the model at timestep T / 1000 with
     T = 1000 sigma the scheduler's timestep, the packed prediction unpacked, MSE against eps - x0 (the network's output
     is the velocity; no sign change). sigma = (0.25, 0.875): T and T / 1000 exact in f32. The text and mask of `case`.
-    The reference uses the correctly rounded sinusoid table (see correctly_rounded_sinusoid)."""
+    The reference uses the correctly rounded sinusoid table (reference_torch.correctly_rounded_sinusoid)."""
     _, context, mask, _ = inputs
     gen = torch.Generator().manual_seed(seed)
     x0 = torch.randn((2, 16) + LATENT, generator=gen)

@@ -14,6 +14,7 @@ reference_common.py.
 import gzip
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -113,6 +114,31 @@ def quantize_linears(model, prefixes):
 # ---------------------------------------------------------------------------------------------------------------
 # Flux's latent packing (diffusers' FluxPipeline._pack_latents / _unpack_latents and its image ids)
 # ---------------------------------------------------------------------------------------------------------------
+
+@contextmanager
+def correctly_rounded_sinusoid():
+    """diffusers' get_timestep_embedding with its frequency table correctly rounded (exp in float64, then float32) and
+    everything else as diffusers computes it: (t * f) * scale in float32, [cos, sin] (flip_sin_to_cos, shift 0: the
+    Qwen-Image sinusoid). torch's f32 exp of the table differs from the correctly rounded value at a few entries, which
+    vary between CPUs (make_qwenimage_fixtures.py torch_exp_rounding); with angles sigma x 1000 of hundreds of radians
+    one ulp there moves the tiny model's output by ~1e-5. Outputs computed under it differ from diffusers' own only by
+    that libm rounding, and wick computes the table correctly rounded."""
+    import diffusers.models.embeddings as embeddings
+    original = embeddings.get_timestep_embedding
+
+    def exact(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1, max_period=10000):
+        assert flip_sin_to_cos and downscale_freq_shift == 0 and embedding_dim % 2 == 0
+        half = embedding_dim // 2
+        exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / half
+        angles = scale * (timesteps[:, None].float() * torch.exp(exponent.double()).float()[None, :])
+        return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+    embeddings.get_timestep_embedding = exact
+    try:
+        yield
+    finally:
+        embeddings.get_timestep_embedding = original
+
 
 def pack_flux_latents(latents):
     """[B, C, H, W] -> [B, (H/2)(W/2), 4C], features ordered (c, ph, pw)."""

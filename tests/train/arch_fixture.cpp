@@ -78,6 +78,21 @@
 // zimage lora-case: CASE's latents_0 (as latents [1, C, H, W]: its first sample), caption_0 (as context, its rows)
 // and timestep (the model's t, 1 = clean; the first is used) (tests/data/zimage/case.safetensors).
 //
+// qwenimage data DIR
+//   DIR/qwenimage_tiny.safetensors  a random Qwen-Image in ComfyUI's single-file layout (diffusers' names under
+//                                   "model.diffusion_model.", no config: its RoPE axes are the run's model.axes_dims
+//                                   [32, 48, 48]) at real widths but tiny depth: 16-channel latents in 2x2 patches,
+//                                   dim 128 in one head of 128, MLP 512, 2 dual-stream blocks, text 3584 (Qwen2.5-VL
+//                                   7B's); f32
+//   DIR/qwenimage.h5                cached latents for it (model_family qwenimage, the real VAE's 16 per-channel
+//                                   latents_mean / latents_std as vae_latents_mean / vae_latents_std, no scalar
+//                                   factor): 18 samples, 6 in each of the buckets 16x24, 24x16, 16x16; 16 caption
+//                                   rows of 3584 with their mask; no pooled vector (P = 0)
+//   DIR/qwenimage_sized.h5          cached latents the size of tests/data/qwenimage's model (16 channels, 7 caption
+//                                   rows of 32): 8 samples in buckets 6x10 and 8x4
+// qwenimage lora-case: CASE's latents [B, 16, H, W], context, context_mask and sigma (the model's t: the
+// flow-matching sigma) (tests/data/qwenimage/case.safetensors).
+//
 // Content of every dataset (tests/train/caption_dataset.h): three captions, each with its own deterministic text
 // embeddings and its own latent pattern, plus a little per-sample noise (Philox), so a LoRA can learn caption ->
 // pattern and the loss falls.
@@ -95,10 +110,12 @@
 #include "models/lora_files.h"
 #include "models/model_factory.h"
 #include "models/nn/adapters.h"
+#include "models/qwenimage/qwenimage.h"
 #include "models/registry.h"
 #include "models/sd3/sd3.h"
 #include "models/sdxl/sdxl_unet.h"
 #include "models/sdxl/sdxl_weights.h"
+#include "models/vae/wan_vae_config.h"
 #include "models/weights/key_map.h"
 #include "models/weights/weight_source.h"
 #include "models/zimage/zimage.h"
@@ -295,6 +312,33 @@ Tensor zimage_forward(DiffusionModel& model, const Inputs& in) {
       .unsqueeze(0);
 }
 
+// ---- qwenimage ----
+
+// The model in ComfyUI's single-file layout (qwen_image_bf16.safetensors): diffusers' names under
+// "model.diffusion_model.", nothing fused or renamed; the real VAE's 16 per-channel latents_mean / latents_std on the
+// datasets.
+void write_qwenimage_data(const std::string& dir) {
+  set_init_seed(23);
+  qwenimage::QwenImageTransformer model({.dim = 128, .n_heads = 1, .n_layers = 2, .mlp_hidden = 512,
+                                         .axes_dims = {32, 48, 48}, .dtype = DType::F32});
+  save_model(model, dir + "/qwenimage_tiny.safetensors", "model.diffusion_model.", false, "qwenimage data");
+  const vae::WanLatentNormalization normalization = vae::wan21_latent_normalization();
+  const testing::CaptionDatasetOptions qwenimage{.model_family = "qwenimage", .latents_mean = normalization.mean,
+                                                 .latents_std = normalization.std, .pooled_dim = 0};
+  testing::CaptionDatasetOptions big = qwenimage, sized = qwenimage;
+  big.channels = 16, big.text_length = 16, big.text_dim = 3584;
+  big.buckets = {{16, 24}, {24, 16}, {16, 16}}, big.per_bucket = 6;
+  sized.channels = 16, sized.text_length = 7, sized.text_dim = 32;
+  sized.buckets = {{6, 10}, {8, 4}}, sized.per_bucket = 4;
+  testing::write_caption_dataset(dir + "/qwenimage.h5", big);
+  testing::write_caption_dataset(dir + "/qwenimage_sized.h5", sized);
+}
+
+Tensor qwenimage_forward(DiffusionModel& model, const Inputs& in) {
+  return dynamic_cast<qwenimage::QwenImageTransformer&>(model).forward(in.at("latents"), in.at("sigma"),
+                                                                        in.at("context"), in.at("context_mask"));
+}
+
 int write_sdxl_model_case(const std::string& weights, const std::string& case_path, const std::string& out);
 
 // ---- the table: one row per architecture ----
@@ -315,6 +359,9 @@ const std::vector<FixtureRow>& rows() {
       {"zimage", write_zimage_data, write_zimage_sample_data,
        {{"latents", "latents_0", false, true}, {"context", "caption_0"}, {"timestep", "timestep"}}, zimage_forward,
        nullptr},
+      {"qwenimage", write_qwenimage_data, nullptr,
+       {{"latents", "latents"}, {"context", "context"}, {"context_mask", "context_mask"}, {"sigma", "sigma"}},
+       qwenimage_forward, nullptr},
   };
   return table;
 }

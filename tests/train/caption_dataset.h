@@ -23,6 +23,9 @@ namespace wick::testing {
 struct CaptionDatasetOptions {
   std::string model_family;
   double vae_scaling = 1.0, vae_shift = 0.0;  // the model sees (latent - shift) * scaling
+  // Per-channel normalization (Qwen-Image's VAE): the model sees (latent - mean[c]) / std[c]; both empty, or both
+  // `channels` long (recorded as vae_latents_mean / vae_latents_std)
+  std::vector<double> latents_mean, latents_std;
   int64_t channels = 16, text_length = 16, text_dim = 64, pooled_dim = 64;
   std::vector<std::pair<int64_t, int64_t>> buckets;  // latent (H, W)
   int64_t per_bucket = 4;
@@ -54,6 +57,7 @@ inline void caption_text(int64_t k, const CaptionDatasetOptions& s, float* embed
 inline void write_caption_dataset(const std::string& path, const CaptionDatasetOptions& s) {
   LatentDatasetAttributes attributes{.model_family = s.model_family, .latent_channels = s.channels,
                                      .vae_scaling_factor = s.vae_scaling, .vae_shift_factor = s.vae_shift,
+                                     .vae_latents_mean = s.latents_mean, .vae_latents_std = s.latents_std,
                                      .text_encoder = "wick-test-random"};
   if (s.t5_attributes) {
     attributes.text_embeds_encoder = "t5-xxl";
@@ -88,8 +92,13 @@ inline void write_caption_dataset(const std::string& path, const CaptionDatasetO
             const double phase =
                 3.14159265358979 * static_cast<double>((k + 1) * along) / 4.0 + 0.4 * static_cast<double>(ch);
             const double model_value = 0.9 * std::cos(phase) + 0.1 * stream_normal(noise, static_cast<uint64_t>(e));
-            // Stored as the VAE writes it: the model sees (latent - shift) * scaling = model_value.
-            latents[static_cast<size_t>(e)] = static_cast<float>(model_value / s.vae_scaling + s.vae_shift);
+            // Stored as the VAE writes it: the model sees (latent - shift) * scaling = model_value, or
+            // (latent - mean[c]) / std[c] = model_value.
+            const auto channel = static_cast<size_t>(ch);
+            latents[static_cast<size_t>(e)] =
+                s.latents_mean.empty()
+                    ? static_cast<float>(model_value / s.vae_scaling + s.vae_shift)
+                    : static_cast<float>(model_value * s.latents_std[channel] + s.latents_mean[channel]);
             if (s.logvar) logvar[static_cast<size_t>(e)] = static_cast<float>(-3.96 + 0.25 * std::sin(phase));
           }
     }
