@@ -101,7 +101,13 @@ train_float8_row() {
 
 train_mpi_row() { :; }
 
-# ---- arch_sample_test.sh qwenimage: not in the table (tests/CMakeLists.txt WICK_E2E_NO_SAMPLE): SAMPLE_REASON
+# ---- arch_sample_test.sh qwenimage: not registered yet (tests/CMakeLists.txt WICK_E2E_NO_SAMPLE). The committed parts
+# would do: the tiny Qwen-Image VAE (tests/data/qwenimage_vae/vae, 16 channels, x8), the Qwen2.5-VL language model of
+# tests/data/llm_prompts/qwen2vl.safetensors (hidden 16, the real vocabulary's rows that its prompts use; written in
+# full by tests/llm_fixture.h, with a config.json beside it for its head width 8) and tests/data/bpe/qwen3's tokenizer
+# (the vocabulary and merges of Qwen-Image's). What is missing is an `arch_fixture qwenimage sample-data` that writes
+# those files and a tiny transformer whose text width is that encoder's 16 (tests/data/qwenimage's takes 32), and
+# this row's sample_* settings (guidance 4 with true CFG and its stored negative prompt, pixel multiple 16).
 
 # ---- arch_lora_diffusers_test.sh qwenimage: the fixture-sized Qwen-Image of tests/data/qwenimage (the diffusers
 # folder: dim 64, 2 heads of 32, 2 blocks, text 32, axes [8, 12, 12] from its config.json) on qwenimage_sized.h5 (16
