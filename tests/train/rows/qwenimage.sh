@@ -13,7 +13,8 @@ train_keys="noise_scheduler: flowmatch, timestep_type: shift, timestep_shift: 2.
 train_built="Qwen-Image (2 blocks, dim 128, f32) with 1749824 parameters (51200 trainable, lora)"
 train_built_what="the tiny Qwen-Image with LoRA on the 'all' preset (every Linear of the blocks, img_mod / txt_mod too)"
 train_built_bf16="dim 128, bf16)"
-# Measured (2 shared cores, OMP_NUM_THREADS=1): MEASURED
+# Not yet measured on this row: 0.9 is Z-Image's bound (its similar tiny model measured 0.80); replace with this
+# row's measured ratios (LoRA, DoRA, bf16, caption dropout, float8) and ms per step.
 train_bound=0.9
 train_dora=(--set network.type=dora)  # PEFT's orientation (magnitude [out]), qwenimage's default file format
 train_other_format=kohya
@@ -95,7 +96,7 @@ PY
 }
 
 train_float8_row() {
-  # The memory plan (estimates of this tiny run: PLANS).
+  # The memory plans (planned / refused_plan, as zimage's row) need this run's estimates, not yet measured.
   :
 }
 
