@@ -174,7 +174,7 @@ LIST
   # (c) Bad input: exit statuses 2 (command line, options, an existing file) and 3 (data).
   expect 2 "exists (pass --force to replace it)" dataset encode "$work/photos" "${models[@]}" "${small[@]}" --out "$work/a.h5"
   expect 3 "not a folder" dataset encode "$work/nowhere" "${models[@]}" --out "$work/x.h5"
-  expect 2 "--model: sd4 not in {flux,sd3,sdxl,zimage}" dataset encode "$work/photos" --model sd4 "${vae[@]}" "${text[@]}" \
+  expect 2 "--model: sd4 not in {flux,sd3,sdxl,zimage,qwenimage}" dataset encode "$work/photos" --model sd4 "${vae[@]}" "${text[@]}" \
     --out "$work/x.h5"
   expect 2 "is not a multiple of the model's divisor 4" dataset encode "$work/photos" "${models[@]}" --bucket-step 6 \
     --out "$work/x.h5"

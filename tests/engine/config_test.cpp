@@ -241,7 +241,7 @@ TEST(Config, QwenImageLoraInAiToolkitShapeParses) {
   EXPECT_EQ(c.train.timestep_sampling, TimestepSampling::Shift);
   EXPECT_EQ(c.train.timestep_shift, 2.2);
   EXPECT_EQ(c.sample.guidance, 4.0);
-  EXPECT_EQ(c.sample.negative_prompt, " ");
+  EXPECT_EQ(c.sample.negative_prompt, "");
   EXPECT_EQ(c.sample.steps, 30);
   EXPECT_EQ(c.sample.width, 1024);
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // the trigger word
