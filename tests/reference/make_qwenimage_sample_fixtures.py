@@ -28,6 +28,21 @@ Calls: QwenImagePipeline(...)(prompt_embeds=<2 rows of 7 and 11 tokens, the firs
           its mask all ones (the pipeline then passes mask=None).
 The same two calls in float64 (transformer, VAE and inputs) measure diffusers' own float32 rounding (in "measured").
 Schedules alone (scheduler.set_timesteps as the pipeline calls it, no model) at the real sizes: schedule.<steps>.<tokens>.
+
+End to end (tests/data/qwenimage_sample/from_prompts/): the same pipeline from PROMPTS with a tiny Qwen2.5-VL and the
+truncated Qwen tokenizer (transformers 5.24.0; see from_prompts/README.md):
+  text:      Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(text_config=E2E_TEXT, vision_config=E2E_VISION)),
+             sdpa; its language model drawn by make_llm_prompt_fixtures.redraw (only the embedding rows of the ids the
+             pipeline's tokenization of E2E_TEXTS produces, the pad id included, are random; the others are 0), stored
+             by its save_encoder (the used rows only) with the model's config.json beside it; 32 wide = the tiny
+             transformer's joint_attention_dim. Tokenizer: make_llm_prompt_fixtures.qwen_image_tokenizer().
+  calls:     QwenImagePipeline(...)(PROMPTS, height=32, width=48, latents=<noise [2, 16, 4, 6] packed>,
+             max_sequence_length=512), output_type "pt" and "latent":
+             plain         num_inference_steps=4, true_cfg_scale=1.0, negative_prompt=None (no CFG);
+             cfg           num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=[" "] * 2;
+             cfg_negative  num_inference_steps=4, true_cfg_scale=4.0, negative_prompt=["blurry, low quality"] * 2.
+             (A single negative string gives one negative row for two prompts, which the transformer call does not
+             broadcast, so the string is passed once per prompt.)
 """
 import json
 import math
@@ -45,6 +60,10 @@ from diffusers import QwenImageTransformer2DModel  # noqa: E402
 from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift  # noqa: E402
 
 from reference_torch import deterministic_torch, rel_err, save_sorted  # noqa: E402
+from make_llm_prompt_fixtures import (QWEN_IMAGE_TEMPLATE, QWEN_VOCAB, qwen_image_tokenizer, redraw,  # noqa: E402
+                                      save_encoder)
+import transformers  # noqa: E402
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration  # noqa: E402
 
 OUT = os.path.join("tests", "data", "qwenimage_sample")
 TRANSFORMER = os.path.join("tests", "data", "qwenimage", "transformer")
@@ -128,6 +147,129 @@ def float64_outputs(embeds, mask, negative, noise):
             images = pipe(latents=pack(noise.double()), output_type="pt", **kwargs).images
         out[name] = (unpack(latents, h, w), images)
     return out
+
+
+# ---- end to end: prompts -> Qwen2.5-VL -> the loop -> the VAE ----
+
+E2E_OUT = os.path.join(OUT, "from_prompts")
+PROMPTS = ["a photo of a cat", "red stripes on a blue wall"]
+NEGATIVE = "blurry, low quality"
+# Every text whose ids get random embedding rows: the prompts, the negatives, and what the sampler tests encode.
+E2E_TEXTS = PROMPTS + [" ", NEGATIVE, "", "a red cube", "a photo of sks", "x", "a blue ball"]
+E2E_HEIGHT, E2E_WIDTH = 32, 48  # pixels: latents 4 x 6, a 2 x 3 token grid (non-square)
+MAX_SEQUENCE_LENGTH = 512
+E2E_TEXT = dict(vocab_size=QWEN_VOCAB, hidden_size=TEXT_WIDTH, intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 1, 1]})
+E2E_VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=TEXT_WIDTH,
+                  patch_size=14, spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0],
+                  window_size=112)
+E2E_CALLS = {
+    "plain": dict(num_inference_steps=4, true_cfg_scale=1.0),
+    "cfg": dict(num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=" "),
+    "cfg_negative": dict(num_inference_steps=4, true_cfg_scale=4.0, negative_prompt=NEGATIVE),
+}
+E2E_TEXT_SEED, E2E_NOISE_SEED = 21, 22
+
+
+class RecordingPipeline(QwenImagePipeline):
+    """QwenImagePipeline that keeps what encode_prompt returned on its last call (positive first, then negative)."""
+
+    def encode_prompt(self, *args, **kwargs):
+        embeds, mask = super().encode_prompt(*args, **kwargs)
+        self.encoded.append((embeds.detach().clone(), None if mask is None else mask.detach().clone()))
+        return embeds, mask
+
+
+def e2e_run(pipe, name, prompts, noise, output_type):
+    call = dict(E2E_CALLS[name])
+    if "negative_prompt" in call:
+        call["negative_prompt"] = [call["negative_prompt"]] * len(prompts)
+    pipe.encoded = []
+    with torch.no_grad():
+        out = pipe(list(prompts), height=E2E_HEIGHT, width=E2E_WIDTH, latents=pack(noise).clone(),
+                   output_type=output_type, max_sequence_length=MAX_SEQUENCE_LENGTH, **call).images
+    return out, pipe.encoded
+
+
+def end_to_end():
+    os.makedirs(E2E_OUT, exist_ok=True)
+    tokenizer = qwen_image_tokenizer()
+    used = set()
+    for text in E2E_TEXTS:
+        used.update(tokenizer(QWEN_IMAGE_TEMPLATE.format(text))["input_ids"])
+    used = sorted(used | {tokenizer.pad_token_id})
+    config = Qwen2_5_VLConfig(text_config=E2E_TEXT, vision_config=E2E_VISION, tie_word_embeddings=False,
+                              attn_implementation="sdpa")
+    qwen25 = Qwen2_5_VLForConditionalGeneration(config).eval()
+    redraw(qwen25.model.language_model, used, E2E_TEXT_SEED)
+    save_encoder(qwen25.model.language_model.state_dict(), used, QWEN_VOCAB,
+                 os.path.join(E2E_OUT, "qwen25vl.safetensors"), {"head_dim": "8"})
+    text_config = json.loads(config.to_json_string(use_diff=False))
+    text_config.pop("transformers_version", None)
+    with open(os.path.join(E2E_OUT, "qwen25vl_config.json"), "w") as f:
+        json.dump(text_config, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+    def pipeline(dtype):
+        transformer = QwenImageTransformer2DModel.from_pretrained(TRANSFORMER, torch_dtype=dtype).eval()
+        vae = AutoencoderKLQwenImage.from_pretrained(VAE, torch_dtype=dtype).eval()
+        return RecordingPipeline(scheduler=FlowMatchEulerDiscreteScheduler(**SCHEDULER), vae=vae,
+                                 text_encoder=qwen25.to(dtype), tokenizer=tokenizer, transformer=transformer)
+
+    h, w = E2E_HEIGHT // 8, E2E_WIDTH // 8
+    noise = torch.randn(len(PROMPTS), 16, h, w, generator=torch.Generator().manual_seed(E2E_NOISE_SEED))
+    cases = {"noise": noise}
+    measured = {"tokens": {text: len(tokenizer(QWEN_IMAGE_TEMPLATE.format(text))["input_ids"]) for text in E2E_TEXTS},
+                "used_token_ids": len(used)}
+    pipe = pipeline(torch.float32)
+    for name, call in E2E_CALLS.items():
+        images, encoded = e2e_run(pipe, name, PROMPTS, noise, "pt")
+        latents, encoded_again = e2e_run(pipe, name, PROMPTS, noise, "latent")
+        images, latents = images.float(), unpack(latents.float(), h, w)
+        assert images.shape == (len(PROMPTS), 3, E2E_HEIGHT, E2E_WIDTH) and torch.isfinite(images).all(), name
+        assert len(encoded) == (2 if "negative_prompt" in call else 1), name
+        for (a, am), (b, bm) in zip(encoded, encoded_again):
+            assert torch.equal(a, b) and (am is None) == (bm is None)
+        embeds, mask = encoded[0]
+        if "prompt_embeds" in cases:  # every call encodes the prompts the same way, bit for bit
+            assert torch.equal(cases["prompt_embeds"], embeds) and torch.equal(cases["prompt_mask"], mask), name
+        cases["prompt_embeds"], cases["prompt_mask"] = embeds.float().contiguous(), mask.to(torch.int64)
+        if len(encoded) == 2:
+            negative, negative_mask = encoded[1]
+            assert negative_mask is None and torch.equal(negative[0], negative[1]), name  # one row, no padding
+            cases[f"{name}.negative_embeds"] = negative[:1].float().contiguous()
+        cases[f"{name}.images"] = images
+        cases[f"{name}.latents"] = latents
+        measured[name] = {"latents_minus_noise_max": float((latents - noise).abs().max()),
+                          "saturated_fraction": float(((images == 0) | (images == 1)).float().mean()),
+                          "image_std": float(images.std())}
+    names = list(E2E_CALLS)
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            d = float((cases[names[a] + ".images"] - cases[names[b] + ".images"]).abs().max())
+            measured[f"{names[a]}_vs_{names[b]}_images_max"] = d
+            assert d > 1e-2, (names[a], names[b], d)
+
+    # diffusers' own float32 rounding: the same calls with every part in float64 (absolute).
+    pipe64 = pipeline(torch.float64)
+    for name in E2E_CALLS:
+        images, _ = e2e_run(pipe64, name, PROMPTS, noise.double(), "pt")
+        measured[name]["f32_vs_f64_images_max"] = float((cases[name + ".images"].double() - images).abs().max())
+    qwen25.to(torch.float32)
+
+    metadata = {"prompts": json.dumps(PROMPTS), "size": json.dumps({"height": E2E_HEIGHT, "width": E2E_WIDTH}),
+                "scheduler": json.dumps(SCHEDULER), "measured": json.dumps(measured, sort_keys=True),
+                "versions": json.dumps({"torch": torch.__version__.split("+")[0], "diffusers": diffusers.__version__,
+                                        "transformers": transformers.__version__})}
+    metadata.update({name: json.dumps(dict(call, max_sequence_length=MAX_SEQUENCE_LENGTH), sort_keys=True)
+                     for name, call in E2E_CALLS.items()})
+    save_sorted(cases, os.path.join(E2E_OUT, "case.safetensors"), metadata)
+    print_file_sizes(E2E_OUT)
+    print_total_size(E2E_OUT)
+    print(json.dumps(measured, indent=1, sort_keys=True))
+    for k in sorted(cases):
+        print(f"  {k}: {tuple(cases[k].shape)} {cases[k].dtype}")
 
 
 def main():
@@ -220,6 +362,7 @@ def main():
         print(f"  {k}: {tuple(cases[k].shape)}")
     for name in CALLS:
         print(f"  {name}.sigmas = {[float(x) for x in cases[name + '.sigmas']]}")
+    end_to_end()
 
 
 if __name__ == "__main__":
