@@ -82,6 +82,8 @@ struct SamplerArch {
   SamplerFiles tiny_files;  // the committed tiny VAE, encoders and tokenizers, as files one by one
   double guidance = 0;      // the guidance of the calls
   int64_t t5_length = 0;    // the T5 length of the calls (0 where there is no T5)
+  // The size of the calls without one (width, height; the determinism test transposes it).
+  std::pair<int64_t, int64_t> call_size = {24, 16};
 
   // The pipeline fixture: its runs, the metric (max |difference| relative to the largest pixel, else absolute),
   // the tolerance, the line printed per run ("<pipeline_line>, dev (6 steps[, guidance 3.5], 2 images 40 x 24):
@@ -103,18 +105,19 @@ struct SamplerArch {
   std::string bare_model_file;  // a model file outside any pipeline folder and holding no other part
 
   // Calls: the size another call asks for (width, height), the stored prompts of the stored-prompts test, what
-  // generates from them and the line printing their f16 rounding (none when empty).
+  // generates from them, the bound on and the line printing their f16 rounding (none when empty).
   std::pair<int64_t, int64_t> other_size;
   std::vector<std::string> stored_captions;
   std::vector<std::string> stored_generated;
   int64_t stored_steps = 0;
+  double stored_rounding_bound = 1e-3;  // the images' largest difference (relative) from the rows' f16 rounding
   std::function<void(double difference, double largest)> print_stored_rounding;
 
   // Errors: a size that does not fit, steps 0, a model whose widths do not fit the tiny parts, each part whose
   // absence is named (key -> message).
   SamplerError size_error;
   std::string steps_error;
-  std::string other_model;
+  std::string other_model;  // under tests/data, or an absolute path (a model the row writes)
   SamplerError other_model_error;
   std::vector<std::pair<std::string, std::string>> required_parts;
 

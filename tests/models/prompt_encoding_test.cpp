@@ -7,7 +7,8 @@
 //
 // The test writes diffusers pipeline folders from the committed pieces: tokenizer/ and tokenizer_2/ (vocab.json
 // and merges.txt from open_clip's gz vocabulary, pad "<|endoftext|>" and "!"), the encoders as links, and SD3's
-// text_encoder/ (clip_l plus the committed text_projection).
+// text_encoder/ (clip_l plus the committed text_projection). Qwen-Image's rows are checked against
+// QwenImagePipeline.encode_prompt with the tiny Qwen2.5-VL of tests/data/qwenimage_sample/from_prompts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -23,11 +24,13 @@
 #include <nlohmann/json.hpp>
 
 #include "models/flux/flux_text.h"
+#include "models/qwenimage/qwenimage_text.h"
 #include "models/registry.h"
 #include "models/sd3/sd3_text.h"
 #include "models/sdxl/sdxl_text.h"
 #include "models/weights/weight_source.h"
 #include "models/zimage/zimage_text.h"
+#include "runtime/ops/creation.h"
 #include "runtime/ops/join.h"
 #include "runtime/safetensors.h"
 #include "tests/error_of.h"
@@ -143,7 +146,7 @@ void write_weights(const fs::path& dir, const std::string& path,
 }
 
 struct Folders {
-  fs::path clip_l_tokenizer, clip_g_tokenizer, flux, sd3, sdxl, sd3_clip_l, zimage;
+  fs::path clip_l_tokenizer, clip_g_tokenizer, flux, sd3, sdxl, sd3_clip_l, zimage, qwenimage;
 };
 
 const Folders& folders() {
@@ -193,6 +196,20 @@ const Folders& folders() {
     wick::testing::write_full_llm_file(data("zimage_sample/qwen3.safetensors"),
                                        (out.zimage / "text_encoder" / "model.safetensors").string());
     link(data("bpe/qwen3"), out.zimage / "tokenizer");
+
+    // Qwen-Image: the tiny Qwen2.5-VL of tests/data/qwenimage_sample/from_prompts with its config.json (the head
+    // width), and Qwen-Image's tokenizer files with Qwen's truncated vocabulary.
+    out.qwenimage = root / "qwenimage";
+    fs::create_directories(out.qwenimage / "text_encoder");
+    fs::create_directories(out.qwenimage / "tokenizer");
+    wick::testing::write_full_llm_file(data("qwenimage_sample/from_prompts/qwen25vl.safetensors"),
+                                       (out.qwenimage / "text_encoder" / "model.safetensors").string());
+    fs::copy_file(data("qwenimage_sample/from_prompts/qwen25vl_config.json"),
+                  out.qwenimage / "text_encoder" / "config.json");
+    for (const auto& entry : fs::directory_iterator(data("bpe/qwen_image")))
+      fs::copy_file(entry.path(), out.qwenimage / "tokenizer" / entry.path().filename());
+    for (const char* name : {"vocab.json", "merges.txt"})
+      fs::copy_file(data("bpe/qwen3/") + name, out.qwenimage / "tokenizer" / name);
     return out;
   }();
   return f;
@@ -380,6 +397,53 @@ TEST(PromptEncoding, SdxlZerosForEmptyPrompt) {
   EXPECT_TRUE(negative.timings.empty());
 }
 
+// ---- Qwen-Image ----
+
+// QwenImagePipeline.encode_prompt's rows (tests/data/qwenimage_sample/from_prompts: the two prompts, padded to the
+// longer, and each negative prompt) through the registry's prompt encoder, as `wick dataset encode` stores them: the
+// same rows, then zero rows with a zero mask up to max_length.
+TEST(PromptEncoding, QwenImageMatchesDiffusersThroughTheRegistry) {
+  const SafetensorsFile fixture = SafetensorsFile::open(data("qwenimage_sample/from_prompts/case.safetensors"));
+  std::vector<std::string> texts = nlohmann::json::parse(fixture.metadata().at("prompts"));
+  texts.push_back("");
+  texts.push_back("blurry, low quality");
+  texts.push_back(" ");  // the model card's negative prompt: one token more than ""
+  const Architecture& arch = find_encodable_architecture("qwenimage", "test");
+  const text::PromptSpec spec = arch.dataset_spec()->prompts;
+  const text::PromptEmbeddings e = arch.make_prompt_encoder({.pipeline = folders().qwenimage.string(),
+                                                             .options = text::prompt_options(spec, {}, arch.name())})
+                                       ->encode(texts);
+  EXPECT_EQ(e.context.shape(), (Shape{5, 512, 32}));
+  EXPECT_EQ(e.mask.shape(), (Shape{5, 512}));
+  EXPECT_EQ(e.pooled.shape(), (Shape{5, 0}));
+  EXPECT_EQ(e.info.model, "qwenimage");
+  EXPECT_EQ(e.info.max_length, 512);
+  EXPECT_EQ(e.info.embeds_encoder, qwenimage::kTextEmbedsEncoder);
+
+  // Each text's rows, its mask, and nothing after them.
+  auto expect_rows = [&](int64_t row, const Tensor& want, const Tensor& want_mask, const std::string& what) {
+    const int64_t n = want.size(0);
+    const double error = relative_to_max(e.context.select(0, row).narrow(0, 0, n).contiguous(), want);
+    std::printf("qwenimage prompt rows vs diffusers QwenImagePipeline.encode_prompt, %s (%lld rows): %.2e\n",
+                what.c_str(), static_cast<long long>(n), error);
+    EXPECT_LE(error, kF32Tolerance) << what;
+    std::vector<int64_t> mask = values(e.mask.select(0, row).contiguous());
+    const std::vector<int64_t> first(mask.begin(), mask.begin() + n);
+    EXPECT_EQ(first, values(want_mask)) << what;
+    const int64_t real = std::count(first.begin(), first.end(), 1);
+    EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), real) << what;
+    EXPECT_TRUE(all_zero(e.context.select(0, row).narrow(0, real, 512 - real).contiguous())) << what;
+  };
+  const Tensor embeds = fixture.get("prompt_embeds"), mask = fixture.get("prompt_mask");
+  for (int64_t i = 0; i < 2; ++i)
+    expect_rows(i, embeds.select(0, i).contiguous(), mask.select(0, i).contiguous(), texts[static_cast<size_t>(i)]);
+  for (const auto& [row, name] :
+       std::vector<std::pair<int64_t, std::string>>{{2, "cfg"}, {3, "cfg_negative"}, {4, "cfg_space"}}) {
+    const Tensor negative = fixture.get(name + ".negative_embeds").select(0, 0).contiguous();
+    expect_rows(row, negative, ones({negative.size(0)}, DType::I64), "\"" + texts[static_cast<size_t>(row)] + "\"");
+  }
+}
+
 // ---- bad input ----
 
 TEST(PromptEncoding, MissingTokenizerFilesAreDataErrorsNamingTheFile) {
@@ -490,11 +554,11 @@ TEST(PromptEncoding, UsageErrors) {
 TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
   std::vector<std::string> names;
   for (const Architecture* arch : encodable_architectures()) names.push_back(arch->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"flux", "sd3", "sdxl", "zimage"}));
-  EXPECT_EQ(encodable_architecture_names(), "flux, sd3, sdxl, zimage");
+  EXPECT_EQ(names, (std::vector<std::string>{"flux", "sd3", "sdxl", "zimage", "qwenimage"}));
+  EXPECT_EQ(encodable_architecture_names(), "flux, sd3, sdxl, zimage, qwenimage");
   EXPECT_THAT(error_of([] { find_encodable_architecture("dit", "--model"); }),
               HasSubstr("--model: 'dit' is not a model whose datasets are encoded from images (flux, sd3, sdxl, "
-                        "zimage)"));
+                        "zimage, qwenimage)"));
   const std::vector<std::string> two = {prompts()[0], prompts()[3]};
   auto through_registry = [&](const std::string& model, const fs::path& pipeline,
                               const std::map<std::string, std::string>& options) {
@@ -526,6 +590,10 @@ TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
   same(through_registry("zimage", folders().zimage, {{"max_length", "48"}}),
        zimage::encode_zimage_prompts(zimage_direct, two, {.max_length = 48}));
   EXPECT_EQ(through_registry("z-image", folders().zimage, {}).context.size(1), 512);  // an alias; the default length
+  auto qwenimage_direct = qwenimage::QwenImageTextEncoder::from_pipeline(folders().qwenimage.string());
+  same(through_registry("qwenimage", folders().qwenimage, {{"max_length", "48"}}),
+       qwenimage::encode_qwenimage_prompts(qwenimage_direct, two, {.max_length = 48}));
+  EXPECT_EQ(through_registry("qwen-image", folders().qwenimage, {}).context.size(1), 512);  // an alias; the default
 
   const text::PromptSpec sdxl_spec = find_encodable_architecture("sdxl", "test").dataset_spec()->prompts;
   EXPECT_THAT(error_of([&] { text::prompt_options(sdxl_spec, {{"t5_length", "77"}}, "sdxl"); }),
@@ -541,6 +609,15 @@ TEST(PromptEncoding, EveryEncodableArchitectureThroughTheRegistry) {
   EXPECT_THAT(error_of([&] { text::check_prompt_files(zimage_spec, {.files = {{"clip_l", "clip_l.safetensors"}}},
                                                       "zimage"); }),
               HasSubstr("zimage's text encoders take no --clip-l"));
+  const text::PromptSpec qwenimage_spec = find_encodable_architecture("qwenimage", "test").dataset_spec()->prompts;
+  EXPECT_THAT(error_of([&] {
+                text::prompt_options(qwenimage_spec, {{"t5_length", "77"}}, "qwenimage");
+              }),
+              HasSubstr("qwenimage takes no --t5-length (its prompt options: --max-length)"));
+  EXPECT_THAT(error_of([&] {
+                text::prompt_options(qwenimage_spec, {{"max_length", "1025"}}, "qwenimage");
+              }),
+              HasSubstr("--max-length: 1025 is not in [1, 1024]"));
   const text::PromptSpec sd3_spec = find_encodable_architecture("sd3", "test").dataset_spec()->prompts;
   EXPECT_EQ(kind_of([&] { text::prompt_options(sd3_spec, {{"clip_l_pooled", "sideways"}}, "sd3"); }),
             ErrorKind::Config);

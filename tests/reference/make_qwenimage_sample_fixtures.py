@@ -39,7 +39,9 @@ truncated Qwen tokenizer (transformers 5.24.0; see from_prompts/README.md):
   calls:     QwenImagePipeline(...)(PROMPTS, height=32, width=48, latents=<noise [2, 16, 4, 6] packed>,
              max_sequence_length=512), output_type "pt" and "latent":
              plain         num_inference_steps=4, true_cfg_scale=1.0, negative_prompt=None (no CFG);
-             cfg           num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=[" "] * 2;
+             cfg           num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=[""] * 2 (wick's default
+                           negative prompt; the model card's " " is one more token, and wick trims prompts, so
+                           cfg_space measures how far the card's " " is from it);
              cfg_negative  num_inference_steps=4, true_cfg_scale=4.0, negative_prompt=["blurry, low quality"] * 2.
              (A single negative string gives one negative row for two prompts, which the transformer call does not
              broadcast, so the string is passed once per prompt.)
@@ -166,8 +168,9 @@ E2E_VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, ou
                   window_size=112)
 E2E_CALLS = {
     "plain": dict(num_inference_steps=4, true_cfg_scale=1.0),
-    "cfg": dict(num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=" "),
+    "cfg": dict(num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=""),
     "cfg_negative": dict(num_inference_steps=4, true_cfg_scale=4.0, negative_prompt=NEGATIVE),
+    "cfg_space": dict(num_inference_steps=5, true_cfg_scale=4.0, negative_prompt=" "),  # rows and measures only
 }
 E2E_TEXT_SEED, E2E_NOISE_SEED = 21, 22
 
@@ -239,12 +242,15 @@ def end_to_end():
             negative, negative_mask = encoded[1]
             assert negative_mask is None and torch.equal(negative[0], negative[1]), name  # one row, no padding
             cases[f"{name}.negative_embeds"] = negative[:1].float().contiguous()
+        if name == "cfg_space":
+            measured["cfg_space_vs_cfg_images_max"] = float((images - cases["cfg.images"]).abs().max())
+            continue
         cases[f"{name}.images"] = images
         cases[f"{name}.latents"] = latents
         measured[name] = {"latents_minus_noise_max": float((latents - noise).abs().max()),
                           "saturated_fraction": float(((images == 0) | (images == 1)).float().mean()),
                           "image_std": float(images.std())}
-    names = list(E2E_CALLS)
+    names = [name for name in E2E_CALLS if name != "cfg_space"]
     for a in range(len(names)):
         for b in range(a + 1, len(names)):
             d = float((cases[names[a] + ".images"] - cases[names[b] + ".images"]).abs().max())
@@ -253,7 +259,7 @@ def end_to_end():
 
     # diffusers' own float32 rounding: the same calls with every part in float64 (absolute).
     pipe64 = pipeline(torch.float64)
-    for name in E2E_CALLS:
+    for name in names:
         images, _ = e2e_run(pipe64, name, PROMPTS, noise.double(), "pt")
         measured[name]["f32_vs_f64_images_max"] = float((cases[name + ".images"].double() - images).abs().max())
     qwen25.to(torch.float32)
