@@ -90,6 +90,10 @@
 //                                   rows of 3584 with their mask; no pooled vector (P = 0)
 //   DIR/qwenimage_sized.h5          cached latents the size of tests/data/qwenimage's model (16 channels, 7 caption
 //                                   rows of 32): 8 samples in buckets 6x10 and 8x4
+// qwenimage sample-data DIR DATA
+//   DIR/qwen25vl/                DATA/qwenimage_sample/from_prompts/qwen25vl.safetensors (a tiny Qwen2.5-VL language
+//                                model, hidden 32) written in full, with its config.json: the text encoder of `wick
+//                                dataset encode --model qwenimage` and of the sample grids
 // qwenimage lora-case: CASE's latents [B, 16, H, W], context, context_mask and sigma (the model's t: the
 // flow-matching sigma) (tests/data/qwenimage/case.safetensors).
 //
@@ -314,6 +318,15 @@ Tensor zimage_forward(DiffusionModel& model, const Inputs& in) {
 
 // ---- qwenimage ----
 
+void write_qwenimage_sample_data(const std::string& dir, const std::string& data) {
+  WICK_CHECK_KIND(Config, !data.empty(), "qwenimage sample-data needs DATA (the source tree's tests/data)");
+  const std::string from = data + "/qwenimage_sample/from_prompts/";
+  std::filesystem::create_directories(dir + "/qwen25vl");
+  testing::write_full_llm_file(from + "qwen25vl.safetensors", dir + "/qwen25vl/model.safetensors");
+  std::filesystem::copy_file(from + "qwen25vl_config.json", dir + "/qwen25vl/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+}
+
 // The model in ComfyUI's single-file layout (qwen_image_bf16.safetensors): diffusers' names under
 // "model.diffusion_model.", nothing fused or renamed; the real VAE's 16 per-channel latents_mean / latents_std on the
 // datasets.
@@ -359,7 +372,7 @@ const std::vector<FixtureRow>& rows() {
       {"zimage", write_zimage_data, write_zimage_sample_data,
        {{"latents", "latents_0", false, true}, {"context", "caption_0"}, {"timestep", "timestep"}}, zimage_forward,
        nullptr},
-      {"qwenimage", write_qwenimage_data, nullptr,
+      {"qwenimage", write_qwenimage_data, write_qwenimage_sample_data,
        {{"latents", "latents"}, {"context", "context"}, {"context_mask", "context_mask"}, {"sigma", "sigma"}},
        qwenimage_forward, nullptr},
   };

@@ -106,13 +106,71 @@ gradient checkpointing on, the base float8 and 0 blocks swapped, is 10.7 MB"
 
 train_mpi_row() { :; }
 
-# ---- arch_sample_test.sh qwenimage: not registered yet (tests/CMakeLists.txt WICK_E2E_NO_SAMPLE). The committed parts
-# would do: the tiny Qwen-Image VAE (tests/data/qwenimage_vae/vae, 16 channels, x8), the Qwen2.5-VL language model of
-# tests/data/llm_prompts/qwen2vl.safetensors (hidden 16, the real vocabulary's rows that its prompts use; written in
-# full by tests/llm_fixture.h, with a config.json beside it for its head width 8) and tests/data/bpe/qwen3's tokenizer
-# (the vocabulary and merges of Qwen-Image's). What is missing is an `arch_fixture qwenimage sample-data` that writes
-# those files and a tiny transformer whose text width is that encoder's 16 (tests/data/qwenimage's takes 32), and
-# this row's sample_* settings (guidance 4 with true CFG and its stored negative prompt, pixel multiple 16).
+# ---- arch_sample_test.sh qwenimage: committed test images with captions -> `wick dataset encode --model qwenimage
+# --config` with the committed tiny Qwen-Image VAE (tests/data/qwenimage_vae/vae: the Wan VAE, x8, its per-channel
+# latents_mean / latents_std recorded in the dataset) and the tiny Qwen2.5-VL of the sampler fixture (arch_fixture
+# qwenimage sample-data writes it in full; hidden 32) with the Qwen tokenizer of tests/data/bpe -> a LoRA on the tiny
+# Qwen-Image of tests/data/qwenimage (text 32). Sample grids with the default guidance 4 (true CFG with the stored
+# negative prompt); guidance 1 is one forward per step.
+sample_title=Qwen-Image
+sample_text_label=Qwen2.5-VL
+sample_vae=$data/qwenimage_vae/vae
+sample_dataset=$work/qwenimage.h5
+sample_cells=2                                # the run's 2 sample prompts, 32 x 32 images
+sample_size="32 32"
+sample_ab=("a photo of [trigger]" "a red cube")
+sample_steps=3 sample_guidance=4
+sample_one="a test card" sample_other_size="48 32"
+sample_multiple=16 sample_bad_width=40
+sample_no_encoders=(--set 'model.text_encoder_path=""' --set 'model.tokenizer_path=""')
+sample_trigger=sks
+sample_prompts='"a photo of [trigger]", "a test card"'
+sample_negative=blurry
+sample_pipeline_name=Qwen-Image-tiny
+sample_pipeline_prompt="a red cube" sample_pipeline_size="48 32" sample_pipeline_train=""
+
+sample_model() {  # the run's model: keys beside arch
+  cat <<YAML
+name_or_path: $data/qwenimage/transformer
+vae_path: $data/qwenimage_vae/vae
+text_encoder_path: $work/data/qwen25vl
+tokenizer_path: $data/bpe/qwen3
+max_length: 64
+YAML
+}
+
+sample_prepare() {
+  "$fixture" qwenimage sample-data "$work/data" "$data" || { echo "FAIL: the fixture program failed"; exit 1; }
+  # 64 caption rows: the stored prompts' embeddings [3, 64, 32], no pooled vector; the VAE's per-channel lists.
+  encode_sample_images "[3, 64, 32]" --vae "$data/qwenimage_vae/vae" --text-encoder "$work/data/qwen25vl" \
+    --tokenizer "$data/bpe/qwen3" --max-length 64
+  grep -qF "vae latents_mean" "$work/inspect.log" || fail "the dataset does not record the VAE's latents_mean"
+}
+
+sample_pipeline() {  # with a scheduler config of another base_shift
+  mkdir -p "$pipeline/scheduler"
+  ln -s "$data/qwenimage/transformer" "$pipeline/transformer"
+  ln -s "$data/qwenimage_vae/vae" "$pipeline/vae"
+  ln -s "$work/data/qwen25vl" "$pipeline/text_encoder"
+  ln -s "$data/bpe/qwen3" "$pipeline/tokenizer"
+  printf '{"_class_name": "QwenImagePipeline"}\n' >"$pipeline/model_index.json"
+  printf '{"_class_name": "FlowMatchEulerDiscreteScheduler", "base_image_seq_len": 256, "base_shift": 0.6, '\
+'"max_image_seq_len": 8192, "max_shift": 0.9, "shift_terminal": 0.02, "use_dynamic_shifting": true}\n' \
+    >"$pipeline/scheduler/scheduler_config.json"
+}
+
+sample_row() {
+  grep -qF "shift mu 0.6..0.9" "$work/pipeline.log" || fail "the pipeline run did not take its scheduler's base_shift"
+  # True CFG: guidance 1 (one forward per step, no negative prompt) changes the images, and so does the negative prompt.
+  expect 0 "guidance 1," "$work/sample_g1.log" sample "$work/out/run" --prompt "${sample_ab[0]}" \
+    --prompt "${sample_ab[1]}" --n 2 --set sample.guidance=1 --out "$work/g1.png"
+  cmp -s "$work/a.png" "$work/g1.png" && fail "guidance 1 wrote the same PNG as guidance 4"
+  negative_prompt_checks
+  # Without the encoder, only the stored prompts (and the stored negative prompt "blurry").
+  stored_prompts_checks model.text_encoder_path
+  expect 2 "do not hold \"grainy\"" "$work/sample_k.log" sample "$work/out/stored" --prompt "a test card" \
+    --set 'sample.negative_prompt="grainy"' --out "$work/k.png"
+}
 
 # ---- arch_lora_diffusers_test.sh qwenimage: the fixture-sized Qwen-Image of tests/data/qwenimage (the diffusers
 # folder: dim 64, 2 heads of 32, 2 blocks, text 32, axes [8, 12, 12] from its config.json) on qwenimage_sized.h5 (16
