@@ -17,8 +17,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "models/qwenimage/qwenimage.h"
