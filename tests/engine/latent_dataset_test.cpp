@@ -421,7 +421,9 @@ TEST(LatentDataset, PerChannelNormalizationRoundTripsAndIsValidated) {
     auto ds = LatentDataset::open(path);  // opens whatever they hold: validate() judges them
     EXPECT_EQ(ds->attributes().vae_latents_mean.size(), c.mean.size());
     EXPECT_EQ(ds->attributes().vae_latents_std, c.std);
-    if (!c.mean.empty() && !std::isnan(c.mean[1])) EXPECT_EQ(ds->attributes().vae_latents_mean, c.mean);
+    if (!c.mean.empty() && !std::isnan(c.mean[1])) {
+      EXPECT_EQ(ds->attributes().vae_latents_mean, c.mean);
+    }
     const ValidationReport report = ds->validate();
     if (std::string(c.error).empty()) {
       EXPECT_TRUE(report.ok()) << report.errors.front();

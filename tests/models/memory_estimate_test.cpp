@@ -728,7 +728,9 @@ TEST(MemoryEstimate, FullSizeQwenImageLora) {
                 format_bytes(swapped.swapped_weights).c_str());
     EXPECT_LT(swapped.total, previous) << n;
     previous = swapped.total;
-    if (n == 16) EXPECT_LT(swapped.total, int64_t{24} * 1000 * 1000 * 1000) << "musubi-tuner's 24 GB setting";
+    if (n == 16) {
+      EXPECT_LT(swapped.total, int64_t{24} * 1000 * 1000 * 1000) << "musubi-tuner's 24 GB setting";
+    }
   }
   in.blocks_to_swap = 0;
   for (int world : {2, 4}) {
@@ -741,7 +743,9 @@ TEST(MemoryEstimate, FullSizeQwenImageLora) {
                   float8_base ? "float8" : "bf16", world, format_bytes(m.total).c_str());
       EXPECT_EQ(m.shard_ranks, world);
       EXPECT_LT(m.frozen_weights, (float8_base ? float8 : bf16).frozen_weights / world * 105 / 100);
-      if (world == 4 && !float8_base) EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "bf16 on 4 x 24 GB";
+      if (world == 4 && !float8_base) {
+        EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "bf16 on 4 x 24 GB";
+      }
     }
   }
 }
