@@ -179,6 +179,12 @@ ChildCheckResult run_in_child(const std::function<void()>& work, const ChildChec
   } else if (!record.empty() && record[0] == 'S' && record.find('\n') != std::string::npos) {
     result.outcome = ChildCheckResult::Outcome::SanitizerReport;
     result.message = record.substr(record.find('\n') + 1);
+#if defined(__SANITIZE_ADDRESS__)
+  } else if (record.empty() && address_limit > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+    // ASan's own report of an allocation over the limit can die before the report callback runs ("internal
+    // allocator is out of memory": the limit leaves its report no room) and exits with status 1: out of memory.
+    result.outcome = ChildCheckResult::Outcome::OutOfMemory;
+#endif
   } else if (!record.empty() && record[0] == 'E' && record.find('\n') != std::string::npos) {
     result.outcome = ChildCheckResult::Outcome::Threw;
     const size_t newline = record.find('\n');
