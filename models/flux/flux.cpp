@@ -75,9 +75,10 @@ FluxTransformer::FluxTransformer(FluxConfig config) : config_(std::move(config))
   validate(c);
   nn::LinearOptions options{.bias = true, .dtype = c.dtype, .device = c.device, .initialize = c.initialize};
   register_module("img_in", std::make_shared<nn::Linear>(c.in_channels, c.hidden_size, options));
-  register_module("time_in", std::make_shared<MLPEmbedder>(kFrequencyDim, c.hidden_size, c));
-  register_module("vector_in", std::make_shared<MLPEmbedder>(c.vec_dim, c.hidden_size, c));
-  if (c.guidance_embed) register_module("guidance_in", std::make_shared<MLPEmbedder>(kFrequencyDim, c.hidden_size, c));
+  register_module("time_in", std::make_shared<MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
+  register_module("vector_in", std::make_shared<MLPEmbedder>(c.vec_dim, c.hidden_size, options));
+  if (c.guidance_embed)
+    register_module("guidance_in", std::make_shared<MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
   register_module("txt_in", std::make_shared<nn::Linear>(c.context_dim, c.hidden_size, options));
   auto doubles = std::make_shared<BlockList>(), singles = std::make_shared<BlockList>();
   for (int64_t i = 0; i < c.depth; ++i) doubles->add(std::make_shared<DoubleStreamBlock>(c));

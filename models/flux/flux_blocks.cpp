@@ -45,17 +45,17 @@ QKNorm::QKNorm(int64_t head_dim, DType dtype, Device device) {
   register_module("key_norm", std::make_shared<ScaledRMSNorm>(head_dim, dtype, device));
 }
 
-MLPEmbedder::MLPEmbedder(int64_t in_dim, int64_t hidden, const FluxConfig& c) {
-  register_module("in_layer", std::make_shared<nn::Linear>(in_dim, hidden, linear_options(c)));
-  register_module("out_layer", std::make_shared<nn::Linear>(hidden, hidden, linear_options(c)));
+MLPEmbedder::MLPEmbedder(int64_t in_dim, int64_t hidden, const nn::LinearOptions& options) {
+  register_module("in_layer", std::make_shared<nn::Linear>(in_dim, hidden, options));
+  register_module("out_layer", std::make_shared<nn::Linear>(hidden, hidden, options));
 }
 
 Tensor MLPEmbedder::forward(const Tensor& x) {
   return child("out_layer")->forward(autograd::silu(child("in_layer")->forward(x)));
 }
 
-Modulation::Modulation(int64_t hidden, int64_t n, const FluxConfig& c) : n_(n) {
-  register_module("lin", std::make_shared<nn::Linear>(hidden, n * hidden, linear_options(c)));
+Modulation::Modulation(int64_t hidden, int64_t n, const nn::LinearOptions& options) : n_(n) {
+  register_module("lin", std::make_shared<nn::Linear>(hidden, n * hidden, options));
 }
 
 std::vector<Tensor> Modulation::chunks(const Tensor& silu_vec) {
@@ -90,10 +90,10 @@ SelfAttention::SelfAttention(const FluxConfig& c) {
 }
 
 DoubleStreamBlock::DoubleStreamBlock(const FluxConfig& c) : n_heads_(c.num_heads) {
-  register_module("img_mod", std::make_shared<Modulation>(c.hidden_size, 6, c));
+  register_module("img_mod", std::make_shared<Modulation>(c.hidden_size, 6, linear_options(c)));
   register_module("img_attn", std::make_shared<SelfAttention>(c));
   register_module("img_mlp", make_mlp(c));
-  register_module("txt_mod", std::make_shared<Modulation>(c.hidden_size, 6, c));
+  register_module("txt_mod", std::make_shared<Modulation>(c.hidden_size, 6, linear_options(c)));
   register_module("txt_attn", std::make_shared<SelfAttention>(c));
   register_module("txt_mlp", make_mlp(c));
 }
@@ -135,7 +135,7 @@ SingleStreamBlock::SingleStreamBlock(const FluxConfig& c)
   register_module("linear1", std::make_shared<nn::Linear>(hidden_, 3 * hidden_ + mlp_hidden_, linear_options(c)));
   register_module("linear2", std::make_shared<nn::Linear>(hidden_ + mlp_hidden_, hidden_, linear_options(c)));
   register_module("norm", std::make_shared<QKNorm>(c.head_dim(), c.dtype, c.device));
-  register_module("modulation", std::make_shared<Modulation>(hidden_, 3, c));
+  register_module("modulation", std::make_shared<Modulation>(hidden_, 3, linear_options(c)));
 }
 
 Tensor SingleStreamBlock::run(const Tensor& x, const Tensor& silu_vec, const RopeTables& rope) {

@@ -20,6 +20,7 @@
 
 #include "engine/module.h"
 #include "models/flux/flux_config.h"
+#include "models/nn/linear.h"
 #include "runtime/ops/rope.h"
 
 namespace wick::flux {
@@ -41,18 +42,19 @@ class QKNorm : public Module {
   std::string type_name() const override { return "QKNorm"; }
 };
 
-// in_layer -> SiLU -> out_layer (time_in, guidance_in, vector_in).
+// in_layer -> SiLU -> out_layer (time_in, guidance_in, vector_in; FLUX.2's without biases).
 class MLPEmbedder : public Module {
  public:
-  MLPEmbedder(int64_t in_dim, int64_t hidden, const FluxConfig& config);
+  MLPEmbedder(int64_t in_dim, int64_t hidden, const nn::LinearOptions& options);
   std::string type_name() const override { return "MLPEmbedder"; }
   Tensor forward(const Tensor& x) override;
 };
 
 // Child lin: Linear(hidden, n·hidden). chunks(silu_vec) -> n views [B, hidden] of lin(silu_vec).
+// Flux.1's blocks own theirs; FLUX.2 has three shared by all blocks (no biases).
 class Modulation : public Module {
  public:
-  Modulation(int64_t hidden, int64_t n, const FluxConfig& config);
+  Modulation(int64_t hidden, int64_t n, const nn::LinearOptions& options);
   std::string type_name() const override { return "Modulation"; }
   std::vector<Tensor> chunks(const Tensor& silu_vec);
 

@@ -37,6 +37,19 @@ std::vector<float> frequencies(int64_t half) {
   return f;
 }
 
+// [cos(scale · v · f_i), sin(scale · v · f_i)] with scale · v rounded to f32 first and the table `f`.
+Tensor scaled_first(const Tensor& values, double scale, DType dtype, int64_t dim, bool exact) {
+  WICK_CHECK(values.defined() && values.dim() == 1 && is_floating(values.dtype()), "timestep_features: ",
+             values.defined() ? values.describe() : std::string("(none)"), " is not a floating [B] vector");
+  WICK_CHECK(dim > 0 && dim % 2 == 0, "timestep_features: the width ", dim, " must be even and positive");
+  const int64_t half = dim / 2;
+  Tensor f = Tensor::from_vector<float>(exact ? exact_frequencies(half) : frequencies(half), {1, half})
+                 .to(values.device());
+  Tensor scaled = wick::mul(autograd::detach(values).to(DType::F32), scale);  // [B] in f32, as torch
+  Tensor args = wick::mul(scaled.unsqueeze(1), f);                             // [B, half]
+  return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);        // cos first
+}
+
 }  // namespace
 
 Tensor timestep_features(const Tensor& values, double scale, DType dtype) {
@@ -44,14 +57,11 @@ Tensor timestep_features(const Tensor& values, double scale, DType dtype) {
 }
 
 Tensor timestep_features(const Tensor& values, double scale, DType dtype, int64_t dim) {
-  WICK_CHECK(values.defined() && values.dim() == 1 && is_floating(values.dtype()), "timestep_features: ",
-             values.defined() ? values.describe() : std::string("(none)"), " is not a floating [B] vector");
-  WICK_CHECK(dim > 0 && dim % 2 == 0, "timestep_features: the width ", dim, " must be even and positive");
-  const int64_t half = dim / 2;
-  Tensor f = Tensor::from_vector<float>(frequencies(half), {1, half}).to(values.device());
-  Tensor scaled = wick::mul(autograd::detach(values).to(DType::F32), scale);  // [B] in f32, as torch
-  Tensor args = wick::mul(scaled.unsqueeze(1), f);                             // [B, half]
-  return wick::concat({wick::cos(args), wick::sin(args)}, 1).to(dtype);        // cos first
+  return scaled_first(values, scale, dtype, dim, /*exact=*/false);
+}
+
+Tensor timestep_features_exact(const Tensor& values, double scale, DType dtype, int64_t dim) {
+  return scaled_first(values, scale, dtype, dim, /*exact=*/true);
 }
 
 Tensor timestep_features_scaled_after(const Tensor& values, double scale, DType dtype, int64_t dim) {

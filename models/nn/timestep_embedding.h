@@ -19,6 +19,10 @@ Tensor timestep_features(const Tensor& values, double scale, DType dtype);
 // The same with `dim` (even) features: [cos(scale · v · f_i), sin(scale · v · f_i)], f_i = 10000^(-i / (dim / 2)).
 Tensor timestep_features(const Tensor& values, double scale, DType dtype, int64_t dim);
 
+// timestep_features' order (scale · v rounded first) with the correctly rounded frequencies (FLUX.2): what
+// torch computes where its f32 exp rounds correctly, rather than one machine's rounding (see below).
+Tensor timestep_features_exact(const Tensor& values, double scale, DType dtype, int64_t dim = 256);
+
 // diffusers' get_timestep_embedding order (Qwen-Image's Timesteps(256, flip_sin_to_cos=True,
 // downscale_freq_shift=0, scale=1000)): [cos((v · f_i) · scale), sin((v · f_i) · scale)], the product
 // v · f_i rounded to f32 before the scale is applied (timestep_features rounds scale · v first; with

@@ -96,6 +96,7 @@
 #include "models/dit/dit.h"
 #include "models/flux/flux.h"
 #include "models/flux/flux_memory.h"
+#include "models/flux2/flux2.h"
 #include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/weights/float8_weights.h"
@@ -143,8 +144,15 @@ qwenimage::QwenImageConfig tiny_qwenimage(DType dtype) {
                                     .axes_dims = {16, 24, 24}, .dtype = dtype};
 }
 
+// The tiny FLUX.2: hidden 128 in heads of 64 (four RoPE axes of 16), 2 double + 2 single blocks, SwiGLU 384,
+// context 256, guidance_in (dev style).
+flux2::Flux2Config tiny_flux2(DType dtype) {
+  return flux2::Flux2Config{.in_channels = 16, .hidden_size = 128, .num_heads = 2, .depth = 2, .depth_single = 2,
+                            .context_dim = 256, .axes_dim = {16, 16, 16, 16}, .dtype = dtype};
+}
+
 struct Case {
-  std::string arch;     // flux | dit | sd3 | zimage | qwenimage
+  std::string arch;     // flux | flux2 | dit | sd3 | zimage | qwenimage
   std::string network;  // lora | dora | full
   bool checkpointing;
   std::string optimizer;
@@ -163,6 +171,9 @@ std::shared_ptr<DiffusionModel> build_case(const Case& c) {
   std::vector<std::string> targets;
   if (c.arch == "flux") {
     model = std::make_shared<flux::FluxTransformer>(tiny_flux(c.heads, c.dtype));
+    targets = {"double_blocks.*", "single_blocks.*"};
+  } else if (c.arch == "flux2") {
+    model = std::make_shared<flux2::Flux2Transformer>(tiny_flux2(c.dtype));
     targets = {"double_blocks.*", "single_blocks.*"};
   } else if (c.arch == "zimage") {
     model = std::make_shared<zimage::ZImageTransformer>(tiny_zimage(c.dtype));
@@ -245,6 +256,14 @@ TEST(MemoryEstimate, MatchesTheMeasuredPeak) {
       {"qwenimage", "lora", true, "adamw8bit", bf16, 2, 32},
       {"qwenimage", "full", false, "adamw", f32, 2, 16},
       {"qwenimage", "full", true, "adamw8bit", f32, 2, 32},
+      // FLUX.2 (shared modulations, SwiGLU MLPs, no biases), LoRA on every block Linear.
+      {"flux2", "lora", false, "adamw", f32, 2, 16},
+      {"flux2", "lora", false, "adamw", f32, 2, 32},
+      {"flux2", "lora", true, "adamw", f32, 2, 32},
+      {"flux2", "lora", false, "adamw8bit", bf16, 2, 32},
+      {"flux2", "lora", true, "adamw8bit", bf16, 2, 32},
+      {"flux2", "full", false, "adamw", f32, 2, 16},
+      {"flux2", "full", true, "adamw8bit", f32, 2, 32},
   };
   std::printf("  %-34s %12s %12s %6s | kept by the forward: measured, counted\n", "case", "measured", "estimate",
               "ratio");
