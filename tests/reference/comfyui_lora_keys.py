@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Which keys of a Flux, SD3, SDXL, Z-Image or Qwen-Image LoRA file ComfyUI would load: a standard-library-only
-re-implementation of ComfyUI's key rule (no torch, no numpy; the safetensors headers are parsed directly), plus a shape
-check.
+"""Which keys of a Flux (Flux.1, FLUX.2), SD3, SDXL, Z-Image or Qwen-Image LoRA file ComfyUI would load: a
+standard-library-only re-implementation of ComfyUI's key rule (no torch, no numpy; the safetensors headers are parsed
+directly), plus a shape check.
 
     python3 tests/reference/comfyui_lora_keys.py --model-keys tests/data/flux/dev_bfl.safetensors --lora FILE
     python3 tests/reference/comfyui_lora_keys.py --model-keys sd3.5_medium.safetensors --lora FILE [--comfyui-map old]
@@ -29,6 +29,14 @@ The rule, as read (in the code index; ComfyUI is GPL, nothing of it is copied he
     linear1 rows [0,h), [h,2h), [2h,3h), [3h,7h); norm_out.linear -> final_layer.adaLN_modulation.1 (halves swapped
     by a function at merge time). Newer versions also register  diffusion_model.single_blocks.N.linear1_qkv  for
     rows [0,3h) of linear1.
+ 2a. FLUX.2 (dev, klein; BFL names) takes rules 1 and 2 unchanged, as Flux.1 does: ComfyUI's
+    comfy.model_base.Flux2 subclasses model_base.Flux (an indexed copy of comfy/model_base.py, commit not recorded),
+    so model_lora_keys_unet's `isinstance(model, Flux)` branch and flux_to_diffusers apply. flux_to_diffusers'
+    "Flux 2" entries map diffusers' FLUX.2 block names: ff.linear_in / ff.linear_out / ff_context.linear_in /
+    ff_context.linear_out -> img_mlp.0 / img_mlp.2 / txt_mlp.0 / txt_mlp.2 and single attn.to_qkv_mlp_proj ->
+    linear1, attn.to_out -> linear2 (whole weights); the double blocks' q/k/v are the slices of rule 2. diffusers'
+    FLUX.2 names outside the blocks (time_guidance_embed.*, double_stream_modulation_*.linear,
+    single_stream_modulation.linear) are not in that map: a LoRA on them loads only under its BFL name (rule 1).
  2b. SD3 (comfy/lora.py model_lora_keys_unet, `isinstance(model, SD3)`; comfy/utils.py mmdit_to_diffusers): for
     every ".weight" entry D of mmdit_to_diffusers(unet_config) it registers  transformer.<D>,  base_model.model.<D>,
     lora_transformer_<D '.'->'_'>  and  lycoris_<D '.'->'_'>. ComfyUI's model detection sets depth =
