@@ -132,8 +132,8 @@ void Flux2Transformer::check_inputs(const Tensor& latents, const Tensor& timeste
              "FLUX.2: context ", describe(context), " is not [", batch, ", L, ", c.context_dim,
              "] (the text encoder's stacked hidden states, L >= 1)");
   if (c.guidance_embed) {
-    WICK_CHECK(guidance.defined(), "FLUX.2: this model embeds guidance (guidance_in, FLUX.2-dev style): pass guidance [",
-               batch, "], the raw scale such as 4.0");
+    WICK_CHECK(guidance.defined(), "FLUX.2: this model embeds guidance (guidance_in, FLUX.2-dev style): ",
+               "pass guidance [", batch, "], the raw scale such as 4.0");
     check_batch_vector(guidance, "guidance", batch);
   } else {
     WICK_CHECK(!guidance.defined(), "FLUX.2: guidance ", guidance.describe(),

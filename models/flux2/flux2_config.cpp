@@ -55,8 +55,9 @@ int64_t count_blocks(const std::map<std::string, Shape>& shapes, const std::stri
     indices.insert(std::stoll(digits));
   }
   const int64_t n = static_cast<int64_t>(indices.size());
-  WICK_CHECK_KIND(Data, indices.empty() || *indices.rbegin() == n - 1, "FLUX.2 config: ", prefix, "N indices are not 0..",
-                  n - 1, " (the largest is ", indices.empty() ? 0 : *indices.rbegin(), "): a block is missing");
+  WICK_CHECK_KIND(Data, indices.empty() || *indices.rbegin() == n - 1, "FLUX.2 config: ", prefix,
+                  "N indices are not 0..", n - 1, " (the largest is ", indices.empty() ? 0 : *indices.rbegin(),
+                  "): a block is missing");
   return n;
 }
 

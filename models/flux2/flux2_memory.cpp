@@ -26,7 +26,9 @@ using Count = ActivationCount;
 
 // The workspace of a block (WorkspaceRows) in rows of its widest tensor, measured on the tiny models of
 // tests/models/memory_estimate_test.cpp: a single block peaks in the backward of linear1's output views
-// (full-width gradients summed into the fused one), a double block in its MLP's input gradients.
+// (full-width gradients in the compute dtype, summed into the fused one; counted at the element size, which
+// the bf16 cases measure: at the arithmetic's f32 size they came out 11% high), a double block in its MLP's
+// input gradients (the widest of the SwiGLU's 2m and the fused qkv's 3h, at the arithmetic's size).
 constexpr WorkspaceRows kDoubleWorkspace{1.25, 1.0}, kSingleWorkspace{1.5, 1.5};
 
 // The three shared modulations: which of them hands its chunks a gradient.
@@ -246,7 +248,7 @@ ActivationProfile flux2_activation_profile(const Flux2Config& config, const Acti
   for (int64_t i = 0; i < config.depth_single; ++i) {
     const std::string name = "single_blocks." + std::to_string(i);
     Count c = single_block(z, x, shared.single, of, name + ".", shape);
-    add_block(name, c, x.rows * h * e, x.rows * h * e, x.rows * (3 * h + 2 * z.m) * math);
+    add_block(name, c, x.rows * h * e, x.rows * h * e, x.rows * (3 * h + 2 * z.m) * e);
   }
 
   // The final layer on the image rows: its LayerNorm keeps the whole last stream (through the narrow

@@ -824,7 +824,10 @@ TEST_P(ArchSampler, StoredPromptsNeedNoEncodersAndMatchOnTheFly) {
 
   const SampleSettings settings{.steps = a.stored_steps, .guidance = a.guidance, .seed = 5};
   const Tensor want = on_the_fly->generate(*model, a.stored_generated, settings);
-  EXPECT_EQ(exact->generate(*model, a.stored_generated, settings).to_vector<float>(), want.to_vector<float>());
+  // The stored embeddings were encoded as one batch of stored_captions, the on-the-fly ones as stored_generated: a
+  // matrix product's rows may round differently with the batch's size (seen on an AMD EPYC machine), so the
+  // same images up to float rounding.
+  EXPECT_LE(relative_to_max(exact->generate(*model, a.stored_generated, settings), want), 1e-5);
   const Tensor got = rounded->generate(*model, a.stored_generated, settings);
   const double rounding = relative_to_max(got, want);
   if (a.print_stored_rounding) a.print_stored_rounding(rounding, max_abs_difference(got, want));

@@ -135,10 +135,12 @@ TEST(FluxSampler, StoredPromptsBesideEncodersAndTheirT5Length) {
   const Tensor mixed = both->generate(*model, {"a photo of [trigger]", "a blue ball"}, settings);
   const Tensor stored_pair = rounded->generate(*model, {"a photo of [trigger]", "a red cube"}, settings);
   EXPECT_EQ(mixed.narrow(0, 0, 1).to_vector<float>(), stored_pair.narrow(0, 0, 1).to_vector<float>());
-  EXPECT_EQ(mixed.narrow(0, 1, 1).to_vector<float>(),
-            on_the_fly->generate(*model, {"a photo of [trigger]", "a blue ball"}, settings)
-                .narrow(0, 1, 1)
-                .to_vector<float>());
+  // The prompt encoded alone vs in a batch of two: a matrix product's rows may round differently with the batch's
+  // size (seen on an AMD EPYC machine), so the same image up to float rounding.
+  EXPECT_LE(relative_to_max(mixed.narrow(0, 1, 1),
+                            on_the_fly->generate(*model, {"a photo of [trigger]", "a blue ball"}, settings)
+                                .narrow(0, 1, 1)),
+            1e-5);
 
   // Stored with another T5 length than the model is sampled with: not used.
   options.t5_length = 8;

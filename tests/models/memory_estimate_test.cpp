@@ -97,6 +97,7 @@
 #include "models/flux/flux.h"
 #include "models/flux/flux_memory.h"
 #include "models/flux2/flux2.h"
+#include "models/flux2/flux2_memory.h"
 #include "models/memory/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/weights/float8_weights.h"
@@ -706,6 +707,89 @@ TEST(MemoryEstimate, FullSizeShardedWeights) {
         if (model == "Qwen-Image" && float8 && world == 2) {
           EXPECT_LT(m.total, int64_t{24} * 1000 * 1000 * 1000) << "Qwen-Image LoRA, float8, on 2 x 24 GB";
         }
+      }
+    }
+  }
+}
+
+// Full-size FLUX.2 without weights, as `wick train --dry-run` estimates it: 1024² (64 x 64 = 4,096 image tokens of 128
+// patchified channels) with 512 text rows, batch 1, LoRA rank 16 on every Linear of the blocks, bf16, adamw8bit,
+// checkpointing, on a GPU. dev (32.2 B parameters) on one 24 GB card (a float8 base and the last blocks swapped), and
+// sharded over 2 and 4 ranks; klein 9B and 4B, bf16 and float8, against 12 / 16 / 24 GB cards.
+TEST(MemoryEstimate, FullSizeFlux2Lora) {
+  MemoryInputs in{.batch_size = 1, .latent_height = 64, .latent_width = 64, .text_length = 512, .text_dim = 15360,
+                  .latent_channels = 128, .pooled_dim = 0, .compute_dtype = DType::BF16,
+                  .gradient_checkpointing = true, .optimizer = "adamw8bit", .device = Device::cuda(0)};
+  const int64_t gb = int64_t{1000} * 1000 * 1000;
+  const flux2::Flux2Config dev;
+  const TrainingPlan lora{.network = "lora", .patterns = {"double_blocks.*", "single_blocks.*"}, .rank = 16};
+  const MemoryEstimate bf16 = flux2::estimate_flux2_memory(dev, lora, in);
+  std::printf("FLUX.2-dev LoRA r16, bf16 base: %s\n", describe(bf16).c_str());
+  int64_t n_parameters = 0;
+  for (const auto& [param, shape] : flux2::parameter_shapes(dev)) n_parameters += numel(shape);
+  EXPECT_EQ(bf16.frozen_weights, 2 * n_parameters);  // 64.4 GB
+  // 16 x (in + out) per Linear: per double block two streams of qkv (h -> 3h), proj (h -> h), mlp.0 (h -> 6h),
+  // mlp.2 (3h -> h); per single block linear1 (h -> 9h) and linear2 (4h -> h).
+  const int64_t h = 6144;
+  EXPECT_EQ(bf16.n_trainable, 16 * (8 * 2 * ((h + 3 * h) + (h + h) + (h + 6 * h) + (3 * h + h)) +
+                                    48 * ((h + 9 * h) + (4 * h + h))));
+  in.float8 = true;
+  const MemoryEstimate float8 = flux2::estimate_flux2_memory(dev, lora, in);
+  std::printf("FLUX.2-dev LoRA r16, float8 base: %s\n", describe(float8).c_str());
+  EXPECT_LT(float8.frozen_weights, bf16.frozen_weights * 52 / 100);
+  EXPECT_GT(float8.total, 24 * gb);  // float8 alone does not fit a 24 GB card
+  int64_t previous = float8.total, fits_at = -1;
+  for (int64_t n : {8, 16, 24, 32, 40}) {
+    in.blocks_to_swap = n;
+    const MemoryEstimate swapped = flux2::estimate_flux2_memory(dev, lora, in);
+    std::printf("FLUX.2-dev LoRA r16, float8 base, %2lld blocks swapped: total %s, %s of weights in host memory\n",
+                static_cast<long long>(n), format_bytes(swapped.total).c_str(),
+                format_bytes(swapped.swapped_weights).c_str());
+    EXPECT_LT(swapped.total, previous) << n;
+    previous = swapped.total;
+    if (fits_at < 0 && swapped.total < 24 * gb) fits_at = n;
+  }
+  EXPECT_GT(fits_at, 0) << "FLUX.2-dev LoRA with a float8 base fits one 24 GB card with enough blocks swapped";
+  in.blocks_to_swap = 0;
+  // The blocks' weights are sharded; the embedders, the three shared modulations (0.57 B parameters) and the final
+  // layer stay whole on every rank.
+  int64_t block_parameters = 0;
+  for (const auto& [param, shape] : flux2::parameter_shapes(dev))
+    if (param.rfind("double_blocks.", 0) == 0 || param.rfind("single_blocks.", 0) == 0) block_parameters += numel(shape);
+  for (int world : {2, 4}) {
+    for (bool float8_base : {false, true}) {
+      MemoryInputs sharded = in;
+      sharded.float8 = float8_base, sharded.world_size = world, sharded.shard_weights = true;
+      sharded.shard_optimizer = true;
+      const MemoryEstimate m = flux2::estimate_flux2_memory(dev, lora, sharded);
+      std::printf("FLUX.2-dev LoRA r16, %s base, weights sharded on %d ranks: %s per rank (weights %s)\n",
+                  float8_base ? "float8" : "bf16", world, format_bytes(m.total).c_str(),
+                  format_bytes(m.frozen_weights).c_str());
+      EXPECT_EQ(m.shard_ranks, world);
+      const int64_t whole = (float8_base ? float8 : bf16).frozen_weights;
+      const int64_t bytes_per_parameter = float8_base ? 1 : 2;
+      const int64_t replicated = whole - bytes_per_parameter * block_parameters;
+      EXPECT_LT(m.frozen_weights, (replicated + bytes_per_parameter * block_parameters / world) * 105 / 100);
+    }
+  }
+  // klein: Qwen3's stacked features (3 x 2560 / 3 x 4096 wide), no guidance_in.
+  for (const auto& [label, config] : {std::pair<const char*, flux2::Flux2Config>{"klein 4B", flux2::klein_4b_config()},
+                                      {"klein 9B", flux2::klein_9b_config()}}) {
+    for (bool float8_base : {false, true}) {
+      MemoryInputs k = in;
+      k.text_dim = config.context_dim, k.float8 = float8_base;
+      const MemoryEstimate m = flux2::estimate_flux2_memory(config, lora, k);
+      std::printf("FLUX.2 %s LoRA r16, %s base: %s\n", label, float8_base ? "float8" : "bf16", describe(m).c_str());
+      // float8 holds the blocks' Linears (one byte per weight and a scale per row); the rest stays bf16.
+      int64_t blocks = 0, rest = 0;
+      for (const auto& [param, shape] : flux2::parameter_shapes(config))
+        (param.rfind("double_blocks.", 0) == 0 || param.rfind("single_blocks.", 0) == 0 ? blocks : rest) +=
+            numel(shape);
+      if (float8_base) {
+        EXPECT_GE(m.frozen_weights, blocks + 2 * rest) << label;
+        EXPECT_LT(m.frozen_weights, (blocks + 2 * rest) * 102 / 100) << label;
+      } else {
+        EXPECT_EQ(m.frozen_weights, 2 * (blocks + rest)) << label;
       }
     }
   }
