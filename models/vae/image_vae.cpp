@@ -114,7 +114,10 @@ class WanImageVae final : public ImageVae {
 }  // namespace
 
 std::unique_ptr<ImageVae> open_kl_image_vae(const std::string& path, const ImageVaeOptions& options) {
-  VaeLoadOptions load{.normalization = options.normalization, .dtype = options.dtype, .device = options.device};
+  VaeLoadOptions load{.normalization = options.normalization,
+                      .norm_groups = options.norm_groups,
+                      .dtype = options.dtype,
+                      .device = options.device};
   const VaeHeader header = read_vae_header(path, load);
   return std::make_unique<KlImageVae>(path, std::move(load), header);
 }

@@ -1,7 +1,7 @@
 // An image VAE as `wick dataset encode` and the samplers drive it: sizes and latent normalization from the headers,
 // then images -> latent moments, or latents -> images, the weights loaded on the first call. One interface over the
-// AutoencoderKL (vae.h: SDXL, SD3, Flux) and the Wan VAE (wan_vae.h: Qwen-Image); an architecture picks
-// its own with Architecture::open_dataset_vae (models/architecture.h).
+// AutoencoderKL (vae.h: SDXL, SD3, Flux; flux2_vae.h: FLUX.2's, patchified and batch-normalized) and the Wan VAE
+// (wan_vae.h: Qwen-Image); an architecture picks its own with Architecture::open_dataset_vae (models/architecture.h).
 //
 //   std::unique_ptr<vae::ImageVae> vae = vae::open_kl_image_vae("FLUX.1-dev", {.dtype = DType::BF16});
 //   const vae::ImageVaeInfo& info = vae->info();      // z_channels, downscale, normalization: headers only
@@ -43,6 +43,9 @@ struct ImageVaeOptions {
   // The architecture's scalar normalization (DatasetSpec::normalization): what an AutoencoderKL file without a
   // config.json makes (vae_weights.h load_vae). Unused by the Wan VAE (its normalization is per channel).
   std::optional<ModelNormalization> normalization;
+  // An AutoencoderKL's GroupNorm groups (VaeLoadOptions::norm_groups): 0, config.json's norm_num_groups, else 32 (every
+  // real VAE). Unused by the Wan VAE.
+  int64_t norm_groups = 0;
 };
 
 class ImageVae {

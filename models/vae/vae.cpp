@@ -36,6 +36,7 @@ AutoencoderKL::AutoencoderKL(VaeConfig config) : config_(std::move(config)) {
   register_module("decoder", std::make_shared<VaeDecoder>(config_));
   if (config_.quant_conv) register_module("quant_conv", pointwise(config_, 2 * config_.z_channels));
   if (config_.post_quant_conv) register_module("post_quant_conv", pointwise(config_, config_.z_channels));
+  if (config_.latent_patch > 0) register_module("bn", std::make_shared<VaeLatentBatchNorm>(config_));
   set_all_trainable(false);
   eval();
 }

@@ -1,4 +1,4 @@
-// AutoencoderKL: the VAE of SDXL, SD3 / SD3.5 and Flux (one architecture, sizes from the weights),
+// AutoencoderKL: the VAE of SDXL, SD3 / SD3.5, Flux and FLUX.2 (one architecture, sizes from the weights),
 // for inference: images -> latent distribution -> latents -> images, optionally tiled.
 //
 //   vae::LoadedVae vae = vae::load_vae("FLUX.1-dev");                  // vae/ folder, ae.safetensors, ...
@@ -10,7 +10,9 @@
 // encode runs the encoder (and quant_conv when the weights have it) and splits the 2z channels into
 // mean and logvar, clamping logvar to [-30, 20] (diffusers' and LDM's DiagonalGaussianDistribution).
 // decode runs post_quant_conv (when present) and the decoder. Neither applies the latent
-// normalization (scaling / shift): normalize / denormalize do, with the config's values.
+// normalization (scaling / shift): normalize / denormalize do, with the config's values. FLUX.2's VAE
+// also holds its latent BatchNorm statistics (child "bn", config.latent_patch > 0), which encode and
+// decode leave alone: its latents are made by open_flux2_image_vae (flux2_vae.h).
 #pragma once
 
 #include <memory>
@@ -33,8 +35,9 @@ struct VaeMoments {
 
 class AutoencoderKL : public Module {
  public:
-  // Checks the config (validate) and builds encoder, decoder and the quant convs it asks for in
-  // config.dtype on config.device; parameters frozen, uninitialized unless config.initialize.
+  // Checks the config (validate) and builds encoder, decoder, the quant convs and the latent BatchNorm it
+  // asks for in config.dtype (the BatchNorm's statistics in f32) on config.device; parameters frozen,
+  // uninitialized unless config.initialize.
   explicit AutoencoderKL(VaeConfig config);
   std::string type_name() const override { return "AutoencoderKL"; }
 

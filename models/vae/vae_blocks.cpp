@@ -12,6 +12,7 @@
 #include "models/nn/conv.h"
 #include "models/nn/norm.h"
 #include "runtime/error.h"
+#include "runtime/ops/creation.h"
 
 namespace wick::vae {
 namespace {
@@ -182,6 +183,16 @@ Tensor upsample_nearest2x(const Tensor& x) {
   // [B, C, H, 1, W, 1] broadcast to [B, C, H, 2, W, 2], then one copy into [B, C, 2H, 2W].
   Tensor repeated = autograd::expand(autograd::reshape(x, {b, c, h, 1, w, 1}), {b, c, h, 2, w, 2});
   return autograd::reshape(repeated, {b, c, 2 * h, 2 * w});
+}
+
+VaeLatentBatchNorm::VaeLatentBatchNorm(const VaeConfig& c) {
+  const Shape shape = {c.latent_patch * c.latent_patch * c.z_channels};
+  register_parameter("running_mean", &running_mean_,
+                     c.initialize ? zeros(shape, DType::F32, c.device) : Tensor::empty(shape, DType::F32, c.device),
+                     /*trainable=*/false);
+  register_parameter("running_var", &running_var_,
+                     c.initialize ? ones(shape, DType::F32, c.device) : Tensor::empty(shape, DType::F32, c.device),
+                     /*trainable=*/false);
 }
 
 VaeEncoder::VaeEncoder(const VaeConfig& c) {

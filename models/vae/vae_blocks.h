@@ -70,6 +70,19 @@ class VaeUpsample : public Module {
 // [B, C, H, W] -> [B, C, 2H, 2W], each pixel repeated 2 x 2 (torch's interpolate, mode nearest, scale 2).
 Tensor upsample_nearest2x(const Tensor& x);
 
+// FLUX.2's latent BatchNorm2d(latent_patch² · z_channels, affine = False) as its files hold it: parameters
+// running_mean and running_var [latent_patch² · z_channels], f32 whatever config.dtype (the statistics keep their
+// precision), on config.device, frozen; zeros and ones when config.initialize. No forward: the statistics are the
+// per-channel latent normalization of open_flux2_image_vae (models/vae/flux2_vae.h).
+class VaeLatentBatchNorm : public Module {
+ public:
+  explicit VaeLatentBatchNorm(const VaeConfig& config);
+  std::string type_name() const override { return "VaeLatentBatchNorm"; }
+
+ private:
+  Tensor running_mean_, running_var_;
+};
+
 class VaeEncoder : public Module {
  public:
   explicit VaeEncoder(const VaeConfig& config);

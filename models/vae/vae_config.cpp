@@ -53,6 +53,9 @@ void validate(const VaeConfig& c) {
   WICK_CHECK_KIND(Config, c.attention_query_chunk >= 0,
                   "VAE config: attention_query_chunk must be >= 0 (0: automatic), got ", c.attention_query_chunk);
   WICK_CHECK_KIND(Config, c.normalization.scaling_factor != 0.0, "VAE config: scaling_factor must not be 0");
+  WICK_CHECK_KIND(Config, c.latent_patch >= 0 && c.latent_patch <= 16,
+                  "VAE config: latent_patch must be 0 (no latent BatchNorm) to 16, got ", c.latent_patch);
+  WICK_CHECK_KIND(Config, c.batch_norm_eps > 0, "VAE config: batch_norm_eps must be positive, got ", c.batch_norm_eps);
   WICK_CHECK_KIND(Config,
                   c.dtype == DType::F32 || c.dtype == DType::BF16 || c.dtype == DType::F16 || c.dtype == DType::F64,
                   "VAE config: dtype must be floating, got ", dtype_name(c.dtype));
@@ -119,6 +122,11 @@ std::map<std::string, Shape> parameter_shapes(const VaeConfig& c) {
   }
   norm("decoder.norm_out", ch[0]);
   conv("decoder.conv_out", ch[0], c.out_channels, 3);
+  if (c.latent_patch > 0) {
+    const int64_t channels = c.latent_patch * c.latent_patch * c.z_channels;
+    out["bn.running_mean"] = {channels};
+    out["bn.running_var"] = {channels};
+  }
   return out;
 }
 

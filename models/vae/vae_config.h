@@ -1,6 +1,6 @@
-// The sizes of an AutoencoderKL (the VAE that SDXL, SD3 / SD3.5 and Flux share, with different
-// latent channels and quant convs) and the latent normalization a model applies to it (each
-// architecture names its own: DatasetSpec::normalization, models/architecture.h).
+// The sizes of an AutoencoderKL (the VAE that SDXL, SD3 / SD3.5, Flux and FLUX.2 share, with different
+// latent channels, quant convs and, in FLUX.2's, a latent BatchNorm) and the latent normalization a
+// model applies to it (each architecture names its own: DatasetSpec::normalization, models/architecture.h).
 //
 //   VaeConfig c = ldm_vae_config(16, false);     // ch 128, (1, 2, 4, 4), 2 / 3 ResBlocks, z 16, no quant convs
 //   LatentNormalization n{0.3611, 0.1159};       // Flux's: latents = (z - 0.1159) * 0.3611
@@ -40,7 +40,12 @@ struct VaeConfig {
   int64_t z_channels = 16;       // latent channels; the encoder outputs 2 * z_channels (mean, logvar)
   bool quant_conv = false;       // 1x1 conv on the encoder's 2z output (SDXL's VAE has both)
   bool post_quant_conv = false;  // 1x1 conv on z before the decoder
-  bool mid_attention = true;     // the mid blocks' single-head spatial attention (all three families)
+  bool mid_attention = true;     // the mid blocks' single-head spatial attention (all four families)
+  // FLUX.2's latent BatchNorm (bn.running_mean, bn.running_var, latent_patch² · z_channels values each): its
+  // latents are the posterior mean patchified latent_patch x latent_patch and normalized by those running
+  // statistics (models/vae/flux2_vae.h). 0: none (SDXL, SD3, Flux).
+  int64_t latent_patch = 0;
+  double batch_norm_eps = 1e-4;  // that BatchNorm's eps (config.json batch_norm_eps; BFL's code: 1e-4)
   int64_t norm_groups = 32;      // GroupNorm groups (every real VAE: 32)
   double norm_eps = 1e-6;
   LatentNormalization normalization;
@@ -57,7 +62,7 @@ struct VaeConfig {
 };
 
 // Throws WickError (Config) naming the field when the sizes do not make a VAE (no levels,
-// non-positive sizes, channels not divisible by norm_groups, a negative chunk).
+// non-positive sizes, channels not divisible by norm_groups, a negative chunk or latent_patch, an eps <= 0).
 void validate(const VaeConfig& config);
 
 // The real LDM VAE: ch 128, ch_mult (1, 2, 4, 4), 2 / 3 ResBlocks, GroupNorm(32, 1e-6), mid attention, with
@@ -65,7 +70,8 @@ void validate(const VaeConfig& config);
 // normalization at its default (scale 1, shift 0).
 VaeConfig ldm_vae_config(int64_t z_channels, bool quant_convs);
 
-// Every parameter of an AutoencoderKL with `config`, by its (LDM) name, with its shape.
+// Every parameter of an AutoencoderKL with `config`, by its (LDM) name, with its shape (with latent_patch > 0,
+// bn.running_mean and bn.running_var too).
 std::map<std::string, Shape> parameter_shapes(const VaeConfig& config);
 
 }  // namespace wick::vae

@@ -1,5 +1,6 @@
 #include "models/vae/vae_weights.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,10 @@ const char* const kResnetLayers[] = {"norm1", "conv1", "norm2", "conv2"};
 // LDM attention projection <- diffusers Linear.
 const std::pair<const char*, const char*> kAttentionProjections[] = {
     {"q", "to_q"}, {"k", "to_k"}, {"v", "to_v"}, {"proj_out", "to_out.0"}};
+// FLUX.2's latent BatchNorm: its statistics (the model's), and the step counter training left beside them.
+const char* const kBatchNormMean = "bn.running_mean";
+const char* const kBatchNormVar = "bn.running_var";
+const char* const kBatchNormSteps = "bn.num_batches_tracked";
 
 WeightFormat make_ldm_format() {
   WeightFormat format{.name = "ldm",
@@ -23,7 +28,10 @@ WeightFormat make_ldm_format() {
                       .prefixes = {"", "first_stage_model.", "vae."},
                       .rules = {},
                       .blocks = {},
-                      .ignored = {}};
+                      .ignored = {kBatchNormSteps}};
+  // FLUX.2's files (BFL's, ComfyUI's) keep the quant convs inside the encoder and the decoder.
+  format.rules.push_back(rename_layer("quant_conv", "encoder.quant_conv"));
+  format.rules.push_back(rename_layer("post_quant_conv", "decoder.post_quant_conv"));
   // Some conversions store the attention projections as Linear weights [C, C]; the model's are 1x1 convs.
   for (const char* side : kSides)
     for (const auto& [ldm, diffusers] : kAttentionProjections) {
@@ -65,6 +73,19 @@ std::optional<bool> json_bool(const nlohmann::json& json, const char* key, const
   return json[key].get<bool>();
 }
 
+std::optional<std::vector<int64_t>> json_int_list(const nlohmann::json& json, const char* key,
+                                                  const std::string& path) {
+  if (!json.contains(key) || json[key].is_null()) return std::nullopt;
+  const nlohmann::json& list = json[key];
+  WICK_CHECK_KIND(Data, list.is_array(), path, ": '", key, "' is not a list");
+  std::vector<int64_t> values;
+  for (const nlohmann::json& v : list) {
+    WICK_CHECK_KIND(Data, v.is_number_integer(), path, ": '", key, "' holds a non-integer");
+    values.push_back(v.get<int64_t>());
+  }
+  return values;
+}
+
 std::string list_text(const std::vector<int64_t>& values) {
   std::ostringstream out;
   out << "[";
@@ -98,6 +119,36 @@ void check_against_config(const HfVaeConfig& hf, const VaeConfig& c) {
   check(hf.use_quant_conv, c.quant_conv, "use_quant_conv", "quant_conv present");
   check(hf.use_post_quant_conv, c.post_quant_conv, "use_post_quant_conv", "post_quant_conv present");
   check(hf.mid_block_add_attention, c.mid_attention, "mid_block_add_attention", "mid-block attention present");
+  if (hf.patch_size) {
+    const std::vector<int64_t> square = {c.latent_patch, c.latent_patch};
+    check(hf.patch_size, square, "patch_size", "bn.running_mean's length / latent channels, a square");
+  }
+  WICK_CHECK_KIND(Data, !hf.decoder_block_out_channels || *hf.decoder_block_out_channels == c.block_channels, hf.path,
+                  " says decoder_block_out_channels = ",
+                  hf.decoder_block_out_channels ? list_text(*hf.decoder_block_out_channels) : "",
+                  ": a decoder with other channels than the encoder's ", list_text(c.block_channels),
+                  " is not supported");
+}
+
+// The latent BatchNorm's patch from its statistics' length (patch² · z_channels); 0 when it has none.
+int64_t latent_patch_from_shapes(const std::map<std::string, Shape>& shapes, int64_t z_channels,
+                                 const std::string& where) {
+  const bool has_mean = shapes.count(kBatchNormMean) != 0, has_var = shapes.count(kBatchNormVar) != 0;
+  if (!has_mean && !has_var) return 0;
+  WICK_CHECK_KIND(Data, has_mean && has_var, "VAE weights", where, ": '", has_mean ? kBatchNormMean : kBatchNormVar,
+                  "' is present but '", has_mean ? kBatchNormVar : kBatchNormMean,
+                  "' is missing (FLUX.2's latent BatchNorm needs both running statistics)");
+  const Shape& mean = shape_of(shapes, kBatchNormMean, 1, where);
+  const Shape& var = shape_of(shapes, kBatchNormVar, 1, where);
+  WICK_CHECK_KIND(Data, mean == var, "VAE weights", where, ": '", kBatchNormMean, "' has shape ", mean, " but '",
+                  kBatchNormVar, "' has ", var);
+  WICK_CHECK_KIND(Data, z_channels > 0, "VAE weights", where, ": ", z_channels, " latent channels");
+  int64_t patch = 1;
+  while (patch * patch * z_channels < mean[0]) ++patch;
+  WICK_CHECK_KIND(Data, patch * patch * z_channels == mean[0], "VAE weights", where, ": '", kBatchNormMean, "' has ",
+                  mean[0], " channels, which are not a square patch of the ", z_channels,
+                  " latent channels (FLUX.2: 4 x 32 = 128)");
+  return patch;
 }
 
 }  // namespace
@@ -113,7 +164,7 @@ WeightFormat diffusers_format(int64_t n_levels) {
                       .prefixes = {"", "vae."},
                       .rules = {},
                       .blocks = {},
-                      .ignored = {}};
+                      .ignored = {kBatchNormSteps}};
   std::vector<KeyRule>& rules = format.rules;
   for (const std::string side : kSides) {
     rules.push_back(rename_layer(side + ".norm_out", side + ".conv_norm_out"));
@@ -188,6 +239,7 @@ VaeConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const s
   c.quant_conv = shapes.count("quant_conv.weight") != 0;
   c.post_quant_conv = shapes.count("post_quant_conv.weight") != 0;
   c.mid_attention = shapes.count("encoder.mid.attn_1.q.weight") != 0;
+  c.latent_patch = latent_patch_from_shapes(shapes, c.z_channels, where);
   return c;
 }
 
@@ -200,10 +252,16 @@ std::optional<HfVaeConfig> read_hf_config(const WeightSource& source) {
   const std::string where = path.string();
   nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   WICK_CHECK_KIND(Data, !json.is_discarded() && json.is_object(), where, " is not a JSON object");
-  if (!json.contains("_class_name") || json["_class_name"] != "AutoencoderKL") return std::nullopt;
+  if (!json.contains("_class_name") || !json["_class_name"].is_string()) return std::nullopt;
+  const std::string class_name = json["_class_name"].get<std::string>();
+  if (class_name != "AutoencoderKL" && class_name != "AutoencoderKLFlux2") return std::nullopt;
   HfVaeConfig hf;
   hf.path = where;
+  hf.class_name = class_name;
   hf.scaling_factor = json_number(json, "scaling_factor", where);
+  // AutoencoderKLFlux2 has no scaling factor: its pipeline normalizes by the BatchNorm alone.
+  if (class_name == "AutoencoderKLFlux2" && !hf.scaling_factor) hf.scaling_factor = 1.0;
+  hf.batch_norm_eps = json_number(json, "batch_norm_eps", where);
   hf.shift_factor = json_number(json, "shift_factor", where).value_or(0.0);
   hf.norm_num_groups = json_int(json, "norm_num_groups", where);
   hf.latent_channels = json_int(json, "latent_channels", where);
@@ -213,16 +271,9 @@ std::optional<HfVaeConfig> read_hf_config(const WeightSource& source) {
   hf.use_quant_conv = json_bool(json, "use_quant_conv", where);
   hf.use_post_quant_conv = json_bool(json, "use_post_quant_conv", where);
   hf.mid_block_add_attention = json_bool(json, "mid_block_add_attention", where);
-  if (json.contains("block_out_channels") && !json["block_out_channels"].is_null()) {
-    const nlohmann::json& list = json["block_out_channels"];
-    WICK_CHECK_KIND(Data, list.is_array(), where, ": 'block_out_channels' is not a list");
-    std::vector<int64_t> values;
-    for (const nlohmann::json& v : list) {
-      WICK_CHECK_KIND(Data, v.is_number_integer(), where, ": 'block_out_channels' holds a non-integer");
-      values.push_back(v.get<int64_t>());
-    }
-    hf.block_out_channels = values;
-  }
+  hf.block_out_channels = json_int_list(json, "block_out_channels", where);
+  hf.decoder_block_out_channels = json_int_list(json, "decoder_block_out_channels", where);
+  hf.patch_size = json_int_list(json, "patch_size", where);
   return hf;
 }
 
@@ -253,16 +304,18 @@ OpenedVae open_vae(const std::string& path, int64_t norm_groups) {
   WICK_CHECK_KIND(Config, norm_groups >= 0, "VAE: norm_groups must be >= 0 (0: config.json's or 32), got ",
                   norm_groups);
   c.norm_groups = norm_groups > 0 ? norm_groups : hf && hf->norm_num_groups.has_value() ? *hf->norm_num_groups : 32;
+  if (hf && hf->batch_norm_eps) c.batch_norm_eps = *hf->batch_norm_eps;
   return {.source = std::move(source), .format = std::move(format), .hf = std::move(hf), .config = c};
 }
 
-// Sets vae.config.normalization, each of scaling and shift from the options, else config.json, else the model's;
-// returns where they came from.
+// Sets vae.config.normalization, each of scaling and shift from the options, else config.json, else the model's,
+// else (a VAE with a latent BatchNorm, FLUX.2's, which normalizes its latents by itself) none; returns where they
+// came from.
 std::string resolve_normalization(OpenedVae& vae, const VaeLoadOptions& options) {
   const std::optional<ModelNormalization>& model = options.normalization;
   const std::string model_source = model ? "the " + model->model + " model's" : "";
   auto pick = [&](const std::optional<double>& option, const std::optional<double>& from_json, double from_model,
-                  const char* what, double& value) -> std::string {
+                  double none, const char* what, double& value) -> std::string {
     if (option) {
       value = *option;
       return "options";
@@ -270,6 +323,10 @@ std::string resolve_normalization(OpenedVae& vae, const VaeLoadOptions& options)
     if (from_json) {
       value = *from_json;
       return "config.json";
+    }
+    if (!model && vae.config.latent_patch > 0) {
+      value = none;
+      return "none (the latent BatchNorm normalizes)";
     }
     WICK_CHECK_KIND(Config, model.has_value(), "VAE weights ", vae.source.path(), ": the ", what,
                     " is unknown (no config.json, and a ", vae.config.z_channels,
@@ -281,9 +338,9 @@ std::string resolve_normalization(OpenedVae& vae, const VaeLoadOptions& options)
   LatentNormalization& n = vae.config.normalization;
   const LatentNormalization preset = model ? model->normalization : LatentNormalization{};
   const std::string scaling_source = pick(options.scaling_factor, hf ? hf->scaling_factor : std::nullopt,
-                                          preset.scaling_factor, "scaling_factor", n.scaling_factor);
+                                          preset.scaling_factor, 1.0, "scaling_factor", n.scaling_factor);
   const std::string shift_source =
-      pick(options.shift_factor, hf ? std::optional<double>(hf->shift_factor) : std::nullopt, preset.shift_factor,
+      pick(options.shift_factor, hf ? std::optional<double>(hf->shift_factor) : std::nullopt, preset.shift_factor, 0.0,
            "shift_factor", n.shift_factor);
   return scaling_source == shift_source
              ? scaling_source
@@ -303,6 +360,27 @@ VaeHeader read_vae_header(const std::string& path, const VaeLoadOptions& options
   const std::string normalization_source = resolve_normalization(vae, options);
   validate(vae.config);
   return {.config = vae.config, .source_path = vae.source.path(), .normalization_source = normalization_source};
+}
+
+LatentBatchNorm read_latent_batch_norm(const std::string& path) {
+  const OpenedVae vae = open_vae(path, 0);
+  WICK_CHECK_KIND(Data, vae.config.latent_patch > 0, vae.source.path(), ": the VAE has no latent BatchNorm ('",
+                  kBatchNormMean, "', '", kBatchNormVar, "'), so it is not FLUX.2's (its ", vae.config.z_channels,
+                  " latent channels are not patchified and normalized)");
+  LatentBatchNorm out{
+      .patch = vae.config.latent_patch, .eps = vae.config.batch_norm_eps, .running_mean = {}, .running_var = {}};
+  auto read = [&](const char* name, bool variance) {
+    const std::string stored = vae.format.prefix + name;
+    std::vector<double> values = vae.source.get(stored).to(DType::F64).to_vector<double>();
+    for (size_t c = 0; c < values.size(); ++c)
+      WICK_CHECK_KIND(Data, std::isfinite(values[c]) && (!variance || values[c] + out.eps > 0), vae.source.path(),
+                      ": '", stored, "' is ", values[c], " at channel ", c,
+                      variance ? " (a variance plus eps must be positive)" : "");
+    return values;
+  };
+  out.running_mean = read(kBatchNormMean, false);
+  out.running_var = read(kBatchNormVar, true);
+  return out;
 }
 
 LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options) {

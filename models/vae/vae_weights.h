@@ -5,18 +5,25 @@
 //   auto flux = vae::load_vae("FLUX.1-dev/ae.safetensors",                // BFL's names, no config.json:
 //                             {.normalization = {{0.3611, 0.1159}, "flux"}, .dtype = DType::BF16});   // the model's
 //   vae::VaeHeader h = vae::read_vae_header("FLUX.1-dev/ae.safetensors");   // sizes only, no tensor read
+//   vae::LatentBatchNorm bn = vae::read_latent_batch_norm("flux2-vae.safetensors");  // FLUX.2's two statistics
 //
 // Formats (tried in this order):
 //   ldm        LDM / sgm / BFL names (vae_blocks.h): Flux's ae.safetensors and standalone LDM VAE files
 //              (no prefix), SDXL / SD3.5 single files (prefix "first_stage_model."), "vae." (some
 //              trainers). The attention q / k / v / proj_out may be 1x1 convs [C, C, 1, 1] or [C, C].
+//              FLUX.2's (BFL's ae.safetensors, ComfyUI's flux2-vae.safetensors) hold the quant convs
+//              as encoder.quant_conv / decoder.post_quant_conv.
 //   diffusers  AutoencoderKL's names: a pipeline's vae/ folder (diffusion_pytorch_model.safetensors
 //              and config.json). encoder.down_blocks.i.resnets.j.{..., conv_shortcut},
 //              encoder.down_blocks.i.downsamplers.0.conv, {encoder, decoder}.mid_block.{resnets.0 / 1,
 //              attentions.0.{group_norm, to_q, to_k, to_v, to_out.0} (Linear [C, C])}, conv_norm_out,
-//              decoder.up_blocks.i = LDM decoder.up.(n - 1 - i) (index reversed), upsamplers.0.conv.
+//              decoder.up_blocks.i = LDM decoder.up.(n - 1 - i) (index reversed), upsamplers.0.conv;
+//              config.json's _class_name AutoencoderKL or AutoencoderKLFlux2 (FLUX.2's vae/).
+// FLUX.2's latent BatchNorm statistics bn.running_mean / bn.running_var keep their names in both formats
+// (bn.num_batches_tracked is ignored).
 // Sizes come from the shapes: levels and their channels, ResBlocks per level (encoder and decoder),
-// z channels, whether quant_conv / post_quant_conv / mid attention exist. The GroupNorm group count is
+// z channels, whether quant_conv / post_quant_conv / mid attention exist, and the latent BatchNorm's
+// patch (its statistics' length = patch² · z channels). The GroupNorm group count is
 // not in the weights: config.json's norm_num_groups, else 32 (every real VAE), else the option.
 #pragma once
 
@@ -44,16 +51,21 @@ DetectedFormat detect_vae_format(const WeightSource& source);
 // (Data) naming it; `source_name` (a path) goes into the messages.
 VaeConfig config_from_shapes(const std::map<std::string, Shape>& shapes, const std::string& source_name = "");
 
-// What a diffusers AutoencoderKL config.json says (fields it lacks stay unset).
+// What a diffusers AutoencoderKL or AutoencoderKLFlux2 config.json says (fields it lacks stay unset).
 struct HfVaeConfig {
   std::string path;
-  std::optional<double> scaling_factor;  // "scaling_factor"
+  std::string class_name;                // "_class_name"
+  std::optional<double> scaling_factor;  // "scaling_factor"; AutoencoderKLFlux2 without one: 1
   double shift_factor = 0.0;             // "shift_factor"; null or absent: 0 (diffusers: no shift)
   std::optional<int64_t> norm_num_groups, latent_channels, layers_per_block, in_channels, out_channels;
   std::optional<std::vector<int64_t>> block_out_channels;
   std::optional<bool> use_quant_conv, use_post_quant_conv, mid_block_add_attention;
+  // AutoencoderKLFlux2's: the latent BatchNorm's eps and patch, and a decoder's own channels (wick: the encoder's).
+  std::optional<double> batch_norm_eps;
+  std::optional<std::vector<int64_t>> patch_size, decoder_block_out_channels;
 };
-// The config.json beside the weights of `source` when its _class_name is AutoencoderKL, else nothing.
+// The config.json beside the weights of `source` when its _class_name is AutoencoderKL or AutoencoderKLFlux2, else
+// nothing.
 // WickError (Data) when it is not JSON or a field has the wrong type.
 std::optional<HfVaeConfig> read_hf_config(const WeightSource& source);
 
@@ -105,8 +117,22 @@ VaeHeader read_vae_header(const std::string& path, const VaeLoadOptions& options
 // detects the format, reads the sizes from the shapes (checked against config.json when one is used),
 // builds the model and loads every parameter strictly (load_mapped: frozen, zero-copy where the file's
 // dtype is `dtype`). Normalization, each of scaling and shift: the option, else config.json, else the
-// model's (options.normalization); none of them: WickError (Config) asking for the factors. Errors
-// are WickError (Data) naming the file and up to ten tensors, or (Config) for options.
+// model's (options.normalization), else, for a VAE with a latent BatchNorm (FLUX.2's), none (scale 1,
+// shift 0); none of them: WickError (Config) asking for the factors. Errors are WickError (Data)
+// naming the file and up to ten tensors, or (Config) for options.
 LoadedVae load_vae(const std::string& path, const VaeLoadOptions& options = {});
+
+// FLUX.2's latent BatchNorm as a file holds it (VaeConfig::latent_patch, batch_norm_eps): its latents are the
+// posterior mean patchified patch x patch and then (x - running_mean[c]) / sqrt(running_var[c] + eps).
+struct LatentBatchNorm {
+  int64_t patch = 0;
+  double eps = 1e-4;
+  std::vector<double> running_mean, running_var;  // patch² · z_channels values each, as stored (any float dtype)
+};
+// The latent BatchNorm of the VAE at `path` (load_vae's paths and formats): sizes from the headers (and config.json's
+// batch_norm_eps), then the two statistics read (a few hundred bytes). WickError (Data) naming the file when the VAE
+// has none (not FLUX.2's), when only one of the two tensors is there (naming the missing one), or naming the tensor
+// when a value is not finite or a variance plus eps is not positive.
+LatentBatchNorm read_latent_batch_norm(const std::string& path);
 
 }  // namespace wick::vae
