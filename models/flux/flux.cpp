@@ -12,6 +12,7 @@
 #include "engine/autograd/ops_layout.h"
 #include "models/flux/flux_blocks.h"
 #include "models/flux/flux_memory.h"
+#include "models/nn/basic.h"
 #include "models/nn/linear.h"
 #include "models/nn/timestep_embedding.h"
 #include "runtime/ops/creation.h"
@@ -25,18 +26,8 @@ namespace {
 constexpr int64_t kFrequencyDim = 256;  // sinusoidal features of time_in / guidance_in
 constexpr double kTimeFactor = 1000.0;  // BFL's time_factor: sigma and guidance are scaled by it
 
-// Numbered children "0", "1", ... whose run methods the transformer calls (double_blocks, single_blocks).
-class BlockList : public Module {
- public:
-  std::string type_name() const override { return "BlockList"; }
-  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
-};
-
-std::vector<Tensor> trainable_tensors(const Module& module) {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
-  return out;
-}
+using nn::BlockList;
+using nn::trainable_tensors;
 
 void check_batch_vector(const Tensor& t, const char* what, int64_t batch) {
   WICK_CHECK(t.dim() == 1 && t.size(0) == batch && is_floating(t.dtype()), "Flux: ", what, " ", t.describe(),

@@ -1,8 +1,8 @@
 #include "models/flux/flux_config.h"
 
 #include <numeric>
-#include <set>
 
+#include "models/weights/config_shapes.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -30,32 +30,11 @@ std::string format_hint(const std::map<std::string, Shape>& shapes) {
 
 const Shape& require(const std::map<std::string, Shape>& shapes, const std::string& name, size_t rank,
                      const char* what) {
-  auto it = shapes.find(name);
-  WICK_CHECK_KIND(Data, it != shapes.end(), "Flux config: tensor '", name, "' is missing (it gives ", what, ")",
-                  format_hint(shapes));
-  WICK_CHECK_KIND(Data, it->second.size() == rank && numel(it->second) > 0, "Flux config: tensor '", name,
-                  "' has shape ", it->second, ", expected a non-empty ", rank, "-d tensor (it gives ", what, ")");
-  return it->second;
+  return required_shape(shapes, name, rank, what, "Flux config", format_hint(shapes));
 }
 
-// The number of blocks "<prefix>N." present, checking that N runs 0, 1, ..., n - 1.
 int64_t count_blocks(const std::map<std::string, Shape>& shapes, const std::string& prefix) {
-  std::set<int64_t> indices;
-  for (const auto& [name, shape] : shapes) {
-    if (name.rfind(prefix, 0) != 0) continue;
-    size_t dot = name.find('.', prefix.size());
-    std::string digits = name.substr(prefix.size(), dot == std::string::npos ? std::string::npos : dot - prefix.size());
-    bool numeric = !digits.empty() && digits.size() < 6 &&
-                   digits.find_first_not_of("0123456789") == std::string::npos;
-    WICK_CHECK_KIND(Data, numeric && dot != std::string::npos, "Flux config: tensor '", name,
-                    "' is not named ", prefix, "<index>.<parameter>");
-    indices.insert(std::stoll(digits));
-  }
-  int64_t n = static_cast<int64_t>(indices.size());
-  WICK_CHECK_KIND(Data, indices.empty() || *indices.rbegin() == n - 1, "Flux config: ", prefix,
-                  "N indices are not 0..", n - 1, " (the largest is ", indices.empty() ? 0 : *indices.rbegin(),
-                  "): a block is missing");
-  return n;
+  return contiguous_blocks(shapes, prefix, "Flux config");
 }
 
 std::string axes_string(const std::vector<int64_t>& axes) {

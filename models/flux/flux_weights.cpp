@@ -38,18 +38,6 @@ const std::vector<std::string> kImgQkv = {"attn.to_q", "attn.to_k", "attn.to_v"}
 const std::vector<std::string> kTxtQkv = {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"};
 const std::vector<std::string> kLinear1 = {"attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"};
 
-std::vector<std::string> under(const std::string& prefix, const std::vector<std::string>& names) {
-  std::vector<std::string> out;
-  for (const std::string& name : names) out.push_back(prefix + name);
-  return out;
-}
-
-std::vector<KeyRule> layer_renames(const std::vector<std::pair<std::string, std::string>>& layers) {
-  std::vector<KeyRule> out;
-  for (const auto& [bfl, diffusers] : layers) out.push_back(rename_layer(bfl, diffusers));
-  return out;
-}
-
 WeightFormat make_diffusers_format() {
   WeightFormat format{.name = "diffusers",
                       .detect_keys = {"transformer_blocks.0.attn.norm_added_k.weight"},
@@ -60,8 +48,8 @@ WeightFormat make_diffusers_format() {
 
   BlockRules doubles{.count_prefix = "transformer_blocks.", .rules = layer_renames(kDoubleLayers)};
   const std::string d = "transformer_blocks.{N}.";
-  doubles.rules.push_back(concat_layer("double_blocks.{N}.img_attn.qkv", under(d, kImgQkv)));
-  doubles.rules.push_back(concat_layer("double_blocks.{N}.txt_attn.qkv", under(d, kTxtQkv)));
+  doubles.rules.push_back(concat_layer("double_blocks.{N}.img_attn.qkv", prefixed(d, kImgQkv)));
+  doubles.rules.push_back(concat_layer("double_blocks.{N}.txt_attn.qkv", prefixed(d, kTxtQkv)));
   doubles.rules.push_back(rename("double_blocks.{N}.img_attn.norm.query_norm.scale", d + "attn.norm_q.weight"));
   doubles.rules.push_back(rename("double_blocks.{N}.img_attn.norm.key_norm.scale", d + "attn.norm_k.weight"));
   doubles.rules.push_back(rename("double_blocks.{N}.txt_attn.norm.query_norm.scale", d + "attn.norm_added_q.weight"));
@@ -69,37 +57,12 @@ WeightFormat make_diffusers_format() {
 
   BlockRules singles{.count_prefix = "single_transformer_blocks.", .rules = layer_renames(kSingleLayers)};
   const std::string s = "single_transformer_blocks.{N}.";
-  singles.rules.push_back(concat_layer("single_blocks.{N}.linear1", under(s, kLinear1)));
+  singles.rules.push_back(concat_layer("single_blocks.{N}.linear1", prefixed(s, kLinear1)));
   singles.rules.push_back(rename("single_blocks.{N}.norm.query_norm.scale", s + "attn.norm_q.weight"));
   singles.rules.push_back(rename("single_blocks.{N}.norm.key_norm.scale", s + "attn.norm_k.weight"));
 
   format.blocks = {doubles, singles};
   return format;
-}
-
-std::string block_module(const std::string& pattern, int64_t block) {
-  std::string out = pattern;
-  const size_t at = out.find("{N}");
-  if (at != std::string::npos) out.replace(at, 3, std::to_string(block));
-  return out;
-}
-
-void add_one_to_one(LoraLayout& layout, const std::vector<std::pair<std::string, std::string>>& layers, int64_t block) {
-  for (const auto& [bfl, diffusers] : layers)
-    layout.modules.push_back(
-        {.module = block_module(bfl, block), .parts = {{.peft_module = block_module(diffusers, block)}}});
-}
-
-// A fused module whose parts take consecutive row counts `rows`.
-LoraModuleLayout fused(const std::string& module, const std::string& peft_block, const std::vector<std::string>& names,
-                       const std::vector<int64_t>& rows) {
-  LoraModuleLayout entry{.module = module, .parts = {}};
-  int64_t begin = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    entry.parts.push_back({.peft_module = peft_block + names[i], .row_begin = begin, .row_end = begin + rows[i]});
-    begin += rows[i];
-  }
-  return entry;
 }
 
 }  // namespace
@@ -152,14 +115,14 @@ LoraLayout lora_layout(const LayoutSizes& sizes) {
   for (int64_t n = 0; n < sizes.n_double; ++n) {
     const std::string peft_block = "transformer_blocks." + std::to_string(n) + ".";
     const std::string block = "double_blocks." + std::to_string(n) + ".";
-    layout.modules.push_back(fused(block + "img_attn.qkv", peft_block, kImgQkv, {h, h, h}));
-    layout.modules.push_back(fused(block + "txt_attn.qkv", peft_block, kTxtQkv, {h, h, h}));
+    layout.modules.push_back(fused_layout(block + "img_attn.qkv", peft_block, kImgQkv, {h, h, h}));
+    layout.modules.push_back(fused_layout(block + "txt_attn.qkv", peft_block, kTxtQkv, {h, h, h}));
     add_one_to_one(layout, kDoubleLayers, n);
   }
   for (int64_t n = 0; n < sizes.n_single; ++n) {
     const std::string peft_block = "single_transformer_blocks." + std::to_string(n) + ".";
-    layout.modules.push_back(
-        fused("single_blocks." + std::to_string(n) + ".linear1", peft_block, kLinear1, {h, h, h, sizes.mlp_hidden}));
+    layout.modules.push_back(fused_layout("single_blocks." + std::to_string(n) + ".linear1", peft_block, kLinear1,
+                                          {h, h, h, sizes.mlp_hidden}));
     add_one_to_one(layout, kSingleLayers, n);
   }
   return layout;

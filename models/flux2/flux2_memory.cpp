@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "engine/module.h"
+#include "models/flux/flux_memory.h"
 #include "runtime/shape.h"
 
 namespace wick::flux2 {
@@ -218,23 +219,11 @@ ActivationProfile flux2_activation_profile(const Flux2Config& config, const Acti
                               .workspace = embed.forward_excess(),
                               .forward_flops = embed.flops});
 
-  // A block: without checkpointing it keeps its inputs (when its norms keep them) and its internals;
-  // with checkpointing the checkpoint node keeps only its inputs, and the recomputation in backward keeps
-  // the internals and makes the outputs again, while the outputs' gradients wait.
+  // A block (block_segment): its inputs and internals kept, or with checkpointing its inputs only.
   auto add_block = [&](const std::string& name, const Count& c, int64_t input_bytes, int64_t output_bytes,
                        int64_t widest) {
-    ActivationSegment s{.name = name, .parameter_prefixes = {name + "."}, .forward_flops = c.flops};
     const WorkspaceRows& kind = name.rfind("single", 0) == 0 ? kSingleWorkspace : kDoubleWorkspace;
-    const double rows = c.adapted ? kind.adapted : kind.plain;
-    const auto backward = static_cast<int64_t>(rows * static_cast<double>(widest));
-    s.workspace = std::max(backward, c.forward_excess());
-    if (checkpointing) {
-      s.kept = input_bytes;
-      s.recomputed = c.internal + 2 * output_bytes;
-    } else {
-      s.kept = c.input + c.internal;
-    }
-    profile.segments.push_back(s);
+    profile.segments.push_back(block_segment(name, c, checkpointing, input_bytes, output_bytes, widest, kind));
   };
   const SharedModulation shared{.img = mod_grad[0], .txt = mod_grad[1], .single = mod_grad[2]};
   Stream img{z.img_rows, img_in.output_requires_grad}, txt{z.txt_rows, txt_in.output_requires_grad};
@@ -251,28 +240,10 @@ ActivationProfile flux2_activation_profile(const Flux2Config& config, const Acti
     add_block(name, c, x.rows * h * e, x.rows * h * e, x.rows * (3 * h + 2 * z.m) * e);
   }
 
-  // The final layer on the image rows: its LayerNorm keeps the whole last stream (through the narrow
-  // view) and the image rows' statistics; then the loss keeps pred - target in f32 (mse_loss). For a
-  // moment: the prediction, its f32 copy and the squared error.
-  Count final_layer;
-  LinearActivations ada =
-      linear_activations(of("final_layer.adaLN_modulation.1"), z.batch, h, 2 * h, z.dtype, z.device, vec_grad);
-  final_layer.linear(ada);
-  final_layer.keep(x.requires_grad, x.rows * h * e + 2 * 4 * z.img_rows);
-  final_layer.keep(x.requires_grad || ada.output_requires_grad, z.batch * 2 * h * e);
-  final_layer.keep(ada.output_requires_grad, z.img_rows * h * e);  // LayerNorm output, kept by modulate
-  LinearActivations linear = linear_activations(of("final_layer.linear"), z.img_rows, h, config.in_channels, z.dtype,
-                                                z.device, x.requires_grad || ada.output_requires_grad);
-  final_layer.keep(linear.keeps_input, z.img_rows * h * e);
-  final_layer.linear(linear);
-  const int64_t prediction = z.img_rows * config.in_channels;  // elements of [B, C, h, w]
-  final_layer.internal += 4 * prediction;                      // pred - target
-  const int64_t moment = prediction * (e + (e != 4 ? 4 : 0) + 4) + 2 * z.img_rows * h * e;
-  profile.segments.push_back({.name = "final_layer",
-                              .parameter_prefixes = {"final_layer."},
-                              .kept = final_layer.internal,
-                              .workspace = std::max(moment, final_layer.forward_excess()),
-                              .forward_flops = final_layer.flops});
+  profile.segments.push_back(flux::flux_final_layer_segment(of, {.batch = z.batch, .img_rows = z.img_rows, .hidden = h,
+                                                          .out_features = config.in_channels, .dtype = z.dtype,
+                                                          .device = z.device},
+                                                    x, vec_grad));
   return profile;
 }
 

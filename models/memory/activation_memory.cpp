@@ -111,6 +111,20 @@ void ActivationCount::linear(const LinearActivations& a) {
 
 int64_t ActivationCount::forward_excess() const { return std::max<int64_t>(0, forward_peak - internal); }
 
+ActivationSegment block_segment(const std::string& name, const ActivationCount& c, bool checkpointing,
+                                int64_t input_bytes, int64_t output_bytes, int64_t widest, const WorkspaceRows& rows) {
+  ActivationSegment s{.name = name, .parameter_prefixes = {name + "."}, .forward_flops = c.flops};
+  const double n_rows = c.adapted ? rows.adapted : rows.plain;
+  s.workspace = std::max(static_cast<int64_t>(n_rows * static_cast<double>(widest)), c.forward_excess());
+  if (checkpointing) {
+    s.kept = input_bytes;
+    s.recomputed = c.internal + 2 * output_bytes;
+  } else {
+    s.kept = c.input + c.internal;
+  }
+  return s;
+}
+
 bool count_embedder_mlp(ActivationCount& c, const LayerTraining& first, const LayerTraining& second, int64_t batch,
                         int64_t in, int64_t width, DType dtype, Device device) {
   const int64_t e = dtype_size(dtype);

@@ -142,6 +142,13 @@ struct WorkspaceRows {
   double adapted, plain;
 };
 
+// A checkpointable block's segment from its count `c`: without checkpointing it keeps its inputs (c.input) and its
+// internals; with checkpointing the checkpoint node keeps only `input_bytes`, and the recomputation in backward keeps
+// the internals and makes the outputs again (`output_bytes`) while the outputs' gradients wait. Its workspace: `rows`
+// (adapted when c.adapted) of `widest` bytes, or the forward's excess when that is larger.
+ActivationSegment block_segment(const std::string& name, const ActivationCount& c, bool checkpointing,
+                                int64_t input_bytes, int64_t output_bytes, int64_t widest, const WorkspaceRows& rows);
+
 // A two-layer embedder MLP (Linear in -> width, SiLU, Linear width -> width, the layers training as `first` and
 // `second`) on [batch, in] rows in `dtype` on `device`, counted into `c`. Returns whether its output requires a
 // gradient.

@@ -65,4 +65,10 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+std::vector<Tensor> trainable_tensors(const Module& module) {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
+  return out;
+}
+
 }  // namespace wick::nn

@@ -1,4 +1,5 @@
-// Small layers: Embedding, activations, Flatten, Dropout, MLP, Sequential.
+// Small layers: Embedding, activations, Flatten, Dropout, MLP, Sequential, and BlockList (the numbered
+// blocks a transformer's forward loops over itself).
 //
 //   auto mlp = std::make_shared<nn::Sequential>();
 //   mlp->add(std::make_shared<nn::Linear>(784, 128));
@@ -9,6 +10,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/module.h"
 #include "models/nn/linear.h"
@@ -79,5 +82,21 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   size_t size() const { return children().size(); }
 };
+
+// Numbered children "0", "1", ... whose own methods the model calls (double_blocks, transformer_blocks,
+// input_blocks, ...): no forward of its own. `type` is the type_name it reports (the authors' container class).
+class BlockList : public Module {
+ public:
+  explicit BlockList(std::string type = "BlockList") : type_(std::move(type)) {}
+  std::string type_name() const override { return type_; }
+  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
+
+ private:
+  std::string type_;
+};
+
+// The trainable parameters of `module` (LoRA factors included), in named_parameters order: what a block's
+// autograd::checkpoint hands its gradients to.
+std::vector<Tensor> trainable_tensors(const Module& module);
 
 }  // namespace wick::nn

@@ -5,6 +5,7 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
+#include "models/nn/basic.h"
 #include "models/nn/linear.h"
 #include "models/nn/norm.h"
 #include "models/nn/timestep_embedding.h"
@@ -19,18 +20,7 @@ namespace {
 constexpr double kTimeScale = 1000.0;  // Timesteps(scale=1000): sigma -> 1000 sigma inside the sinusoid
 constexpr double kTextNormEps = 1e-6;
 
-// Numbered children "0", "1", ... (transformer_blocks).
-class BlockList : public Module {
- public:
-  std::string type_name() const override { return "ModuleList"; }
-  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
-};
-
-std::vector<Tensor> trainable_tensors(const Module& module) {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
-  return out;
-}
+using nn::trainable_tensors;
 
 std::string describe(const Tensor& t) { return t.defined() ? t.describe() : std::string("(none)"); }
 
@@ -44,7 +34,7 @@ QwenImageTransformer::QwenImageTransformer(QwenImageConfig config) : config_(std
   register_module("txt_norm", std::make_shared<nn::RMSNorm>(c.text_dim, kTextNormEps, true, c.dtype, c.device));
   register_module("img_in", std::make_shared<nn::Linear>(c.in_channels, c.dim, options));
   register_module("txt_in", std::make_shared<nn::Linear>(c.text_dim, c.dim, options));
-  auto blocks = std::make_shared<BlockList>();
+  auto blocks = std::make_shared<nn::BlockList>("ModuleList");
   for (int64_t i = 0; i < c.n_layers; ++i) blocks->add(std::make_shared<QwenImageBlock>(c));
   register_module("transformer_blocks", blocks);
   register_module("norm_out", std::make_shared<QwenImageNormOut>(c));

@@ -22,12 +22,8 @@ namespace {
 constexpr int64_t kFrequencyDim = 256;
 constexpr double kTimeFactor = 1000.0;  // SAI's ModelSamplingDiscreteFlow.timestep: σ · 1000
 
-// Numbered children "0", "1", ... whose run methods the transformer calls (joint_blocks).
-class BlockList : public Module {
- public:
-  std::string type_name() const override { return "BlockList"; }
-  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
-};
+using nn::BlockList;
+using nn::trainable_tensors;
 
 // The patch embedding's parameter holder: x_embedder.proj is SAI's Conv2d(C, hidden, p, stride p).
 class PatchEmbed : public Module {
@@ -55,12 +51,6 @@ class EmbedderMlp : public Module {
   std::string type_name() const override { return "EmbedderMlp"; }
   Tensor forward(const Tensor& x) override { return child("mlp")->forward(x); }
 };
-
-std::vector<Tensor> trainable_tensors(const Module& module) {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
-  return out;
-}
 
 std::string describe_or_none(const Tensor& t) { return t.defined() ? t.describe() : std::string("(none)"); }
 

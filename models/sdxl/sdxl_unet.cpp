@@ -25,16 +25,8 @@ constexpr int64_t kVaeFactor = 8;       // SDXL's VAE: pixels per latent
 constexpr double kOutNormEps = 1e-5;    // out.0, sgm's GroupNorm32
 constexpr double kTimestepScale = 1000.0;  // DiffusionModel's time in [0, 1] -> DDPM timesteps
 
-// Numbered children "0", "1", ... (input_blocks, output_blocks, each TimestepEmbedSequential).
-class BlockList : public Module {
- public:
-  explicit BlockList(std::string type) : type_(std::move(type)) {}
-  std::string type_name() const override { return type_; }
-  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
-
- private:
-  std::string type_;
-};
+using nn::BlockList;  // input_blocks, output_blocks, each TimestepEmbedSequential
+using nn::trainable_tensors;
 
 std::shared_ptr<BlockList> block(std::vector<std::shared_ptr<Module>> layers) {
   auto out = std::make_shared<BlockList>("TimestepEmbedSequential");
@@ -55,12 +47,6 @@ std::shared_ptr<nn::Sequential> embedding_mlp(const UnetConfig& c, int64_t in, i
 std::shared_ptr<nn::Conv2d> conv3x3(const UnetConfig& c, int64_t in, int64_t out) {
   return std::make_shared<nn::Conv2d>(
       in, out, 3, nn::Conv2dOptions{.padding = 1, .dtype = c.dtype, .device = c.device, .initialize = c.initialize});
-}
-
-std::vector<Tensor> trainable_tensors(const Module& module) {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
-  return out;
 }
 
 std::string describe_or_none(const Tensor& t) { return t.defined() ? t.describe() : std::string("(none)"); }

@@ -313,6 +313,18 @@ KeyRule swap_halves_layer(std::string target_module, std::string source_module) 
   return rule;
 }
 
+std::vector<KeyRule> layer_renames(const std::vector<std::pair<std::string, std::string>>& modules) {
+  std::vector<KeyRule> out;
+  for (const auto& [target, source] : modules) out.push_back(rename_layer(target, source));
+  return out;
+}
+
+std::vector<std::string> prefixed(const std::string& prefix, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& name : names) out.push_back(prefix + name);
+  return out;
+}
+
 int64_t count_blocks(const std::vector<std::string>& names, const std::string& prefix) {
   int64_t n = 0;
   for (const std::string& name : names) {

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/module.h"
@@ -71,6 +72,10 @@ KeyRule reshaped(std::string target, std::string source, int64_t rank);
 KeyRule rename_layer(std::string target_module, std::string source_module);
 KeyRule concat_layer(std::string target_module, std::vector<std::string> source_modules);
 KeyRule swap_halves_layer(std::string target_module, std::string source_module);
+// rename_layer for each (model module, source module) pair, in order.
+std::vector<KeyRule> layer_renames(const std::vector<std::pair<std::string, std::string>>& modules);
+// `prefix` + each name ("transformer_blocks.{N}." + {"attn.to_q", ...}).
+std::vector<std::string> prefixed(const std::string& prefix, const std::vector<std::string>& names);
 
 // Rules written with "{N}", expanded for N = 0 .. n - 1 where n is 1 + the largest index N among the
 // source names that start with `count_prefix` followed by "N." (0 blocks when none does).

@@ -93,6 +93,35 @@ std::optional<std::pair<std::string, std::string>> split_peft_key(const std::str
 
 }  // namespace
 
+namespace {
+
+std::string block_module(const std::string& pattern, int64_t block) {
+  std::string out = pattern;
+  const size_t at = out.find("{N}");
+  if (at != std::string::npos) out.replace(at, 3, std::to_string(block));
+  return out;
+}
+
+}  // namespace
+
+void add_one_to_one(LoraLayout& layout, const std::vector<std::pair<std::string, std::string>>& modules,
+                    int64_t block) {
+  for (const auto& [model, diffusers] : modules)
+    layout.modules.push_back(
+        {.module = block_module(model, block), .parts = {{.peft_module = block_module(diffusers, block)}}});
+}
+
+LoraModuleLayout fused_layout(const std::string& module, const std::string& peft_block,
+                              const std::vector<std::string>& names, const std::vector<int64_t>& rows) {
+  LoraModuleLayout entry{.module = module, .parts = {}};
+  int64_t begin = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    entry.parts.push_back({.peft_module = peft_block + names[i], .row_begin = begin, .row_end = begin + rows[i]});
+    begin += rows[i];
+  }
+  return entry;
+}
+
 const LoraModuleLayout* LoraLayout::find(const std::string& module) const {
   for (const LoraModuleLayout& entry : modules)
     if (entry.module == module) return &entry;

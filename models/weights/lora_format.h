@@ -61,6 +61,15 @@ struct LoraLayout {
   std::vector<std::string> module_paths() const;
 };
 
+// Layout entries written once with "{N}" for a block index (block -1: a pattern without one):
+// one entry per (model module, diffusers module) pair that is one layer in both...
+void add_one_to_one(LoraLayout& layout, const std::vector<std::pair<std::string, std::string>>& modules,
+                    int64_t block);
+// ... and a fused model module whose rows are the diffusers modules `peft_block` + names[i], rows[i] rows each, in
+// order (Flux's img_attn.qkv = attn.to_q | to_k | to_v).
+LoraModuleLayout fused_layout(const std::string& module, const std::string& peft_block,
+                              const std::vector<std::string>& names, const std::vector<int64_t>& rows);
+
 // ---- kohya ----
 
 // "lora_unet_" + the module path with '.' replaced by '_'.

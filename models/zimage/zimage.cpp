@@ -17,12 +17,8 @@
 namespace wick::zimage {
 namespace {
 
-// Numbered children "0", "1", ... (layers, noise_refiner, context_refiner).
-class BlockList : public Module {
- public:
-  std::string type_name() const override { return "BlockList"; }
-  void add(std::shared_ptr<Module> block) { register_module(std::to_string(children().size()), std::move(block)); }
-};
+using nn::BlockList;
+using nn::trainable_tensors;
 
 // A Module holding one Linear under "<patch>-1" (all_x_embedder) or one FinalLayer (all_final_layer).
 class PatchModules : public Module {
@@ -30,12 +26,6 @@ class PatchModules : public Module {
   std::string type_name() const override { return "ModuleDict"; }
   void add(const std::string& key, std::shared_ptr<Module> module) { register_module(key, std::move(module)); }
 };
-
-std::vector<Tensor> trainable_tensors(const Module& module) {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : module.trainable_parameters()) out.push_back(tensor);
-  return out;
-}
 
 }  // namespace
 
