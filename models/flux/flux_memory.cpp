@@ -173,32 +173,6 @@ bool any_modulation_keeps_input(const FluxConfig& config, const LayerTrainingOf&
 
 }  // namespace
 
-ActivationSegment flux_final_layer_segment(const LayerTrainingOf& of, const FinalLayerSizes& z, const TokenStream& x,
-                                           bool vec_grad) {
-  // Its LayerNorm keeps the whole last stream (through the narrow view) and the image rows' statistics; then the
-  // loss keeps pred - target in f32 (mse_loss). For a moment: the prediction, its f32 copy and the squared error.
-  const int64_t h = z.hidden, e = dtype_size(z.dtype);
-  Count final_layer;
-  LinearActivations ada =
-      linear_activations(of("final_layer.adaLN_modulation.1"), z.batch, h, 2 * h, z.dtype, z.device, vec_grad);
-  final_layer.linear(ada);
-  final_layer.keep(x.requires_grad, x.rows * h * e + 2 * 4 * z.img_rows);
-  final_layer.keep(x.requires_grad || ada.output_requires_grad, z.batch * 2 * h * e);
-  final_layer.keep(ada.output_requires_grad, z.img_rows * h * e);  // LayerNorm output, kept by modulate
-  LinearActivations linear = linear_activations(of("final_layer.linear"), z.img_rows, h, z.out_features, z.dtype,
-                                                z.device, x.requires_grad || ada.output_requires_grad);
-  final_layer.keep(linear.keeps_input, z.img_rows * h * e);
-  final_layer.linear(linear);
-  const int64_t prediction = z.img_rows * z.out_features;  // elements of the prediction
-  final_layer.internal += 4 * prediction;                  // pred - target
-  const int64_t moment = prediction * (e + (e != 4 ? 4 : 0) + 4) + 2 * z.img_rows * h * e;
-  return {.name = "final_layer",
-          .parameter_prefixes = {"final_layer."},
-          .kept = final_layer.internal,
-          .workspace = std::max(moment, final_layer.forward_excess()),
-          .forward_flops = final_layer.flops};
-}
-
 ActivationProfile flux_activation_profile(const FluxConfig& config, const ActivationShape& shape, bool checkpointing,
                                           const LayerTrainingOf& of) {
   const int64_t grid = (shape.latent_height / 2) * (shape.latent_width / 2);
@@ -260,7 +234,7 @@ ActivationProfile flux_activation_profile(const FluxConfig& config, const Activa
     add_block(name, c, x.rows * h * e, x.rows * h * e, x.rows * (3 * h + z.m) * math);
   }
 
-  profile.segments.push_back(flux_final_layer_segment(of, {.batch = z.batch, .img_rows = z.img_rows, .hidden = h,
+  profile.segments.push_back(adaln_final_layer_segment(of, {.batch = z.batch, .img_rows = z.img_rows, .hidden = h,
                                                           .out_features = config.in_channels, .dtype = z.dtype,
                                                           .device = z.device},
                                                     x, vec_grad));

@@ -25,17 +25,6 @@ namespace wick::flux {
 ActivationProfile flux_activation_profile(const FluxConfig& config, const ActivationShape& shape, bool checkpointing,
                                           const LayerTrainingOf& training);
 
-// The final layer of Flux's and FLUX.2's transformers (LastLayer: adaLN_modulation.1 on SiLU(vec), a LayerNorm of
-// the last stream's image rows, linear) with the flow-matching loss on its prediction: the "final_layer" segment.
-// `x` is the last stream (text and image rows) and whether it requires a gradient; vec_grad whether vec does.
-struct FinalLayerSizes {
-  int64_t batch = 0, img_rows = 0, hidden = 0, out_features = 0;
-  DType dtype = DType::F32;
-  Device device = Device::cpu();
-};
-ActivationSegment flux_final_layer_segment(const LayerTrainingOf& of, const FinalLayerSizes& sizes,
-                                           const TokenStream& x, bool vec_grad);
-
 // estimate_planned_memory (models/memory/training_plan.h) for a model of `config`, unbuilt: its parameter shapes in
 // config.dtype, its blocks, this profile.
 MemoryEstimate estimate_flux_memory(const FluxConfig& config, const TrainingPlan& plan, const MemoryInputs& in);

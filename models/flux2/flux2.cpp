@@ -8,10 +8,10 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
-#include "models/flux/flux_blocks.h"
 #include "models/flux2/flux2_blocks.h"
 #include "models/flux2/flux2_memory.h"
 #include "models/nn/basic.h"
+#include "models/nn/bfl_layers.h"
 #include "models/nn/timestep_embedding.h"
 #include "runtime/ops/join.h"
 
@@ -73,12 +73,12 @@ Flux2Transformer::Flux2Transformer(Flux2Config config) : config_(std::move(confi
   const nn::LinearOptions options = linear_options(c);
   register_module("img_in", std::make_shared<nn::Linear>(c.in_channels, c.hidden_size, options));
   register_module("txt_in", std::make_shared<nn::Linear>(c.context_dim, c.hidden_size, options));
-  register_module("time_in", std::make_shared<flux::MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
+  register_module("time_in", std::make_shared<nn::MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
   if (c.guidance_embed)
-    register_module("guidance_in", std::make_shared<flux::MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
-  register_module("double_stream_modulation_img", std::make_shared<flux::Modulation>(c.hidden_size, 6, options));
-  register_module("double_stream_modulation_txt", std::make_shared<flux::Modulation>(c.hidden_size, 6, options));
-  register_module("single_stream_modulation", std::make_shared<flux::Modulation>(c.hidden_size, 3, options));
+    register_module("guidance_in", std::make_shared<nn::MLPEmbedder>(kFrequencyDim, c.hidden_size, options));
+  register_module("double_stream_modulation_img", std::make_shared<nn::Modulation>(c.hidden_size, 6, options));
+  register_module("double_stream_modulation_txt", std::make_shared<nn::Modulation>(c.hidden_size, 6, options));
+  register_module("single_stream_modulation", std::make_shared<nn::Modulation>(c.hidden_size, 3, options));
   auto doubles = std::make_shared<BlockList>(), singles = std::make_shared<BlockList>();
   for (int64_t i = 0; i < c.depth; ++i) doubles->add(std::make_shared<DoubleStreamBlock>(c));
   for (int64_t i = 0; i < c.depth_single; ++i) singles->add(std::make_shared<SingleStreamBlock>(c));
@@ -166,7 +166,7 @@ Tensor Flux2Transformer::forward(const Tensor& latents, const Tensor& timesteps,
     vec = autograd::add(vec, child("guidance_in")->forward(nn::timestep_features_exact(guidance, kTimeFactor, dtype)));
   // The shared modulations: one Linear each on SiLU(vec), chunked; every block reads the same chunks.
   const Tensor silu_vec = autograd::silu(vec);
-  auto chunks = [&](const char* name) { return static_cast<flux::Modulation*>(child(name).get())->chunks(silu_vec); };
+  auto chunks = [&](const char* name) { return static_cast<nn::Modulation*>(child(name).get())->chunks(silu_vec); };
   const std::vector<Tensor> img_mod = chunks("double_stream_modulation_img");
   const std::vector<Tensor> txt_mod = chunks("double_stream_modulation_txt");
   const std::vector<Tensor> single_mod = chunks("single_stream_modulation");

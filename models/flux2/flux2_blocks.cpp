@@ -5,8 +5,8 @@
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_norm.h"
-#include "models/flux/flux_blocks.h"
 #include "models/nn/basic.h"
+#include "models/nn/bfl_layers.h"
 
 namespace wick::flux2 {
 namespace {
@@ -22,7 +22,7 @@ class SelfAttention : public Module {
  public:
   explicit SelfAttention(const Flux2Config& c) {
     register_module("qkv", std::make_shared<nn::Linear>(c.hidden_size, 3 * c.hidden_size, linear_options(c)));
-    register_module("norm", std::make_shared<flux::QKNorm>(c.head_dim(), c.dtype, c.device));
+    register_module("norm", std::make_shared<nn::QKNorm>(c.head_dim(), c.dtype, c.device));
     register_module("proj", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, linear_options(c)));
   }
   std::string type_name() const override { return "SelfAttention"; }
@@ -69,18 +69,18 @@ std::pair<Tensor, Tensor> DoubleStreamBlock::run(const Tensor& img, const Tensor
     Module* attn;
     Module* mlp;
     const std::vector<Tensor>* mod;  // shift1, scale1, gate1, shift2, scale2, gate2
-    flux::HeadsQKV heads;
+    nn::HeadsQKV heads;
   };
   Stream streams[2] = {{txt, child("txt_attn").get(), child("txt_mlp").get(), &txt_mod, {}},
                        {img, child("img_attn").get(), child("img_mlp").get(), &img_mod, {}}};
   for (Stream& s : streams) {
     const std::vector<Tensor>& mod = *s.mod;
     Tensor modulated = autograd::modulate(layer_norm(s.x), mod[0], mod[1]);
-    s.heads = flux::split_heads(s.attn->child("qkv")->forward(modulated), n_heads_, *s.attn->child("norm"));
+    s.heads = nn::split_heads(s.attn->child("qkv")->forward(modulated), n_heads_, *s.attn->child("norm"));
   }
   // Joint attention over [txt; img] (text first, as the position ids), then split back.
-  const flux::HeadsQKV &t = streams[0].heads, &i = streams[1].heads;
-  Tensor attended = flux::joint_attention(autograd::concat({t.q, i.q}, 1), autograd::concat({t.k, i.k}, 1),
+  const nn::HeadsQKV &t = streams[0].heads, &i = streams[1].heads;
+  Tensor attended = nn::joint_attention(autograd::concat({t.q, i.q}, 1), autograd::concat({t.k, i.k}, 1),
                                           autograd::concat({t.v, i.v}, 1), rope);
   const int64_t n_txt = txt.size(1);
   Tensor parts[2] = {autograd::narrow(attended, 1, 0, n_txt), autograd::narrow(attended, 1, n_txt, img.size(1))};
@@ -98,16 +98,16 @@ SingleStreamBlock::SingleStreamBlock(const Flux2Config& c)
     : n_heads_(c.num_heads), hidden_(c.hidden_size), mlp_hidden_(c.mlp_hidden()) {
   register_module("linear1", std::make_shared<nn::Linear>(hidden_, 3 * hidden_ + 2 * mlp_hidden_, linear_options(c)));
   register_module("linear2", std::make_shared<nn::Linear>(hidden_ + mlp_hidden_, hidden_, linear_options(c)));
-  register_module("norm", std::make_shared<flux::QKNorm>(c.head_dim(), c.dtype, c.device));
+  register_module("norm", std::make_shared<nn::QKNorm>(c.head_dim(), c.dtype, c.device));
 }
 
 Tensor SingleStreamBlock::run(const Tensor& x, const std::vector<Tensor>& mod, const RopeTables& rope) {
   WICK_CHECK(mod.size() == 3, "FLUX.2 single block: the modulation has ", mod.size(), " chunks, not 3");
   Tensor fused = child("linear1")->forward(autograd::modulate(layer_norm(x), mod[0], mod[1]));
   // [qkv | mlp gate | mlp value] along the features: views of the one linear1 output.
-  flux::HeadsQKV heads = flux::split_heads(autograd::narrow(fused, -1, 0, 3 * hidden_), n_heads_, *child("norm"));
+  nn::HeadsQKV heads = nn::split_heads(autograd::narrow(fused, -1, 0, 3 * hidden_), n_heads_, *child("norm"));
   Tensor mlp = swiglu(autograd::narrow(fused, -1, 3 * hidden_, 2 * mlp_hidden_));
-  Tensor attended = flux::joint_attention(heads.q, heads.k, heads.v, rope);
+  Tensor attended = nn::joint_attention(heads.q, heads.k, heads.v, rope);
   return autograd::gated_residual(x, mod[2], child("linear2")->forward(autograd::concat({attended, mlp}, 2)));
 }
 

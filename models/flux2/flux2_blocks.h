@@ -1,6 +1,6 @@
 // The layers of the FLUX.2 transformer (Black Forest Labs' flux2 model.py, its parameter names), used by
-// Flux2Transformer (models/flux2/flux2.h). Built like Flux.1's (models/flux/flux_blocks.h, whose QK-norm,
-// head split and joint attention they reuse), with FLUX.2's differences: no biases anywhere, a SwiGLU MLP
+// Flux2Transformer (models/flux2/flux2.h). Built like Flux.1's, on the same BFL layers (models/nn/bfl_layers.h:
+// QK-norm, head split, joint attention, modulation), with FLUX.2's differences: no biases anywhere, a SwiGLU MLP
 // (silu of the first half times the second), and no modulation of their own: three Modulation layers of
 // the transformer, computed once per forward, feed every block.
 //

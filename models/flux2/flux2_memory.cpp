@@ -9,7 +9,6 @@
 #include <algorithm>
 
 #include "engine/module.h"
-#include "models/flux/flux_memory.h"
 #include "runtime/shape.h"
 
 namespace wick::flux2 {
@@ -240,7 +239,7 @@ ActivationProfile flux2_activation_profile(const Flux2Config& config, const Acti
     add_block(name, c, x.rows * h * e, x.rows * h * e, x.rows * (3 * h + 2 * z.m) * e);
   }
 
-  profile.segments.push_back(flux::flux_final_layer_segment(of, {.batch = z.batch, .img_rows = z.img_rows, .hidden = h,
+  profile.segments.push_back(adaln_final_layer_segment(of, {.batch = z.batch, .img_rows = z.img_rows, .hidden = h,
                                                           .out_features = config.in_channels, .dtype = z.dtype,
                                                           .device = z.device},
                                                     x, vec_grad));

@@ -125,6 +125,32 @@ ActivationSegment block_segment(const std::string& name, const ActivationCount& 
   return s;
 }
 
+ActivationSegment adaln_final_layer_segment(const LayerTrainingOf& of, const FinalLayerSizes& z, const TokenStream& x,
+                                            bool vec_grad) {
+  // Its LayerNorm keeps the whole last stream (through the narrow view) and the image rows' statistics; then the
+  // loss keeps pred - target in f32 (mse_loss). For a moment: the prediction, its f32 copy and the squared error.
+  const int64_t h = z.hidden, e = dtype_size(z.dtype);
+  ActivationCount final_layer;
+  LinearActivations ada =
+      linear_activations(of("final_layer.adaLN_modulation.1"), z.batch, h, 2 * h, z.dtype, z.device, vec_grad);
+  final_layer.linear(ada);
+  final_layer.keep(x.requires_grad, x.rows * h * e + 2 * 4 * z.img_rows);
+  final_layer.keep(x.requires_grad || ada.output_requires_grad, z.batch * 2 * h * e);
+  final_layer.keep(ada.output_requires_grad, z.img_rows * h * e);  // LayerNorm output, kept by modulate
+  LinearActivations linear = linear_activations(of("final_layer.linear"), z.img_rows, h, z.out_features, z.dtype,
+                                                z.device, x.requires_grad || ada.output_requires_grad);
+  final_layer.keep(linear.keeps_input, z.img_rows * h * e);
+  final_layer.linear(linear);
+  const int64_t prediction = z.img_rows * z.out_features;  // elements of the prediction
+  final_layer.internal += 4 * prediction;                  // pred - target
+  const int64_t moment = prediction * (e + (e != 4 ? 4 : 0) + 4) + 2 * z.img_rows * h * e;
+  return {.name = "final_layer",
+          .parameter_prefixes = {"final_layer."},
+          .kept = final_layer.internal,
+          .workspace = std::max(moment, final_layer.forward_excess()),
+          .forward_flops = final_layer.flops};
+}
+
 bool count_embedder_mlp(ActivationCount& c, const LayerTraining& first, const LayerTraining& second, int64_t batch,
                         int64_t in, int64_t width, DType dtype, Device device) {
   const int64_t e = dtype_size(dtype);

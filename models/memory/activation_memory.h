@@ -142,6 +142,18 @@ struct WorkspaceRows {
   double adapted, plain;
 };
 
+// The "final_layer" segment of a transformer whose last layer is BFL's LastLayer (Flux.1, FLUX.2: adaLN_modulation.1
+// on SiLU(vec) -> (shift, scale), a LayerNorm of the last stream's image rows, (1 + scale) · x + shift, linear), with
+// the flow-matching loss on its prediction. `x` is the last stream (text and image rows) and whether it requires a
+// gradient; vec_grad whether vec does.
+struct FinalLayerSizes {
+  int64_t batch = 0, img_rows = 0, hidden = 0, out_features = 0;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+ActivationSegment adaln_final_layer_segment(const LayerTrainingOf& of, const FinalLayerSizes& sizes,
+                                            const TokenStream& x, bool vec_grad);
+
 // A checkpointable block's segment from its count `c`: without checkpointing it keeps its inputs (c.input) and its
 // internals; with checkpointing the checkpoint node keeps only `input_bytes`, and the recomputation in backward keeps
 // the internals and makes the outputs again (`output_bytes`) while the outputs' gradients wait. Its workspace: `rows`

@@ -17,7 +17,6 @@
 #include "engine/autograd/backward.h"
 #include "engine/autograd/ops_loss.h"
 #include "engine/autograd/node.h"
-#include "models/flux/flux_config.h"
 #include "models/flux2/flux2.h"
 #include "models/flux2/flux2_weights.h"
 #include "models/nn/adapters.h"
@@ -109,7 +108,7 @@ TEST(Flux2Config, ReleasedSizesAndCounts) {
 }
 
 TEST(Flux2Config, FromTheFixtureShapes) {
-  const Flux2Config c = config_from_shapes(flux::tensor_shapes(open_fixture("dev_bfl.safetensors")));
+  const Flux2Config c = config_from_shapes(wick::testing::file_shapes(open_fixture("dev_bfl.safetensors")));
   EXPECT_EQ(c.in_channels, 16);
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.num_heads, 2);
@@ -123,7 +122,7 @@ TEST(Flux2Config, FromTheFixtureShapes) {
 }
 
 TEST(Flux2Config, BrokenShapeMapsAreDataErrors) {
-  const std::map<std::string, Shape> good = flux::tensor_shapes(open_fixture("dev_bfl.safetensors"));
+  const std::map<std::string, Shape> good = wick::testing::file_shapes(open_fixture("dev_bfl.safetensors"));
   auto message = [](const std::map<std::string, Shape>& shapes, std::vector<int64_t> axes = {}) {
     return wick::testing::shape_map_error([&](const auto& s) { config_from_shapes(s, axes); }, shapes);
   };
