@@ -76,7 +76,7 @@ FluxTransformer::FluxTransformer(FluxConfig config) : config_(std::move(config))
   for (int64_t i = 0; i < c.depth_single; ++i) singles->add(std::make_shared<SingleStreamBlock>(c));
   register_module("double_blocks", doubles);
   register_module("single_blocks", singles);
-  register_module("final_layer", std::make_shared<LastLayer>(c));
+  register_module("final_layer", std::make_shared<LastLayer>(c.hidden_size, c.in_channels, options));
 }
 
 const RopeTables& FluxTransformer::rope_tables(int64_t n_txt, int64_t grid_h, int64_t grid_w, Device device) {

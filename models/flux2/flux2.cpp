@@ -84,7 +84,7 @@ Flux2Transformer::Flux2Transformer(Flux2Config config) : config_(std::move(confi
   for (int64_t i = 0; i < c.depth_single; ++i) singles->add(std::make_shared<SingleStreamBlock>(c));
   register_module("double_blocks", doubles);
   register_module("single_blocks", singles);
-  register_module("final_layer", std::make_shared<LastLayer>(c));
+  register_module("final_layer", std::make_shared<nn::LastLayer>(c.hidden_size, c.in_channels, options));
 }
 
 const RopeTables& Flux2Transformer::rope_tables(int64_t n_txt, const std::vector<std::pair<int64_t, int64_t>>& grids,
@@ -207,7 +207,7 @@ Tensor Flux2Transformer::forward(const Tensor& latents, const Tensor& timesteps,
     x = (c.gradient_checkpointing ? autograd::checkpoint(run, inputs, trainable_tensors(*block)) : run(inputs))[0];
   }
   img = autograd::narrow(x, 1, n_txt, n_target);  // the target's tokens; the references' are dropped
-  Tensor out = static_cast<LastLayer*>(child("final_layer").get())->run(img, silu_vec);
+  Tensor out = static_cast<nn::LastLayer*>(child("final_layer").get())->run(img, silu_vec);
   return unpack_tokens(out, height, width);
 }
 

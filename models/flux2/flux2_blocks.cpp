@@ -111,17 +111,4 @@ Tensor SingleStreamBlock::run(const Tensor& x, const std::vector<Tensor>& mod, c
   return autograd::gated_residual(x, mod[2], child("linear2")->forward(autograd::concat({attended, mlp}, 2)));
 }
 
-LastLayer::LastLayer(const Flux2Config& c) {
-  register_module("linear", std::make_shared<nn::Linear>(c.hidden_size, c.in_channels, linear_options(c)));
-  auto modulation = std::make_shared<nn::Sequential>();
-  modulation->add(std::make_shared<nn::Activation>("silu"));
-  modulation->add(std::make_shared<nn::Linear>(c.hidden_size, 2 * c.hidden_size, linear_options(c)));
-  register_module("adaLN_modulation", modulation);
-}
-
-Tensor LastLayer::run(const Tensor& img, const Tensor& silu_vec) {
-  std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->child("1")->forward(silu_vec), 2, 1);
-  return child("linear")->forward(autograd::modulate(layer_norm(img), mod[0], mod[1]));  // shift, scale
-}
-
 }  // namespace wick::flux2

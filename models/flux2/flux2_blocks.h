@@ -58,14 +58,4 @@ class SingleStreamBlock : public Module {
   int64_t n_heads_, hidden_, mlp_hidden_;
 };
 
-// Children linear (hidden -> in_channels) and adaLN_modulation (a Sequential whose "1" is
-// Linear(hidden, 2·hidden); its "0" SiLU is not called: run takes SiLU(vec) already computed).
-class LastLayer : public Module {
- public:
-  explicit LastLayer(const Flux2Config& config);
-  std::string type_name() const override { return "LastLayer"; }
-  // img [B, L_img, hidden] -> linear((1 + scale) · LayerNorm(img) + shift) [B, L_img, in_channels].
-  Tensor run(const Tensor& img, const Tensor& silu_vec);
-};
-
 }  // namespace wick::flux2

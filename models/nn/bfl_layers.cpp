@@ -4,14 +4,16 @@
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
+#include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_norm.h"
 #include "engine/autograd/ops_rope.h"
+#include "models/nn/basic.h"
 #include "runtime/ops/creation.h"
 
 namespace wick::nn {
 namespace {
 
-constexpr double kNormEps = 1e-6;  // BFL's RMSNorm
+constexpr double kNormEps = 1e-6;  // BFL's RMSNorm and LayerNorm
 
 }  // namespace
 
@@ -62,6 +64,20 @@ Tensor joint_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Tensor k_rotated = autograd::transpose(autograd::apply_rope(k, rope.cos, rope.sin), 1, 2);
   Tensor out = autograd::scaled_dot_product_attention(q_rotated, k_rotated, autograd::transpose(v, 1, 2));
   return autograd::reshape(autograd::transpose(out, 1, 2), {q.size(0), q.size(1), q.size(2) * q.size(3)});
+}
+
+LastLayer::LastLayer(int64_t hidden, int64_t out, const LinearOptions& options) {
+  register_module("linear", std::make_shared<Linear>(hidden, out, options));
+  auto modulation = std::make_shared<Sequential>();
+  modulation->add(std::make_shared<Activation>("silu"));
+  modulation->add(std::make_shared<Linear>(hidden, 2 * hidden, options));
+  register_module("adaLN_modulation", modulation);
+}
+
+Tensor LastLayer::run(const Tensor& img, const Tensor& silu_vec) {
+  std::vector<Tensor> mod = autograd::chunk(child("adaLN_modulation")->child("1")->forward(silu_vec), 2, 1);
+  const Tensor normed = autograd::layer_norm(img, {img.size(-1)}, Tensor(), Tensor(), kNormEps);
+  return child("linear")->forward(autograd::modulate(normed, mod[0], mod[1]));  // shift, scale
 }
 
 }  // namespace wick::nn

@@ -66,4 +66,15 @@ HeadsQKV split_heads(const Tensor& qkv, int64_t n_heads, Module& norm);
 // with no mask. q, k, v [B, L, heads, head_dim] -> [B, L, heads·head_dim].
 Tensor joint_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RopeTables& rope);
 
+// BFL's LastLayer: children linear (hidden -> out) and adaLN_modulation (a Sequential whose "1" is
+// Linear(hidden, 2·hidden); its "0" SiLU is not called: run takes SiLU(vec) already computed).
+class LastLayer : public Module {
+ public:
+  LastLayer(int64_t hidden, int64_t out, const LinearOptions& options);
+  std::string type_name() const override { return "LastLayer"; }
+  // img [B, L_img, hidden] -> linear((1 + scale) · LayerNorm(img) + shift) [B, L_img, out], LayerNorm without
+  // affine parameters (eps 1e-6), the modulation chunked (shift, scale).
+  Tensor run(const Tensor& img, const Tensor& silu_vec);
+};
+
 }  // namespace wick::nn
