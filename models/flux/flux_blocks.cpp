@@ -1,15 +1,12 @@
 #include "models/flux/flux_blocks.h"
 
-#include "engine/autograd/ops_attention.h"
 #include "engine/autograd/ops_elementwise.h"
 #include "engine/autograd/ops_join.h"
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_norm.h"
-#include "engine/autograd/ops_rope.h"
 #include "models/nn/basic.h"
 #include "models/nn/linear.h"
-#include "runtime/ops/creation.h"
 
 namespace wick::flux {
 namespace {

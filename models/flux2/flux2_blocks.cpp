@@ -5,7 +5,6 @@
 #include "engine/autograd/ops_layout.h"
 #include "engine/autograd/ops_modulate.h"
 #include "engine/autograd/ops_norm.h"
-#include "models/nn/basic.h"
 #include "models/nn/bfl_layers.h"
 
 namespace wick::flux2 {
